@@ -1,0 +1,64 @@
+/*
+ * stream/log.h — logging for the daemons and the runtime glue (never used by stream_proto).
+ *
+ * One line per event: "<RFC3339 time> <level> [node=<n>] [stream=<id>] message". Lines go to stderr
+ * (journald/kubelet pick them up), written with one write(2) so lines from different threads never
+ * interleave. The level is process-wide.
+ *
+ * Thread-safety: every function here may be called from any thread.
+ */
+#ifndef STREAM_LOG_H
+#define STREAM_LOG_H
+
+#include <stdint.h>
+
+enum st_log_level {
+	ST_LOG_ERROR = 0,
+	ST_LOG_WARN = 1,
+	ST_LOG_INFO = 2,
+	ST_LOG_DEBUG = 3,
+};
+
+/* Set the process-wide level; messages above it are dropped cheaply. Default ST_LOG_INFO. */
+void st_log_set_level(enum st_log_level level);
+enum st_log_level st_log_get_level(void);
+
+/* Parse "error", "warn", "info" or "debug". Returns 0, or -EINVAL for anything else. */
+int st_log_level_parse(const char *name, enum st_log_level *out);
+
+/*
+ * st_log() - write one log line.
+ * @level: severity.
+ * @node:  node name the line concerns, or NULL.
+ * @stream_id: stream (ConnectID) the line concerns, or 0 for none.
+ * @fmt:   printf format; the line is cut at 1 KiB.
+ */
+void st_log(enum st_log_level level, const char *node, uint64_t stream_id, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* Test hook: send lines to a callback instead of stderr (NULL restores stderr). */
+typedef void (*st_log_sink_cb)(enum st_log_level level, const char *line, void *user);
+void st_log_set_sink(st_log_sink_cb sink, void *user);
+
+#define ST_LOG_ENABLED(lvl) ((lvl) <= st_log_get_level())
+
+#define st_err(...)  st_log(ST_LOG_ERROR, NULL, 0, __VA_ARGS__)
+#define st_warn(...) st_log(ST_LOG_WARN, NULL, 0, __VA_ARGS__)
+#define st_info(...) st_log(ST_LOG_INFO, NULL, 0, __VA_ARGS__)
+#define st_dbg(...)                                                                                \
+	do {                                                                                       \
+		if (ST_LOG_ENABLED(ST_LOG_DEBUG))                                                  \
+			st_log(ST_LOG_DEBUG, NULL, 0, __VA_ARGS__);                                \
+	} while (0)
+
+/* Variants naming a node and a stream. */
+#define st_err_ns(node, sid, ...)  st_log(ST_LOG_ERROR, (node), (sid), __VA_ARGS__)
+#define st_warn_ns(node, sid, ...) st_log(ST_LOG_WARN, (node), (sid), __VA_ARGS__)
+#define st_info_ns(node, sid, ...) st_log(ST_LOG_INFO, (node), (sid), __VA_ARGS__)
+#define st_dbg_ns(node, sid, ...)                                                                  \
+	do {                                                                                       \
+		if (ST_LOG_ENABLED(ST_LOG_DEBUG))                                                  \
+			st_log(ST_LOG_DEBUG, (node), (sid), __VA_ARGS__);                          \
+	} while (0)
+
+#endif /* STREAM_LOG_H */
