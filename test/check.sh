@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The one test command (README "Testing", .ci/run): installs what is missing, builds with gcc +
+# ASan + UBSan + -Werror, runs every ctest label, checks formatting and banned functions, runs the
+# workq/integration tests under TSan, and gives every fuzz target a time-boxed libFuzzer run.
+#
+# Environment:
+#   FUZZ_SECONDS   seconds per fuzz target (default 60 with CI=true, else 15; 0 skips fuzzing)
+#   BUILD_ROOT     where the build trees go (default ./build)
+#   SKIP_INSTALL=1 do not call deploy/install-deps.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD_ROOT=${BUILD_ROOT:-$ROOT/build}
+JOBS=${JOBS:-$(nproc)}
+if [ "${CI:-}" = true ]; then FUZZ_SECONDS=${FUZZ_SECONDS:-60}; else FUZZ_SECONDS=${FUZZ_SECONDS:-15}; fi
+
+failures=()
+step() { printf '\n==== %s ====\n' "$*"; }
+fail() { failures+=("$1"); printf 'FAILED: %s\n' "$1"; }
+
+[ "${SKIP_INSTALL:-0}" = 1 ] || "$ROOT/deploy/install-deps.sh"
+
+step "static checks"
+# Banned functions (STYLE B4.7); word-boundary match on calls, corpus files excluded.
+if git ls-files '*.c' '*.h' | grep -v '^test/fuzz/corpus/' |
+	xargs grep -nE '\b(sprintf|strcpy|strcat|strtok|atoi|atol|gets|alloca|system)[[:space:]]*\(' ; then
+	fail "banned functions"
+else
+	echo "banned functions: none"
+fi
+if git ls-files '*.c' '*.h' | xargs clang-format-14 --dry-run -Werror 2>/tmp/format.$$; then
+	echo "clang-format: clean"
+else
+	head -40 /tmp/format.$$; fail "clang-format (run: clang-format-14 -i <file>)"
+fi
+rm -f /tmp/format.$$
+
+step "gcc + ASan + UBSan + -Werror: build"
+cmake -S "$ROOT" -B "$BUILD_ROOT/asan" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug \
+	-DST_ASAN=ON -DST_UBSAN=ON -DST_WERROR=ON >/dev/null
+if cmake --build "$BUILD_ROOT/asan" -j"$JOBS"; then
+	step "gcc + ASan + UBSan: ctest (unit, integration, e2e, fuzz corpus replay)"
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+	ctest --test-dir "$BUILD_ROOT/asan" --output-on-failure -j"$JOBS" || fail "ctest (asan)"
+	unset ASAN_OPTIONS UBSAN_OPTIONS
+else
+	fail "build (gcc asan)"
+fi
+
+step "TSan: worker pool and integration"
+cmake -S "$ROOT" -B "$BUILD_ROOT/tsan" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug \
+	-DST_TSAN=ON -DST_WERROR=ON >/dev/null
+if cmake --build "$BUILD_ROOT/tsan" -j"$JOBS"; then
+	# TSan and seccomp tests do not mix (the sanitizer runtime needs syscalls a daemon never makes).
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$BUILD_ROOT/tsan" --output-on-failure \
+		-R 'workq|loop|integration' || fail "ctest (tsan)"
+else
+	fail "build (tsan)"
+fi
+
+if [ "$FUZZ_SECONDS" -gt 0 ] && command -v clang >/dev/null; then
+	step "clang + libFuzzer: ${FUZZ_SECONDS}s per target"
+	cmake -S "$ROOT" -B "$BUILD_ROOT/fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DST_FUZZ=ON -DST_ASAN=ON -DST_UBSAN=ON -DST_WERROR=ON -DST_BUILD_TESTS=ON >/dev/null
+	if cmake --build "$BUILD_ROOT/fuzz" -j"$JOBS" --target all; then
+		work="$BUILD_ROOT/fuzz/work"
+		rm -rf "$work"; mkdir -p "$work"
+		export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+		# Two fuzzers at a time on 2 cores; each writes its new inputs to a scratch corpus so the
+		# checked-in corpus only changes by hand (test/fuzz/corpus-add.sh).
+		run_one() {
+			local bin=$1 t
+			t=$(basename "$bin"); t=${t#fuzz_}
+			mkdir -p "$work/$t"
+			local dict=()
+			[ -f "$ROOT/test/fuzz/dict/$t.dict" ] && dict=(-dict="$ROOT/test/fuzz/dict/$t.dict")
+			if (cd "$work" && "$bin" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 \
+				-rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" "$work/$t" \
+				"$ROOT/test/fuzz/corpus/$t" >"$work/$t.log" 2>&1); then
+				echo "fuzz $t: ok ($(grep -m1 'stat::number_of_executed_units' "$work/$t.log" | awk '{print $2}') execs)"
+			else
+				echo "fuzz $t: FAILED"; tail -40 "$work/$t.log"; return 1
+			fi
+		}
+		fuzz_failed=0
+		bins=("$BUILD_ROOT"/fuzz/test/fuzz/fuzz_*)
+		for ((i = 0; i < ${#bins[@]}; i += 2)); do
+			pids=()
+			for b in "${bins[@]:i:2}"; do run_one "$b" & pids+=($!); done
+			for p in "${pids[@]}"; do wait "$p" || fuzz_failed=1; done
+		done
+		[ "$fuzz_failed" = 0 ] || fail "fuzzing (crash inputs in $work)"
+		unset ASAN_OPTIONS
+	else
+		fail "build (clang fuzz)"
+	fi
+else
+	echo "fuzzing skipped (FUZZ_SECONDS=$FUZZ_SECONDS or no clang)"
+fi
+
+step "summary"
+if [ ${#failures[@]} -gt 0 ]; then
+	for f in "${failures[@]}"; do echo "FAILED: $f"; done
+	exit 1
+fi
+echo "all checks passed"
