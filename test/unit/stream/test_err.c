@@ -1,9 +1,10 @@
 /* Unit tests for stream/err.h. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
+
 #include <string.h>
 
 #include <stream/err.h>
