@@ -16,14 +16,72 @@
 #include <string.h>
 #include <strings.h>
 
+/*
+ * Length of the valid UTF-8 sequence at @s (1..4), or 0 when the byte at @s starts no valid
+ * sequence — the same rules as Go's utf8.DecodeRune (no overlongs, no surrogates, <= U+10FFFF).
+ */
+static size_t utf8_valid_len(const uint8_t *s, size_t n, uint32_t *cp)
+{
+	uint8_t b = s[0];
+	if (b < 0x80) {
+		*cp = b;
+		return 1;
+	}
+	size_t need;
+	uint32_t min, c;
+	if (b >= 0xc2 && b <= 0xdf) {
+		need = 2;
+		c = b & 0x1fu;
+		min = 0x80;
+	} else if (b >= 0xe0 && b <= 0xef) {
+		need = 3;
+		c = b & 0x0fu;
+		min = 0x800;
+	} else if (b >= 0xf0 && b <= 0xf4) {
+		need = 4;
+		c = b & 0x07u;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < need)
+		return 0;
+	for (size_t i = 1; i < need; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3fu);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return need;
+}
+
 /* ---- plan: views of every string, then one copy ------------------------------------------ */
 
 struct plan {
+	bool sanitize_utf8; /* decode path: invalid UTF-8 becomes U+FFFD, as Go's decoder does */
 	uint64_t connect_id;
 	struct st_connect_view method, scheme, host, path, raw_query;
 	struct st_connect_field headers[ST_MAX_CONNECT_HEADERS];
 	size_t num_headers;
 };
+
+/* Bytes @v takes once copied: each byte that starts no valid UTF-8 sequence becomes U+FFFD
+ * (3 bytes) when sanitizing. */
+static size_t view_size(const struct plan *pl, struct st_connect_view v)
+{
+	if (!pl->sanitize_utf8)
+		return v.len;
+	size_t size = 0;
+	for (size_t i = 0; i < v.len;) {
+		uint32_t cp;
+		size_t n = utf8_valid_len((const uint8_t *)v.p + i, v.len - i, &cp);
+		size += n ? n : 3;
+		i += n ? n : 1;
+	}
+	return size;
+}
 
 /* Bytes the strings need with their NULs; -EMSGSIZE over the cap, -EBADMSG on an embedded NUL. */
 static int plan_size(const struct plan *pl, size_t *size)
@@ -34,7 +92,7 @@ static int plan_size(const struct plan *pl, size_t *size)
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
 		if (memchr(v[i]->p, '\0', v[i]->len) != NULL)
 			return -EBADMSG;
-		total += v[i]->len + 1;
+		total += view_size(pl, *v[i]) + 1;
 		if (total > ST_MAX_CONNECT_STRINGS_BYTES)
 			return -EMSGSIZE;
 	}
@@ -42,7 +100,7 @@ static int plan_size(const struct plan *pl, size_t *size)
 		const struct st_connect_field *f = &pl->headers[i];
 		if (memchr(f->name.p, '\0', f->name.len) || memchr(f->value.p, '\0', f->value.len))
 			return -EBADMSG;
-		total += f->name.len + 1 + f->value.len + 1;
+		total += view_size(pl, f->name) + 1 + view_size(pl, f->value) + 1;
 		if (total > ST_MAX_CONNECT_STRINGS_BYTES)
 			return -EMSGSIZE;
 	}
@@ -50,13 +108,31 @@ static int plan_size(const struct plan *pl, size_t *size)
 	return 0;
 }
 
-static const char *copy_view(char **cursor, struct st_connect_view v)
+static const char *copy_view(const struct plan *pl, char **cursor, struct st_connect_view v)
 {
 	char *dst = *cursor;
-	if (v.len > 0)
-		memcpy(dst, v.p, v.len);
-	dst[v.len] = '\0';
-	*cursor += v.len + 1;
+	size_t o = 0;
+	if (!pl->sanitize_utf8) {
+		if (v.len > 0)
+			memcpy(dst, v.p, v.len);
+		o = v.len;
+	} else {
+		for (size_t i = 0; i < v.len;) {
+			uint32_t cp;
+			size_t n = utf8_valid_len((const uint8_t *)v.p + i, v.len - i, &cp);
+			if (n == 0) {
+				memcpy(dst + o, "\xef\xbf\xbd", 3);
+				o += 3;
+				i++;
+			} else {
+				memcpy(dst + o, v.p + i, n);
+				o += n;
+				i += n;
+			}
+		}
+	}
+	dst[o] = '\0';
+	*cursor += o + 1;
 	return dst;
 }
 
@@ -73,14 +149,14 @@ static int plan_materialize(const struct plan *pl, struct st_connect_req *out)
 	memset(out, 0, sizeof *out);
 	out->storage = storage;
 	out->connect_id = pl->connect_id;
-	out->method = copy_view(&cur, pl->method);
-	out->scheme = copy_view(&cur, pl->scheme);
-	out->host = copy_view(&cur, pl->host);
-	out->path = copy_view(&cur, pl->path);
-	out->raw_query = copy_view(&cur, pl->raw_query);
+	out->method = copy_view(pl, &cur, pl->method);
+	out->scheme = copy_view(pl, &cur, pl->scheme);
+	out->host = copy_view(pl, &cur, pl->host);
+	out->path = copy_view(pl, &cur, pl->path);
+	out->raw_query = copy_view(pl, &cur, pl->raw_query);
 	for (size_t i = 0; i < pl->num_headers; i++) {
-		out->headers[i].name = copy_view(&cur, pl->headers[i].name);
-		out->headers[i].value = copy_view(&cur, pl->headers[i].value);
+		out->headers[i].name = copy_view(pl, &cur, pl->headers[i].name);
+		out->headers[i].value = copy_view(pl, &cur, pl->headers[i].value);
 	}
 	out->num_headers = pl->num_headers;
 	return 0;
@@ -195,6 +271,7 @@ int st_connect_req_decode(const uint8_t *json, size_t len, struct st_connect_req
 		json_object_put(root);
 		return -ENOMEM;
 	}
+	pl->sanitize_utf8 = true;
 	rc = decode_tree(root, pl);
 	if (rc == 0)
 		rc = plan_materialize(pl, out);
@@ -282,47 +359,6 @@ static void put_u64(struct out *o, uint64_t v)
 		v /= 10;
 	} while (v != 0);
 	put(o, digits + n, sizeof digits - n);
-}
-
-/*
- * Length of the valid UTF-8 sequence at @s (1..4), or 0 when the byte at @s starts no valid
- * sequence — the same rules as Go's utf8.DecodeRune (no overlongs, no surrogates, <= U+10FFFF).
- */
-static size_t utf8_valid_len(const uint8_t *s, size_t n, uint32_t *cp)
-{
-	uint8_t b = s[0];
-	if (b < 0x80) {
-		*cp = b;
-		return 1;
-	}
-	size_t need;
-	uint32_t min, c;
-	if (b >= 0xc2 && b <= 0xdf) {
-		need = 2;
-		c = b & 0x1fu;
-		min = 0x80;
-	} else if (b >= 0xe0 && b <= 0xef) {
-		need = 3;
-		c = b & 0x0fu;
-		min = 0x800;
-	} else if (b >= 0xf0 && b <= 0xf4) {
-		need = 4;
-		c = b & 0x07u;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < need)
-		return 0;
-	for (size_t i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3fu);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return need;
 }
 
 /* A JSON string with Go's escaping (encoding/json with HTML escaping on, its default). */

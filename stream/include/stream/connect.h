@@ -72,7 +72,8 @@ struct st_connect_parts {
  * @out: filled on success; free with st_connect_req_cleanup(). Untouched on error.
  *
  * Handles Go's escapes (\u0026 ...), surrogate pairs, keys in any order, unknown keys (ignored),
- * "User":null. Returns 0; -EMSGSIZE when @len > ST_MAX_CONNECT_JSON_BYTES, the strings exceed
+ * "User":null. Like Go's decoder, each byte of invalid UTF-8 in a string becomes U+FFFD, so
+ * decoded strings are always valid UTF-8 and re-encoding them is lossless. Returns 0; -EMSGSIZE when @len > ST_MAX_CONNECT_JSON_BYTES, the strings exceed
  * ST_MAX_CONNECT_STRINGS_BYTES, headers exceed ST_MAX_CONNECT_HEADERS or nesting exceeds
  * ST_MAX_CONNECT_JSON_DEPTH; -EBADMSG for anything malformed (not JSON, trailing bytes, wrong
  * types, missing MessID, url or url.Path, a NUL inside a string); -ENOMEM.

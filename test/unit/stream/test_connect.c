@@ -154,6 +154,15 @@ static void test_decode_variants(void **state)
 	assert_string_equal(req.path, "/a\xf0\x9f\x98\x80");
 	st_connect_req_cleanup(&req);
 
+	/* Raw invalid UTF-8 becomes U+FFFD per byte, as Go's decoder does. */
+	assert_int_equal(decode_str("{\"MessID\":1,\"url\":{\"Path\":\"/a\xff\xc3"
+	                            "b\"}}",
+	                            &req),
+	                 0);
+	assert_string_equal(req.path, "/a\xef\xbf\xbd\xef\xbf\xbd"
+	                              "b");
+	st_connect_req_cleanup(&req);
+
 	/* Whitespace around everything is fine. */
 	assert_int_equal(
 	        decode_str(" \n{ \"MessID\" : 2 , \"url\" : { \"Path\" : \"/x\" } }\n ", &req), 0);
