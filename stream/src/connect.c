@@ -10,52 +10,13 @@
 #include <stream/connect.h>
 #include <stream/err.h>
 
+#include "jsonw.h"
+
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/*
- * Length of the valid UTF-8 sequence at @s (1..4), or 0 when the byte at @s starts no valid
- * sequence — the same rules as Go's utf8.DecodeRune (no overlongs, no surrogates, <= U+10FFFF).
- */
-static size_t utf8_valid_len(const uint8_t *s, size_t n, uint32_t *cp)
-{
-	uint8_t b = s[0];
-	if (b < 0x80) {
-		*cp = b;
-		return 1;
-	}
-	size_t need;
-	uint32_t min, c;
-	if (b >= 0xc2 && b <= 0xdf) {
-		need = 2;
-		c = b & 0x1fu;
-		min = 0x80;
-	} else if (b >= 0xe0 && b <= 0xef) {
-		need = 3;
-		c = b & 0x0fu;
-		min = 0x800;
-	} else if (b >= 0xf0 && b <= 0xf4) {
-		need = 4;
-		c = b & 0x07u;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < need)
-		return 0;
-	for (size_t i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3fu);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return need;
-}
 
 /* ---- plan: views of every string, then one copy ------------------------------------------ */
 
@@ -76,7 +37,7 @@ static size_t view_size(const struct plan *pl, struct st_connect_view v)
 	size_t size = 0;
 	for (size_t i = 0; i < v.len;) {
 		uint32_t cp;
-		size_t n = utf8_valid_len((const uint8_t *)v.p + i, v.len - i, &cp);
+		size_t n = st__utf8_valid_len((const uint8_t *)v.p + i, v.len - i, &cp);
 		size += n ? n : 3;
 		i += n ? n : 1;
 	}
@@ -119,7 +80,7 @@ static const char *copy_view(const struct plan *pl, char **cursor, struct st_con
 	} else {
 		for (size_t i = 0; i < v.len;) {
 			uint32_t cp;
-			size_t n = utf8_valid_len((const uint8_t *)v.p + i, v.len - i, &cp);
+			size_t n = st__utf8_valid_len((const uint8_t *)v.p + i, v.len - i, &cp);
 			if (n == 0) {
 				memcpy(dst + o, "\xef\xbf\xbd", 3);
 				o += 3;
@@ -328,99 +289,6 @@ const char *st_connect_req_header(const struct st_connect_req *req, const char *
 
 /* ---- encode -------------------------------------------------------------------------------- */
 
-struct out {
-	char *p;
-	size_t cap;
-	size_t len;
-	bool overflow;
-};
-
-static void put(struct out *o, const char *s, size_t n)
-{
-	if (o->overflow || n > o->cap - o->len) {
-		o->overflow = true;
-		return;
-	}
-	memcpy(o->p + o->len, s, n);
-	o->len += n;
-}
-
-static void puts_(struct out *o, const char *s)
-{
-	put(o, s, strlen(s));
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-	char digits[24];
-	size_t n = sizeof digits;
-	do {
-		digits[--n] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	put(o, digits + n, sizeof digits - n);
-}
-
-/* A JSON string with Go's escaping (encoding/json with HTML escaping on, its default). */
-static void put_json_string(struct out *o, const char *str)
-{
-	static const char hex[] = "0123456789abcdef";
-	const uint8_t *s = (const uint8_t *)str;
-	size_t n = strlen(str);
-	put(o, "\"", 1);
-	size_t start = 0, i = 0;
-	while (i < n) {
-		uint8_t b = s[i];
-		if (b < 0x80) {
-			if (b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' &&
-			    b != '&') {
-				i++;
-				continue;
-			}
-			put(o, str + start, i - start);
-			switch (b) {
-			case '"':
-				put(o, "\\\"", 2);
-				break;
-			case '\\':
-				put(o, "\\\\", 2);
-				break;
-			case '\n':
-				put(o, "\\n", 2);
-				break;
-			case '\r':
-				put(o, "\\r", 2);
-				break;
-			case '\t':
-				put(o, "\\t", 2);
-				break;
-			default: {
-				char esc[6] = {'\\', 'u', '0', '0', hex[b >> 4], hex[b & 0xf]};
-				put(o, esc, sizeof esc);
-			}
-			}
-			start = ++i;
-			continue;
-		}
-		uint32_t cp;
-		size_t len = utf8_valid_len(s + i, n - i, &cp);
-		if (len == 0) {
-			put(o, str + start, i - start);
-			put(o, "\\ufffd", 6);
-			start = ++i;
-			continue;
-		}
-		if (cp == 0x2028 || cp == 0x2029) {
-			put(o, str + start, i - start);
-			puts_(o, cp == 0x2028 ? "\\u2028" : "\\u2029");
-			start = i + len;
-		}
-		i += len;
-	}
-	put(o, str + start, n - start);
-	put(o, "\"", 1);
-}
-
 /* Go's textproto.CanonicalMIMEHeaderKey: names made only of token characters get an upper-case
  * letter first and after each '-', lower case elsewhere; any other name is left as it is. */
 static bool header_token_byte(unsigned char c)
@@ -467,37 +335,37 @@ static int canonical_cmp(const char *a, const char *b)
 
 /* The canonical name as a JSON string. Canonicalizable names are ASCII tokens, so only '&'
  * needs Go's HTML escape; other names go through the general escaper unchanged. */
-static void put_canonical_name(struct out *o, const char *name)
+static void put_canonical_name(struct st__jw *o, const char *name)
 {
 	if (!header_name_canonicalizable(name)) {
-		put_json_string(o, name);
+		st__jw_string(o, name);
 		return;
 	}
-	put(o, "\"", 1);
+	st__jw_put(o, "\"", 1);
 	for (size_t i = 0; name[i]; i++) {
 		char c = canonical_at(name, i, true);
 		if (c == '&')
-			put(o, "\\u0026", 6);
+			st__jw_put(o, "\\u0026", 6);
 		else
-			put(o, &c, 1);
+			st__jw_put(o, &c, 1);
 	}
-	put(o, "\"", 1);
+	st__jw_put(o, "\"", 1);
 }
 
 ssize_t st_connect_req_encode(char *out, size_t cap, const struct st_connect_req *req)
 {
-	struct out o = {.p = out, .cap = cap};
-	puts_(&o, "{\"MessID\":");
-	put_u64(&o, req->connect_id);
-	puts_(&o, ",\"url\":{\"Scheme\":");
-	put_json_string(&o, req->scheme ? req->scheme : "");
-	puts_(&o, ",\"Opaque\":\"\",\"User\":null,\"Host\":");
-	put_json_string(&o, req->host ? req->host : "");
-	puts_(&o, ",\"Path\":");
-	put_json_string(&o, req->path ? req->path : "");
-	puts_(&o, ",\"RawPath\":\"\",\"OmitHost\":false,\"ForceQuery\":false,\"RawQuery\":");
-	put_json_string(&o, req->raw_query ? req->raw_query : "");
-	puts_(&o, ",\"Fragment\":\"\",\"RawFragment\":\"\"},\"header\":{");
+	struct st__jw o = {.p = out, .cap = cap};
+	st__jw_puts(&o, "{\"MessID\":");
+	st__jw_u64(&o, req->connect_id);
+	st__jw_puts(&o, ",\"url\":{\"Scheme\":");
+	st__jw_string(&o, req->scheme ? req->scheme : "");
+	st__jw_puts(&o, ",\"Opaque\":\"\",\"User\":null,\"Host\":");
+	st__jw_string(&o, req->host ? req->host : "");
+	st__jw_puts(&o, ",\"Path\":");
+	st__jw_string(&o, req->path ? req->path : "");
+	st__jw_puts(&o, ",\"RawPath\":\"\",\"OmitHost\":false,\"ForceQuery\":false,\"RawQuery\":");
+	st__jw_string(&o, req->raw_query ? req->raw_query : "");
+	st__jw_puts(&o, ",\"Fragment\":\"\",\"RawFragment\":\"\"},\"header\":{");
 
 	/* A stable insertion sort of indices by canonical name (n <= 64), so values of one name
 	 * keep their order; equal neighbours merge into one array, as Go's map of slices does. */
@@ -518,19 +386,19 @@ ssize_t st_connect_req_encode(char *out, size_t cap, const struct st_connect_req
 		bool last = i + 1 == n || canonical_cmp(req->headers[order[i + 1]].name, name) != 0;
 		if (first) {
 			if (i > 0)
-				put(&o, ",", 1);
+				st__jw_put(&o, ",", 1);
 			put_canonical_name(&o, name);
-			put(&o, ":[", 2);
+			st__jw_put(&o, ":[", 2);
 		} else {
-			put(&o, ",", 1);
+			st__jw_put(&o, ",", 1);
 		}
-		put_json_string(&o, req->headers[order[i]].value);
+		st__jw_string(&o, req->headers[order[i]].value);
 		if (last)
-			put(&o, "]", 1);
+			st__jw_put(&o, "]", 1);
 	}
-	puts_(&o, "},\"method\":");
-	put_json_string(&o, req->method && *req->method ? req->method : "GET");
-	put(&o, "}", 1);
+	st__jw_puts(&o, "},\"method\":");
+	st__jw_string(&o, req->method && *req->method ? req->method : "GET");
+	st__jw_put(&o, "}", 1);
 	if (o.overflow)
 		return -EMSGSIZE;
 	return (ssize_t)o.len;
