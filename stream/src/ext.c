@@ -113,8 +113,9 @@ int st_ext_offer_parse(const char *value, size_t len, struct st_ext_offer *out)
 			for (size_t i = 0; i < n; i++)
 				if (!replica_byte(vs[i]))
 					return -EBADMSG;
+			/* a repeated key replaces the whole value, stale tail included */
+			memset(o.replica_id, 0, sizeof o.replica_id);
 			memcpy(o.replica_id, vs, n);
-			o.replica_id[n] = '\0';
 		}
 		/* other keys: ignored, for newer peers */
 	}
