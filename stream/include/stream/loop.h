@@ -1,0 +1,61 @@
+/*
+ * stream/loop.h — event-loop helpers the daemons share: signals through signalfd on the lws
+ * loop, the ready file, and the port a listener really bound.
+ *
+ * Thread rules: st_loop_block_signals() runs in main() before any thread starts; everything
+ * else runs on the loop thread.
+ */
+#ifndef STREAM_LOOP_H
+#define STREAM_LOOP_H
+
+#include <stddef.h>
+
+struct lws;
+struct lws_vhost;
+struct lws_context;
+
+/* The signals a daemon handles on its loop: SIGTERM/SIGINT (drain and stop), SIGHUP (reload). */
+#define ST_LOOP_SIGNALS_DESC "SIGTERM SIGINT SIGHUP"
+
+/*
+ * st_loop_block_signals() - block SIGTERM, SIGINT and SIGHUP in the calling thread (and so in
+ * every thread it starts later) and ignore SIGPIPE (a peer closing mid-write is an error code,
+ * not a death). Returns 0 or -errno.
+ */
+int st_loop_block_signals(void);
+
+/* Called on the loop thread for each signal received. */
+typedef void (*st_loop_signal_cb)(int signo, void *user);
+
+struct st_loop_signals;
+
+/*
+ * st_loop_signals_new() - open a signalfd for the blocked signals and adopt it into @vhost's
+ * loop under @protocol_name, whose callback must forward LWS_CALLBACK_RAW_RX_FILE and
+ * LWS_CALLBACK_RAW_CLOSE_FILE to st_loop_signals_dispatch(). @cb runs for each signal.
+ * Returns 0, -errno, or -ENOMEM.
+ */
+int st_loop_signals_new(struct st_loop_signals **out, struct lws_vhost *vhost,
+                        const char *protocol_name, st_loop_signal_cb cb, void *user);
+
+/* st_loop_signals_dispatch() - call from that protocol's callback for every reason (the wsi
+ * carries the st_loop_signals as its opaque user data); returns what the callback should
+ * return (0). */
+int st_loop_signals_dispatch(struct lws *wsi, int reason);
+
+/* st_loop_signals_free() - free the state; call after lws_context_destroy(), which closes the
+ * signalfd with its wsi. NULL is fine. */
+void st_loop_signals_free(struct st_loop_signals *s);
+
+/*
+ * st_loop_write_ready_file() - write @content to @path atomically (a temporary file in the same
+ * directory, fsync, rename), so a reader sees all of it or nothing. Tests wait for it instead of
+ * sleeping. Returns 0 or -errno.
+ */
+int st_loop_write_ready_file(const char *path, const char *content, size_t len);
+
+/* st_loop_listen_port() - the TCP port @vhost listens on (the real one when it asked for 0),
+ * or -ENOENT when it has no listener. */
+int st_loop_listen_port(struct lws_vhost *vhost);
+
+#endif /* STREAM_LOOP_H */

@@ -1,0 +1,139 @@
+/* Event-loop helpers (stream/loop.h). */
+#include <stream/err.h>
+#include <stream/log.h>
+#include <stream/loop.h>
+
+#include <fcntl.h>
+#include <libwebsockets.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+struct st_loop_signals {
+	int fd;
+	struct lws *wsi;
+	st_loop_signal_cb cb;
+	void *user;
+};
+
+static void handled_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+}
+
+int st_loop_block_signals(void)
+{
+	sigset_t set;
+	handled_set(&set);
+	int e = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (e != 0)
+		return -e;
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		return -errno;
+	return 0;
+}
+
+int st_loop_signals_new(struct st_loop_signals **out, struct lws_vhost *vhost,
+                        const char *protocol_name, st_loop_signal_cb cb, void *user)
+{
+	struct st_loop_signals *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return -ENOMEM;
+	sigset_t set;
+	handled_set(&set);
+	s->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (s->fd < 0) {
+		int rc = -errno;
+		free(s);
+		return rc;
+	}
+	s->cb = cb;
+	s->user = user;
+	lws_sock_file_fd_type u;
+	u.filefd = s->fd;
+	s->wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, u, protocol_name, NULL);
+	if (s->wsi == NULL) {
+		close(s->fd);
+		free(s);
+		return -ENOMEM;
+	}
+	lws_set_opaque_user_data(s->wsi, s);
+	*out = s;
+	return 0;
+}
+
+int st_loop_signals_dispatch(struct lws *wsi, int reason)
+{
+	struct st_loop_signals *s = wsi ? lws_get_opaque_user_data(wsi) : NULL;
+	if (s == NULL || wsi != s->wsi)
+		return 0;
+	if (reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
+		lws_set_opaque_user_data(wsi, NULL);
+		s->wsi = NULL; /* lws closes the fd with the wsi */
+		s->fd = -1;
+		return 0;
+	}
+	if (reason != LWS_CALLBACK_RAW_RX_FILE)
+		return 0;
+	struct signalfd_siginfo si;
+	while (read(s->fd, &si, sizeof si) == (ssize_t)sizeof si)
+		s->cb((int)si.ssi_signo, s->user);
+	return 0;
+}
+
+void st_loop_signals_free(struct st_loop_signals *s)
+{
+	if (s == NULL)
+		return;
+	if (s->wsi != NULL)
+		lws_set_opaque_user_data(s->wsi, NULL);
+	free(s);
+}
+
+int st_loop_write_ready_file(const char *path, const char *content, size_t len)
+{
+	char tmp[PATH_MAX];
+	int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof tmp)
+		return -ENAMETOOLONG;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	size_t off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, content + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			int rc = -errno;
+			close(fd);
+			unlink(tmp);
+			return rc;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) != 0 || close(fd) != 0) {
+		int rc = -errno;
+		unlink(tmp);
+		return rc;
+	}
+	if (rename(tmp, path) != 0) {
+		int rc = -errno;
+		unlink(tmp);
+		return rc;
+	}
+	return 0;
+}
+
+int st_loop_listen_port(struct lws_vhost *vhost)
+{
+	int port = lws_get_vhost_listen_port(vhost);
+	return port > 0 ? port : -ENOENT;
+}

@@ -1,0 +1,120 @@
+/* Unit tests for the event-loop helpers (stream/loop.h) on a real lws context. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <libwebsockets.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stream/err.h>
+#include <stream/loop.h>
+
+#include "testutil.h"
+
+static int got_signal[65];
+
+static void on_signal(int signo, void *user)
+{
+	(void)user;
+	if (signo > 0 && signo < 65)
+		got_signal[signo]++;
+}
+
+static int cb_signals(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                      size_t len)
+{
+	(void)user;
+	(void)in;
+	(void)len;
+	return st_loop_signals_dispatch(wsi, (int)reason);
+}
+
+static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                   size_t len)
+{
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols protocols[] = {
+        {"http", cb_http, 0, 0, 0, NULL, 0},
+        {"signals", cb_signals, 0, 0, 0, NULL, 0},
+        {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void test_signals_and_port(void **state)
+{
+	(void)state;
+	lws_set_log_level(LLL_ERR, NULL);
+	assert_int_equal(st_loop_block_signals(), 0);
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DISABLE_IPV6;
+	struct lws_context *ctx = lws_create_context(&info);
+	assert_non_null(ctx);
+	info.port = 0; /* any free port */
+	info.iface = "127.0.0.1";
+	info.protocols = protocols;
+	info.vhost_name = "test";
+	struct lws_vhost *vh = lws_create_vhost(ctx, &info);
+	assert_non_null(vh);
+	int port = st_loop_listen_port(vh);
+	assert_true(port > 0 && port < 65536);
+
+	struct st_loop_signals *sig;
+	assert_int_equal(st_loop_signals_new(&sig, vh, "signals", on_signal, NULL), 0);
+	memset(got_signal, 0, sizeof got_signal);
+	/* Blocked, so it stays pending until the signalfd reads it on the loop. */
+	raise(SIGHUP);
+	raise(SIGTERM);
+	for (int i = 0; (got_signal[SIGHUP] == 0 || got_signal[SIGTERM] == 0) && i < 200; i++)
+		lws_service(ctx, 0);
+	assert_int_equal(got_signal[SIGHUP], 1);
+	assert_int_equal(got_signal[SIGTERM], 1);
+	assert_int_equal(got_signal[SIGINT], 0);
+	lws_context_destroy(ctx);
+	st_loop_signals_free(sig);
+	st_loop_signals_free(NULL);
+}
+
+static void test_ready_file(void **state)
+{
+	(void)state;
+	char dir[256], path[300];
+	assert_int_equal(test_mkdtemp(dir, sizeof dir, "loop"), 0);
+	snprintf(path, sizeof path, "%s/ready", dir);
+	const char content[] = "{\"stream_port\":10350,\"tunnel_port\":10004}\n";
+	assert_int_equal(st_loop_write_ready_file(path, content, sizeof content - 1), 0);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	char buf[128] = {0};
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	assert_int_equal(n, sizeof content - 1);
+	assert_string_equal(buf, content);
+	/* Rewriting replaces it whole; no temporary file is left behind. */
+	assert_int_equal(st_loop_write_ready_file(path, "x", 1), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 1);
+	char tmp[320];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	assert_int_not_equal(stat(tmp, &st), 0);
+	/* A directory that does not exist: an error, not a crash. */
+	assert_int_equal(st_loop_write_ready_file("/nonexistent-dir/x/ready", "x", 1), -ENOENT);
+	assert_int_equal(rmtree(dir), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_signals_and_port),
+	        cmocka_unit_test(test_ready_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
