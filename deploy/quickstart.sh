@@ -40,7 +40,7 @@ for crt in "$QS_DIR"/pki/*.crt; do
 done
 echo
 echo "quickstart: $ok certificate(s) verified, $bad failed; files in $QS_DIR/pki"
-echo "quickstart: inspect one with: $CERTS show $QS_DIR/pki/edge-1.crt"
+echo "quickstart: inspect one with: $CERTS show $QS_DIR/pki/node-edge-1.crt"
 echo "quickstart: the cloudstream/edgestream daemons are not built yet at this stage; see README 'Status'."
 echo "quickstart: stop/cleanup: nothing is left running; rm -rf $QS_DIR to remove the files."
 [ "$bad" -eq 0 ]

@@ -1,0 +1,143 @@
+/* Identity read from certificates, and node names (certs/certs.h). Peer certificates are
+ * attacker-controlled input: every value is bounded and checked, and nothing is truncated. */
+#include <certs/certs.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <openssl/x509v3.h>
+#include <string.h>
+
+#define NODE_PREFIX "system:node:"
+
+/* Copies an ASN1 string that must be a clean string of at most CERTS_MAX_NAME_BYTES. */
+static int copy_asn1(const ASN1_STRING *s, char *out)
+{
+	int len = ASN1_STRING_length(s);
+	const unsigned char *p = ASN1_STRING_get0_data(s);
+	if (len < 0 || len > CERTS_MAX_NAME_BYTES)
+		return -EMSGSIZE;
+	if (memchr(p, '\0', (size_t)len) != NULL)
+		return -EBADMSG;
+	memcpy(out, p, (size_t)len);
+	out[len] = '\0';
+	return 0;
+}
+
+/* The UTF-8 text of a name entry (CN, O may be PrintableString, UTF8String, BMPString...). */
+static int copy_entry(X509_NAME_ENTRY *e, char *out)
+{
+	unsigned char *utf8 = NULL;
+	int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e));
+	if (len < 0)
+		return -EBADMSG;
+	int rc = 0;
+	if (len > CERTS_MAX_NAME_BYTES)
+		rc = -EMSGSIZE;
+	else if (memchr(utf8, '\0', (size_t)len) != NULL)
+		rc = -EBADMSG;
+	else {
+		memcpy(out, utf8, (size_t)len);
+		out[len] = '\0';
+	}
+	OPENSSL_free(utf8);
+	return rc;
+}
+
+int certs_x509_identity(X509 *x, struct certs_identity *id)
+{
+	memset(id, 0, sizeof *id);
+	X509_NAME *subj = X509_get_subject_name(x);
+	int idx = X509_NAME_get_index_by_NID(subj, NID_commonName, -1);
+	if (idx >= 0) {
+		/* Two CNs would make "the" identity ambiguous. */
+		if (X509_NAME_get_index_by_NID(subj, NID_commonName, idx) >= 0)
+			return -EBADMSG;
+		int rc = copy_entry(X509_NAME_get_entry(subj, idx), id->cn);
+		if (rc < 0)
+			return rc;
+	}
+	for (idx = -1; (idx = X509_NAME_get_index_by_NID(subj, NID_organizationName, idx)) >= 0;) {
+		if (id->num_orgs == CERTS_MAX_ORGS)
+			return -EMSGSIZE;
+		int rc = copy_entry(X509_NAME_get_entry(subj, idx), id->orgs[id->num_orgs]);
+		if (rc < 0)
+			return rc;
+		id->num_orgs++;
+	}
+	GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	int rc = 0;
+	for (int i = 0; gens != NULL && rc == 0 && i < sk_GENERAL_NAME_num(gens); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+		int type;
+		void *v = GENERAL_NAME_get0_value(g, &type);
+		if (type == GEN_DNS) {
+			if (id->num_dns == CERTS_MAX_SANS)
+				rc = -EMSGSIZE;
+			else if ((rc = copy_asn1(v, id->dns[id->num_dns])) == 0)
+				id->num_dns++;
+		} else if (type == GEN_IPADD) {
+			const ASN1_OCTET_STRING *ip = v;
+			int len = ASN1_STRING_length(ip);
+			int af = len == 4 ? AF_INET : len == 16 ? AF_INET6 : 0;
+			if (af == 0)
+				continue; /* a malformed IP SAN names nothing */
+			if (id->num_ips == CERTS_MAX_SANS)
+				rc = -EMSGSIZE;
+			else if (inet_ntop(af, ASN1_STRING_get0_data(ip), id->ips[id->num_ips],
+			                   CERTS_IP_TEXT_BYTES) != NULL)
+				id->num_ips++;
+		}
+	}
+	GENERAL_NAMES_free(gens);
+	return rc;
+}
+
+bool certs_identity_has_ip(const struct certs_identity *id, const char *ip)
+{
+	unsigned char want[16], have[16];
+	int af = AF_INET;
+	if (inet_pton(AF_INET, ip, want) != 1) {
+		af = AF_INET6;
+		if (inet_pton(AF_INET6, ip, want) != 1)
+			return false;
+	}
+	size_t n = af == AF_INET ? 4 : 16;
+	for (size_t i = 0; i < id->num_ips; i++)
+		if (inet_pton(af, id->ips[i], have) == 1 && memcmp(have, want, n) == 0)
+			return true;
+	return false;
+}
+
+bool certs_valid_node_name(const char *name, size_t len)
+{
+	if (len == 0 || len > CERTS_MAX_NAME_BYTES)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && c != '-' && c != '.')
+			return false;
+		/* each dot-separated label starts and ends alphanumeric, and is not empty */
+		bool edge = i == 0 || i == len - 1 || name[i - 1] == '.' || name[i + 1] == '.';
+		if (edge && !alnum)
+			return false;
+	}
+	return true;
+}
+
+int certs_node_name_from_cn(const char *cn, enum certs_cn_mode mode, char *out, size_t cap)
+{
+	const char *name = cn;
+	if (mode == CERTS_CN_NODE) {
+		if (strncmp(cn, NODE_PREFIX, sizeof NODE_PREFIX - 1) != 0)
+			return -EACCES;
+		name = cn + sizeof NODE_PREFIX - 1;
+	}
+	size_t len = strlen(name);
+	if (!certs_valid_node_name(name, len))
+		return -EACCES;
+	if (len + 1 > cap)
+		return -EMSGSIZE;
+	memcpy(out, name, len + 1);
+	return 0;
+}

@@ -1,0 +1,93 @@
+/* File output and error text for the certs library. */
+#include <certs/certs.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "certs_int.h"
+
+void certs__fail(char *err, size_t errlen, const char *what)
+{
+	size_t off = 0;
+	if (err != NULL && errlen > 0) {
+		int n = snprintf(err, errlen, "%s", what);
+		off = n > 0 ? (size_t)n : 0;
+	}
+	/* Drain the queue even when nobody reads it, so the next caller starts clean. */
+	unsigned long e;
+	while ((e = ERR_get_error()) != 0) {
+		if (err == NULL || off + 3 >= errlen)
+			continue;
+		char buf[256];
+		ERR_error_string_n(e, buf, sizeof buf);
+		int n = snprintf(err + off, errlen - off, ": %s", buf);
+		if (n > 0)
+			off += (size_t)n < errlen - off ? (size_t)n : errlen - off - 1;
+	}
+}
+
+int certs__write_file(const char *path, const void *data, size_t len, unsigned mode, bool overwrite)
+{
+	if (!overwrite && access(path, F_OK) == 0)
+		return -EEXIST;
+	char tmp[PATH_MAX];
+	int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof tmp)
+		return -ENAMETOOLONG;
+	unlink(tmp);
+	/* Created with its final mode: a private key is never readable by others, not even for a
+	 * moment (the umask can only remove bits). */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+	if (fd < 0)
+		return -errno;
+	const char *p = data;
+	size_t off = 0;
+	int rc = 0;
+	while (off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (rc == 0 && fsync(fd) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc != 0)
+		unlink(tmp);
+	return rc;
+}
+
+int certs_load(const char *path, X509 **out, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		int rc = -errno;
+		if (err && errlen)
+			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	if (x == NULL) {
+		char what[512];
+		snprintf(what, sizeof what, "%s: no PEM certificate", path);
+		certs__fail(err, errlen, what);
+		return -EBADMSG;
+	}
+	*out = x;
+	return 0;
+}
