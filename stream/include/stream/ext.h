@@ -39,7 +39,7 @@ enum st_ext_cap {
 	ST_CAP_RAW_RESPONSE = 1u << 5, /* LOGS/METRIC DATA carries the backend's whole response */
 };
 #define ST_CAP_ALL                                                                                 \
-	(ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY | ST_CAP_TCP |              \
+	(ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY | ST_CAP_TCP |             \
 	 ST_CAP_RAW_RESPONSE)
 
 /* One side's offer (or the agreed result). */
@@ -70,7 +70,7 @@ ssize_t st_ext_offer_format(char *out, size_t cap, const struct st_ext_offer *of
  * ours (each side announces its own). Returns 0.
  */
 int st_ext_negotiate(const struct st_ext_offer *ours, const struct st_ext_offer *theirs,
-		     struct st_ext_offer *agreed);
+                     struct st_ext_offer *agreed);
 
 /*
  * st_ext_check_echo() - client side: validate the server's echo against our offer.
@@ -113,8 +113,8 @@ struct st_ext_error {
 };
 
 struct st_ext_tcp_connect {
-	uint64_t port;         /* 1..65535 */
-	const char *target;    /* view: name of an allow-list entry on the edge, may be empty */
+	uint64_t port;      /* 1..65535 */
+	const char *target; /* view: name of an allow-list entry on the edge, may be empty */
 	size_t target_len;
 };
 
@@ -165,7 +165,7 @@ enum st_stream_event {
  * messages on a CLOSED stream are allowed (in flight when we closed) and keep it CLOSED.
  */
 int st_stream_next(enum st_stream_state state, enum st_stream_event event,
-		   enum st_stream_state *next);
+                   enum st_stream_state *next);
 
 const char *st_stream_state_name(enum st_stream_state state);
 
