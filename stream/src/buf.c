@@ -8,95 +8,106 @@
 
 struct st_buf_block {
 	struct st_buf_block *next;
-	size_t start; /* first unread byte */
-	size_t end;   /* one past the last written byte */
+	size_t start; /* first unread byte; start <= end */
+	size_t end;   /* one past the last written byte; end <= ST_BUF_BLOCK_BYTES */
 	uint8_t data[ST_BUF_BLOCK_BYTES];
 };
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static struct st_buf_block *block_new(void)
+{
+	struct st_buf_block *blk = malloc(sizeof *blk);
+	if (blk != NULL) {
+		blk->next = NULL;
+		blk->start = blk->end = 0;
+	}
+	return blk;
+}
+
+static void chain_free(struct st_buf_block *blk)
+{
+	while (blk != NULL) {
+		struct st_buf_block *next = blk->next;
+		free(blk);
+		blk = next;
+	}
+}
 
 void st_buf_init(struct st_buf *b, size_t cap_bytes)
 {
 	b->head = b->tail = NULL;
 	b->len = 0;
 	b->cap = cap_bytes;
+	b->high = cap_bytes / 2;
+	b->low = cap_bytes / 4;
 }
 
 void st_buf_cleanup(struct st_buf *b)
 {
-	struct st_buf_block *blk = b->head;
-	while (blk != NULL) {
-		struct st_buf_block *next = blk->next;
-		free(blk);
-		blk = next;
-	}
+	chain_free(b->head);
 	b->head = b->tail = NULL;
 	b->len = 0;
 }
 
-/* The tail block if it has room, else a new one linked at the end; NULL when out of memory. */
-static struct st_buf_block *writable_block(struct st_buf *b)
+int st_buf_set_watermarks(struct st_buf *b, size_t high, size_t low)
 {
-	if (b->tail != NULL && b->tail->end < ST_BUF_BLOCK_BYTES)
-		return b->tail;
-	struct st_buf_block *blk = malloc(sizeof *blk);
-	if (blk == NULL)
-		return NULL;
-	blk->next = NULL;
-	blk->start = blk->end = 0;
-	if (b->tail != NULL)
-		b->tail->next = blk;
-	else
-		b->head = blk;
-	b->tail = blk;
-	return blk;
+	if (low > high || high > b->cap)
+		return -EINVAL;
+	b->high = high;
+	b->low = low;
+	return 0;
 }
 
 int st_buf_append(struct st_buf *b, const void *p, size_t n)
 {
 	if (n > st_buf_space(b))
 		return -EMSGSIZE;
-	/* Allocate every block needed first, so a failure leaves the queue as it was. */
-	size_t room = b->tail ? ST_BUF_BLOCK_BYTES - b->tail->end : 0;
-	struct st_buf_block *old_tail = b->tail;
+	if (n == 0)
+		return 0;
+	/* Allocate every block needed before touching the queue, so a failure leaves it as it
+	 * was and the caller can retry or reset the stream without losing bytes. */
+	size_t room = b->tail != NULL ? ST_BUF_BLOCK_BYTES - b->tail->end : 0;
+	struct st_buf_block *first = NULL, *last = NULL;
 	while (room < n) {
-		struct st_buf_block *blk = malloc(sizeof *blk);
+		struct st_buf_block *blk = block_new();
 		if (blk == NULL) {
-			/* unlink and free what this call added */
-			struct st_buf_block *extra = old_tail ? old_tail->next : b->head;
-			while (extra != NULL) {
-				struct st_buf_block *next = extra->next;
-				free(extra);
-				extra = next;
-			}
-			if (old_tail)
-				old_tail->next = NULL;
-			else
-				b->head = NULL;
-			b->tail = old_tail;
+			chain_free(first);
 			return -ENOMEM;
 		}
-		blk->next = NULL;
-		blk->start = blk->end = 0;
-		if (b->tail)
-			b->tail->next = blk;
+		if (last != NULL)
+			last->next = blk;
 		else
-			b->head = blk;
-		b->tail = blk;
+			first = blk;
+		last = blk;
 		room += ST_BUF_BLOCK_BYTES;
 	}
+
 	const uint8_t *src = p;
-	struct st_buf_block *blk = old_tail && old_tail->end < ST_BUF_BLOCK_BYTES ? old_tail
-	                           : old_tail                                     ? old_tail->next
-	                                                                          : b->head;
 	size_t left = n;
-	while (left > 0) {
-		size_t take = ST_BUF_BLOCK_BYTES - blk->end;
-		if (take > left)
-			take = left;
-		memcpy(blk->data + blk->end, src, take);
-		blk->end += take;
+	if (b->tail != NULL) {
+		size_t take = min_size(ST_BUF_BLOCK_BYTES - b->tail->end, left);
+		memcpy(b->tail->data + b->tail->end, src, take);
+		b->tail->end += take;
 		src += take;
 		left -= take;
-		blk = blk->next;
+	}
+	for (struct st_buf_block *blk = first; blk != NULL; blk = blk->next) {
+		size_t take = min_size(ST_BUF_BLOCK_BYTES, left);
+		memcpy(blk->data, src, take);
+		blk->end = take;
+		src += take;
+		left -= take;
+	}
+	if (first != NULL) {
+		if (b->tail != NULL)
+			b->tail->next = first;
+		else
+			b->head = first;
+		b->tail = last;
 	}
 	b->len += n;
 	return 0;
@@ -107,51 +118,75 @@ ssize_t st_buf_reserve(struct st_buf *b, uint8_t **p)
 	size_t space = st_buf_space(b);
 	if (space == 0)
 		return 0;
-	struct st_buf_block *blk = writable_block(b);
-	if (blk == NULL)
-		return -ENOMEM;
-	size_t n = ST_BUF_BLOCK_BYTES - blk->end;
-	*p = blk->data + blk->end;
-	return (ssize_t)(n < space ? n : space);
+	/* Fill the tail before starting a new block: at most two blocks are ever partly used,
+	 * so memory stays within len + 2 blocks however the producer splits its writes. */
+	if (b->tail == NULL || b->tail->end == ST_BUF_BLOCK_BYTES) {
+		struct st_buf_block *blk = block_new();
+		if (blk == NULL)
+			return -ENOMEM;
+		if (b->tail != NULL)
+			b->tail->next = blk;
+		else
+			b->head = blk;
+		b->tail = blk;
+	}
+	*p = b->tail->data + b->tail->end;
+	return (ssize_t)min_size(ST_BUF_BLOCK_BYTES - b->tail->end, space);
 }
 
 void st_buf_commit(struct st_buf *b, size_t n)
 {
-	assert(b->tail != NULL && n <= ST_BUF_BLOCK_BYTES - b->tail->end && n <= st_buf_space(b));
+	assert(b->tail != NULL);
+	assert(n <= ST_BUF_BLOCK_BYTES - b->tail->end && n <= st_buf_space(b));
 	b->tail->end += n;
 	b->len += n;
+	/* A read that produced nothing must not leave an idle queue holding a block. */
+	if (b->len == 0)
+		st_buf_cleanup(b);
 }
 
 size_t st_buf_peek(const struct st_buf *b, const uint8_t **p)
 {
-	struct st_buf_block *blk = b->head;
-	/* An empty head block can remain after a reservation committed nothing. */
-	while (blk != NULL && blk->start == blk->end)
-		blk = blk->next;
-	if (blk == NULL) {
+	if (b->len == 0) {
 		*p = NULL;
 		return 0;
 	}
-	*p = blk->data + blk->start;
-	return blk->end - blk->start;
+	/* Only the tail may be empty, and a non-empty queue's head holds unread bytes. */
+	assert(b->head != NULL && b->head->start < b->head->end);
+	*p = b->head->data + b->head->start;
+	return b->head->end - b->head->start;
 }
 
 void st_buf_consume(struct st_buf *b, size_t n)
 {
 	assert(n <= b->len);
 	b->len -= n;
-	while (b->head != NULL) {
+	while (n > 0) {
 		struct st_buf_block *blk = b->head;
-		size_t avail = blk->end - blk->start;
-		size_t take = n < avail ? n : avail;
+		size_t take = min_size(n, blk->end - blk->start);
 		blk->start += take;
 		n -= take;
-		if (blk->start < blk->end)
-			break;
-		/* Fully read: free it, the tail too, so an idle queue holds no memory. */
-		b->head = blk->next;
-		if (b->tail == blk)
-			b->tail = NULL;
-		free(blk);
+		if (blk->start == blk->end) {
+			b->head = blk->next;
+			free(blk);
+		}
 	}
+	/* Drained: also free an empty tail a reserve/commit(0) may have left behind. */
+	if (b->len == 0)
+		st_buf_cleanup(b);
+}
+
+size_t st_buf_read(struct st_buf *b, void *dst, size_t n)
+{
+	size_t total = min_size(n, b->len);
+	uint8_t *out = dst;
+	size_t done = 0;
+	while (done < total) {
+		const uint8_t *p;
+		size_t k = min_size(st_buf_peek(b, &p), total - done);
+		memcpy(out + done, p, k);
+		st_buf_consume(b, k);
+		done += k;
+	}
+	return total;
 }

@@ -1,14 +1,23 @@
 /*
  * stream/buf.h — a bounded byte queue for relaying (curl's dynbuf spirit, shaped as a queue).
  *
- * Bytes live in a chain of fixed-size blocks allocated on demand and freed as soon as they are
- * drained, so an idle stream holds no buffer memory, and the total is capped at creation: going
- * over is -EMSGSIZE, never an unbounded realloc. Producers may reserve space and commit, so a
- * read() or SSL_read() can land directly in the queue; consumers peek a contiguous view and
- * consume. Watermark helpers drive rx flow control (pause the source above the high mark, resume
- * below the low mark).
+ * Bytes live in a chain of ST_BUF_BLOCK_BYTES blocks, allocated on demand and freed as soon as
+ * they are drained, so an empty queue holds no memory (haproxy h1_release_buf) and a busy one
+ * holds at most its bytes plus two partly used blocks. The number of queued bytes is capped at
+ * creation: an append that does not fit is refused whole with -EMSGSIZE; nothing ever grows
+ * past the cap.
  *
- * Not thread-safe: one owner (the loop thread).
+ * Producers either append a copy, or reserve space and commit what they wrote, so a read() or
+ * SSL_read() can land straight in the queue. Consumers peek a contiguous view of the front and
+ * consume what they used (one lws_write per WRITEABLE), or read a copy out.
+ *
+ * Flow control: pause the source once st_buf_above_high(), resume it once st_buf_below_low()
+ * (len > high, len <= low: the hysteresis of the lws raw-proxy example). Size the cap as the high mark plus the largest
+ * chunk that can still arrive after the pause (lws delivers the chunk in hand), so -EMSGSIZE
+ * only ever means a peer that ignored flow control.
+ *
+ * Thread rules: none inside; one owner at a time (normally the loop thread). Pure code: the only
+ * side effects are malloc() and free().
  */
 #ifndef STREAM_BUF_H
 #define STREAM_BUF_H
@@ -18,66 +27,103 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Block size: one TLS record's worth, the unit lws and OpenSSL read in. */
+/* Block size: one TLS record's worth, the unit OpenSSL and lws hand us bytes in. */
 #define ST_BUF_BLOCK_BYTES (16u * 1024u)
 
 struct st_buf_block;
 
+/*
+ * The queue, embedded by its owner. Every field is read-only outside buf.c; use the functions.
+ * Invariants: len <= cap; low <= high <= cap; len == 0 implies head == tail == NULL (outside a
+ * reserve/commit pair); only the tail block may be empty.
+ */
 struct st_buf {
-	struct st_buf_block *head; /* read side (internal) */
-	struct st_buf_block *tail; /* write side (internal) */
+	struct st_buf_block *head; /* oldest block, read side (internal) */
+	struct st_buf_block *tail; /* newest block, write side (internal) */
 	size_t len;                /* bytes queued (read-only) */
-	size_t cap;                /* most bytes ever queued at once (read-only) */
+	size_t cap;                /* most bytes queued at once (read-only) */
+	size_t high;               /* pause mark (read-only) */
+	size_t low;                /* resume mark (read-only) */
 };
 
-/* st_buf_init() - an empty queue holding at most @cap_bytes. Allocates nothing. */
+/*
+ * st_buf_init() - an empty queue that holds at most @cap_bytes (0 is allowed: nothing fits).
+ * Allocates nothing. Watermarks start at high = cap / 2, low = cap / 4.
+ */
 void st_buf_init(struct st_buf *b, size_t cap_bytes);
 
-/* st_buf_cleanup() - free every block; the queue is empty and reusable afterwards. */
+/*
+ * st_buf_cleanup() - free every block. The queue is empty afterwards and may be used again with
+ * the same cap and watermarks. Safe to call twice.
+ */
 void st_buf_cleanup(struct st_buf *b);
 
+/*
+ * st_buf_set_watermarks() - pause above @high bytes, resume at or below @low bytes (low == 0:
+ * only once empty). Returns 0, or -EINVAL unless low <= high <= cap.
+ */
+int st_buf_set_watermarks(struct st_buf *b, size_t high, size_t low);
+
+/* st_buf_len() - bytes queued. */
 static inline size_t st_buf_len(const struct st_buf *b)
 {
 	return b->len;
 }
 
-/* st_buf_space() - bytes that may still be appended. */
+/* st_buf_space() - bytes that may still be queued (cap - len). */
 static inline size_t st_buf_space(const struct st_buf *b)
 {
 	return b->cap - b->len;
 }
 
-/* st_buf_append() - queue all of @n bytes, or nothing: -EMSGSIZE when they do not fit,
- * -ENOMEM when a block cannot be allocated. 0 on success. */
+/* st_buf_above_high() - more than the high mark is queued: pause the source. */
+static inline bool st_buf_above_high(const struct st_buf *b)
+{
+	return b->len > b->high;
+}
+
+/* st_buf_below_low() - no more than the low mark is queued: a paused source may resume. */
+static inline bool st_buf_below_low(const struct st_buf *b)
+{
+	return b->len <= b->low;
+}
+
+/*
+ * st_buf_append() - queue a copy of all @n bytes at @p (borrowed; may be NULL when n is 0).
+ * Returns 0; -EMSGSIZE when they do not fit under the cap; -ENOMEM when a block cannot be
+ * allocated. On error nothing was queued and the queue is unchanged (all or nothing).
+ */
 int st_buf_append(struct st_buf *b, const void *p, size_t n);
 
 /*
- * st_buf_reserve() - contiguous writable space at the end of the queue.
- * @p: set to where the bytes go.
+ * st_buf_reserve() - contiguous writable space at the end of the queue, for read() into it.
+ * @p: set to where the bytes go; valid until st_buf_commit() and no other call may come between.
  *
- * Returns how many bytes may be written there (> 0), 0 when the queue is full, or -ENOMEM.
- * Follow with st_buf_commit() of what was really written (possibly 0).
+ * Returns the writable size (> 0, never more than st_buf_space()), 0 when the queue is full,
+ * or -ENOMEM. After a return > 0, call st_buf_commit() with what was really written (0 is fine).
  */
 ssize_t st_buf_reserve(struct st_buf *b, uint8_t **p);
 
-/* st_buf_commit() - @n bytes were written into the last reservation (n <= what it returned). */
+/*
+ * st_buf_commit() - @n bytes were written at the last reservation; n is at most what
+ * st_buf_reserve() returned. A commit of 0 on an empty queue frees the reserved block.
+ */
 void st_buf_commit(struct st_buf *b, size_t n);
 
-/* st_buf_peek() - contiguous readable bytes at the front; returns their count (0 when empty). */
+/*
+ * st_buf_peek() - the contiguous readable bytes at the front.
+ * @p: set to them (NULL when empty); valid until the next call that changes the queue.
+ * Returns their count: 0 when empty, else 1..ST_BUF_BLOCK_BYTES (one block, not all of len).
+ */
 size_t st_buf_peek(const struct st_buf *b, const uint8_t **p);
 
 /* st_buf_consume() - drop @n bytes from the front (n <= st_buf_len()); drained blocks are freed. */
 void st_buf_consume(struct st_buf *b, size_t n);
 
-/* Flow-control watermarks: above @high pause the source; resume once at or below @low. */
-static inline bool st_buf_above(const struct st_buf *b, size_t high)
-{
-	return b->len > high;
-}
-
-static inline bool st_buf_at_or_below(const struct st_buf *b, size_t low)
-{
-	return b->len <= low;
-}
+/*
+ * st_buf_read() - copy up to @n bytes from the front into @dst (caller memory of @n bytes) and
+ * consume them, across blocks. Returns how many were copied: min(n, st_buf_len()).
+ */
+size_t st_buf_read(struct st_buf *b, void *dst, size_t n);
 
 #endif /* STREAM_BUF_H */
