@@ -39,6 +39,9 @@ for crt in "$QS_DIR"/pki/*.crt; do
 	if [ "$verified" = yes ]; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "  $(basename "$crt"): NOT verified"; fi
 done
 echo
+echo "quickstart: the tunnel's certificates in real mTLS handshakes (openssl s_server/s_client):"
+ST_BIN_DIR=$BUILD ST_TEST_TMPDIR=/tmp "$ROOT/test/integration/certs_mtls.sh" | sed 's/^/  /' || bad=$((bad + 1))
+echo
 echo "quickstart: $ok certificate(s) verified, $bad failed; files in $QS_DIR/pki"
 echo "quickstart: inspect one with: $CERTS show $QS_DIR/pki/node-edge-1.crt"
 echo "quickstart: the cloudstream/edgestream daemons are not built yet at this stage; see README 'Status'."

@@ -3,6 +3,8 @@
 #include <stream/chunked.h>
 #include <stream/err.h>
 
+#include "hex.h"
+
 enum {
 	CH_SIZE = 0,    /* reading hex digits */
 	CH_SIZE_BWS,    /* whitespace after the size: only more of it, ';' or the line end */
@@ -35,17 +37,6 @@ void st_chunked_init(struct st_chunked_decoder *d)
 bool st_chunked_done(const struct st_chunked_decoder *d)
 {
 	return d->state == CH_DONE;
-}
-
-static int hex_value(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 /* The size line ended: start the data, or the trailer section after the last chunk. */
@@ -89,10 +80,10 @@ ssize_t st_chunked_decode(struct st_chunked_decoder *d, const uint8_t *in, size_
 				if (d->digits == 0)
 					return -EBADMSG;
 				size_line_done(d);
-			} else if (d->state == CH_SIZE && hex_value(c) >= 0) {
+			} else if (d->state == CH_SIZE && st__hex_value(c) >= 0) {
 				if (d->remaining >= CHUNK_SIZE_MAX >> 4)
 					return -EMSGSIZE;
-				d->remaining = d->remaining << 4 | (uint64_t)hex_value(c);
+				d->remaining = d->remaining << 4 | (uint64_t)st__hex_value(c);
 				d->digits++;
 			} else if (d->state != CH_EXT && (c == ';' || c == ' ' || c == '\t')) {
 				if (d->digits == 0)

@@ -247,30 +247,43 @@ ssize_t st_http_header_find(const struct st_http_header *headers, size_t n, cons
 	return -1;
 }
 
-/* Calls @fn for each comma-separated element (trimmed, non-empty) of @value until it returns
- * true; returns whether one did. */
-static bool list_any(const char *value, size_t len, bool (*fn)(const char *, size_t, const void *),
-                     const void *arg)
+/* The next comma-separated element of a header value (trimmed, empty ones skipped): false at
+ * the end. @pos carries the position between calls. */
+static bool next_element(const char *v, size_t len, size_t *pos, const char **elem,
+                         size_t *elem_len)
 {
-	size_t i = 0;
-	while (i < len) {
-		while (i < len && (value[i] == ' ' || value[i] == '\t' || value[i] == ','))
+	size_t i = *pos;
+	for (;;) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
 			i++;
+		if (i == len) {
+			*pos = i;
+			return false;
+		}
 		size_t s = i;
-		while (i < len && value[i] != ',')
+		while (i < len && v[i] != ',')
 			i++;
 		size_t e = i;
-		while (e > s && (value[e - 1] == ' ' || value[e - 1] == '\t'))
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
 			e--;
-		if (e > s && fn(value + s, e - s, arg))
+		if (e > s) {
+			*pos = i;
+			*elem = v + s;
+			*elem_len = e - s;
 			return true;
+		}
 	}
-	return false;
 }
 
-static bool token_equals(const char *p, size_t len, const void *token)
+/* Does any element of @value equal @token (case-insensitive)? */
+static bool list_has(const char *value, size_t len, const char *token)
 {
-	return ieq(p, len, token);
+	size_t pos = 0, n;
+	const char *e;
+	while (next_element(value, len, &pos, &e, &n))
+		if (ieq(e, n, token))
+			return true;
+	return false;
 }
 
 bool st_http_header_has_token(const struct st_http_header *headers, size_t n, const char *name,
@@ -278,7 +291,7 @@ bool st_http_header_has_token(const struct st_http_header *headers, size_t n, co
 {
 	for (ssize_t i = st_http_header_find(headers, n, name, 0); i >= 0;
 	     i = st_http_header_find(headers, n, name, (size_t)i + 1))
-		if (list_any(headers[i].value, headers[i].value_len, token_equals, token))
+		if (list_has(headers[i].value, headers[i].value_len, token))
 			return true;
 	return false;
 }
@@ -323,22 +336,12 @@ static int transfer_coding(const struct st_http_header *headers, size_t n)
 	int state = 0; /* 0 none seen, 1 last was chunked, 2 other last, 3 chunked not last */
 	for (ssize_t i = st_http_header_find(headers, n, "transfer-encoding", 0); i >= 0;
 	     i = st_http_header_find(headers, n, "transfer-encoding", (size_t)i + 1)) {
-		const char *v = headers[i].value;
-		size_t len = headers[i].value_len, p = 0;
-		while (p < len) {
-			while (p < len && (v[p] == ' ' || v[p] == '\t' || v[p] == ','))
-				p++;
-			size_t s = p;
-			while (p < len && v[p] != ',')
-				p++;
-			size_t e = p;
-			while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-				e--;
-			if (e == s)
-				continue;
+		size_t pos = 0, elen;
+		const char *e;
+		while (next_element(headers[i].value, headers[i].value_len, &pos, &e, &elen)) {
 			if (state == 1)
 				state = 3; /* chunked was not the final coding */
-			if (ieq(v + s, e - s, "chunked"))
+			if (ieq(e, elen, "chunked"))
 				state = state == 3 ? 3 : 1;
 			else if (state != 3)
 				state = 2;

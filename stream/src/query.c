@@ -2,6 +2,8 @@
 #include <stream/err.h>
 #include <stream/query.h>
 
+#include "hex.h"
+
 #include <string.h>
 
 void st_query_iter_init(struct st_query_iter *it, const char *q, size_t len)
@@ -31,25 +33,14 @@ bool st_query_next(struct st_query_iter *it, const char **key, size_t *key_len, 
 	return false;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 ssize_t st_pct_decode(char *out, size_t cap, const char *in, size_t len, bool plus_is_space)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		char c = in[i];
 		if (c == '%') {
-			int hi = i + 1 < len ? hex_digit(in[i + 1]) : -1;
-			int lo = i + 2 < len ? hex_digit(in[i + 2]) : -1;
+			int hi = i + 1 < len ? st__hex_value((unsigned char)in[i + 1]) : -1;
+			int lo = i + 2 < len ? st__hex_value((unsigned char)in[i + 2]) : -1;
 			if (hi < 0 || lo < 0)
 				return -EBADMSG;
 			c = (char)(hi << 4 | lo);

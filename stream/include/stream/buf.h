@@ -11,10 +11,11 @@
  * SSL_read() can land straight in the queue. Consumers peek a contiguous view of the front and
  * consume what they used (one lws_write per WRITEABLE), or read a copy out.
  *
- * Flow control: pause the source once st_buf_above_high(), resume it once st_buf_below_low()
- * (len > high, len <= low: the hysteresis of the lws raw-proxy example). Size the cap as the high mark plus the largest
- * chunk that can still arrive after the pause (lws delivers the chunk in hand), so -EMSGSIZE
- * only ever means a peer that ignored flow control.
+ * Flow control: pause the source once st_buf_above_high() (len > high), resume it once
+ * st_buf_below_low() (len <= low): the hysteresis of the lws raw-proxy example, with
+ * ST_RELAY_HIGH_WATER_BYTES / ST_RELAY_LOW_WATER_BYTES. Size the cap as the high mark plus the
+ * largest chunk that can still arrive after the pause (lws delivers the chunk in hand), so
+ * -EMSGSIZE only ever means a peer that ignored flow control.
  *
  * Thread rules: none inside; one owner at a time (normally the loop thread). Pure code: the only
  * side effects are malloc() and free().

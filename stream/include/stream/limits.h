@@ -62,4 +62,15 @@
 /* Largest credit window a peer may announce. */
 #define ST_MAX_STREAM_WINDOW_BYTES (16u * 1024u * 1024u)
 
+/* ---- runtime: relay queues and worker pool (stream/buf.h, stream/workq.h) -------------------- */
+
+/* Relay queue per direction: pause the source above the high mark, resume at or below the low
+ * mark (measured in spec/libwebsockets-notes.md §4/§7: full speed on loopback TLS). */
+#define ST_RELAY_HIGH_WATER_BYTES (256u * 1024u)
+#define ST_RELAY_LOW_WATER_BYTES  (128u * 1024u)
+/* Worker threads in one pool; the daemons use 2-4. */
+#define ST_WORKQ_MAX_THREADS 64u
+/* Items one pool may hold (submitted, completion not yet run); slots are allocated up front. */
+#define ST_WORKQ_MAX_PENDING 65536u
+
 #endif /* STREAM_LIMITS_H */
