@@ -73,4 +73,11 @@
 /* Items one pool may hold (submitted, completion not yet run); slots are allocated up front. */
 #define ST_WORKQ_MAX_PENDING 65536u
 
+/* ---- sessions ------------------------------------------------------------------------------- */
+
+/* Streams open at once in one tunnel session (one edge node). */
+#define ST_DEFAULT_MAX_STREAMS 1024u
+/* Bytes queued toward the peer per stream before the source is paused. */
+#define ST_DEFAULT_STREAM_OUT_BYTES (256u * 1024u)
+
 #endif /* STREAM_LIMITS_H */

@@ -1,0 +1,148 @@
+/*
+ * stream/session.h — one tunnel session (one edge node's websocket), sans-I/O.
+ *
+ * Like nghttp2_session: the caller feeds every received websocket message to st_session_recv()
+ * and gets callbacks; it queues stream bytes with st_session_write() and asks st_session_pack()
+ * for the next message to put on the wire whenever the websocket is writable. The session owns
+ * the stream table, the per-stream state machine (ext.h), credit flow control (window.h) when
+ * negotiated, bounded per-stream output queues (buf.h) and a round-robin writer, so one busy or
+ * stalled stream never starves another. It does no I/O, reads no clock and logs nothing.
+ *
+ * Base protocol (caps 0): only connect/DATA/REMOVE/CLOSE_CONNECT are sent, never an extension
+ * type; inbound extension types are ignored like any unknown type.
+ *
+ * Thread-safety: one session belongs to one thread (the loop). Callbacks run inside
+ * st_session_recv() and may call st_session_write/close/consumed for any stream.
+ */
+#ifndef STREAM_SESSION_H
+#define STREAM_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <stream/limits.h>
+
+struct st_session;
+
+enum st_session_role {
+	ST_SESSION_CLOUD = 0, /* opens streams (sends connects) */
+	ST_SESSION_EDGE = 1,  /* accepts streams */
+};
+
+struct st_session_config {
+	enum st_session_role role;
+	uint32_t caps;              /* agreed ext.h capabilities; 0 = base protocol */
+	uint64_t send_window_bytes; /* with ST_CAP_FLOW: the peer's announced window */
+	uint64_t recv_window_bytes; /* with ST_CAP_FLOW: the window we announced */
+	size_t max_streams;         /* 0 = ST_DEFAULT_MAX_STREAMS */
+	size_t stream_out_bytes;    /* per-stream output queue; 0 = ST_DEFAULT_STREAM_OUT_BYTES */
+	size_t max_data_payload; /* DATA payload per message; 0 = ST_DEFAULT_DATA_PAYLOAD_BYTES */
+};
+
+struct st_session_callbacks {
+	/* Edge: the cloud opened stream @id with connect @type and its payload (JSON connect, or
+	 * a TCP_CONNECT payload). Return 0 to accept, or a negative errno to refuse: the session
+	 * then answers with ERROR (mapped code, when negotiated) or REMOVE. */
+	int (*on_open)(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *payload,
+	               size_t len, void *user);
+	/* DATA for an open stream. Return 0, or a negative errno to reset that stream. */
+	int (*on_data)(struct st_session *s, uint64_t id, const uint8_t *data, size_t len,
+	               void *user);
+	/* The peer will send no more DATA on @id (HALF_CLOSE). May be NULL. */
+	void (*on_half_close)(struct st_session *s, uint64_t id, void *user);
+	/* @id ended by the peer or by a protocol error: @code 0 for REMOVE, else an ERROR code
+	 * (ext.h) with @reason (a view, not NUL-terminated). The stream is gone afterwards. */
+	void (*on_close)(struct st_session *s, uint64_t id, uint64_t code, const char *reason,
+	                 size_t reason_len, void *user);
+	/* Output queue space or send credit became available on @id again (after a short
+	 * st_session_write). May be NULL. */
+	void (*on_writable)(struct st_session *s, uint64_t id, void *user);
+	/* Edge: the cloud asked to drop the tunnel (CLOSE_CONNECT) with @text. May be NULL. */
+	void (*on_tunnel_close)(struct st_session *s, const char *text, size_t len, void *user);
+};
+
+struct st_session_stats {
+	uint64_t streams_open;  /* streams in the table now */
+	uint64_t streams_total; /* streams ever opened */
+	uint64_t msgs_in, msgs_out;
+	uint64_t data_bytes_in, data_bytes_out;
+	uint64_t ignored_msgs;  /* messages for unknown streams or of unknown types */
+	uint64_t stream_resets; /* streams reset for protocol errors or refusals */
+	uint64_t write_blocked; /* st_session_write calls cut short by a full queue or credit */
+};
+
+/* st_session_new() - 0, -EINVAL (bad config or missing on_data/on_close, or edge without
+ * on_open), -ENOMEM. @cb and @user must outlive the session. */
+int st_session_new(struct st_session **out, const struct st_session_config *cfg,
+                   const struct st_session_callbacks *cb, void *user);
+
+/* st_session_free() - frees every stream without callbacks. NULL is a no-op. */
+void st_session_free(struct st_session *s);
+
+/*
+ * st_session_recv() - process one complete received websocket message.
+ * Returns 0, or a fatal error after which the tunnel must be closed: -EBADMSG (malformed),
+ * -EMSGSIZE (over a limit), -EPROTO (a connect toward the cloud, a connect for an ID in use, a
+ * malformed extension message), -ENOMEM. Problems confined to one stream reset that stream and
+ * return 0.
+ */
+int st_session_recv(struct st_session *s, const uint8_t *msg, size_t len);
+
+/*
+ * st_session_open() - cloud: open stream @id by queueing connect @type with @payload (copied).
+ * Returns 0; -EEXIST (id in use); -EAGAIN (max_streams open); -EMSGSIZE (payload too big);
+ * -ENOTSUP (TCP_CONNECT not negotiated); -EINVAL (not a connect type, id 0, or the edge role).
+ */
+int st_session_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *payload,
+                    size_t len);
+
+/*
+ * st_session_write() - queue DATA bytes for @id.
+ * Returns the bytes accepted (may be fewer than @len; 0 when the queue is full: pause the source
+ * until on_writable), -ENOENT (unknown stream), -EPIPE (our side already shut down or closing),
+ * -ENOMEM.
+ */
+ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, size_t len);
+
+/* st_session_write_space() - bytes st_session_write would accept now for @id (0 if unknown). */
+size_t st_session_write_space(const struct st_session *s, uint64_t id);
+
+/* st_session_shutdown() - we send no more DATA on @id: HALF_CLOSE after the queued bytes (with
+ * ST_CAP_HALF_CLOSE; in the base protocol nothing is sent). 0, -ENOENT, -EPIPE. */
+int st_session_shutdown(struct st_session *s, uint64_t id);
+
+/*
+ * st_session_close() - end @id from our side: the queued bytes go first, then REMOVE (@code 0)
+ * or ERROR(@code, @reason) when negotiated (REMOVE otherwise). The stream is forgotten once
+ * that message is packed; no on_close callback follows. 0 or -ENOENT.
+ */
+int st_session_close(struct st_session *s, uint64_t id, uint64_t code, const char *reason);
+
+/* st_session_consumed() - the consumer took @n bytes of @id's DATA: with ST_CAP_FLOW, credit
+ * goes back to the peer (in WINDOW messages of at least half the window). */
+void st_session_consumed(struct st_session *s, uint64_t id, size_t n);
+
+/* st_session_hello() - queue our HELLO (with ext caps) carrying @replica_id; sent first. */
+int st_session_hello(struct st_session *s, const char *replica_id);
+
+/* st_session_want_write() - is there a message to pack? */
+bool st_session_want_write(const struct st_session *s);
+
+/*
+ * st_session_pack() - write the next message to send into @out: control messages (HELLO,
+ * WINDOW) first, then one message from the next stream in round-robin order that has something
+ * it may send (connect, DATA within credit, HALF_CLOSE, REMOVE/ERROR).
+ * @binary: set to whether to send it as a BINARY frame (only when negotiated; TEXT otherwise).
+ * Returns the message length, 0 when nothing can be sent now, -EMSGSIZE when @cap is below
+ * ST_MAX_MESSAGE_HEADER_BYTES + max_data_payload (and the connect payloads queued).
+ */
+ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary);
+
+/* st_session_stream_exists() - is @id in the table? */
+bool st_session_stream_exists(const struct st_session *s, uint64_t id);
+
+void st_session_get_stats(const struct st_session *s, struct st_session_stats *out);
+
+#endif /* STREAM_SESSION_H */

@@ -1,0 +1,724 @@
+/*
+ * One tunnel session, sans-I/O (stream/session.h).
+ *
+ * Streams live in a chained hash table keyed by ConnectID. A stream with something it may send
+ * (a WINDOW grant, its connect, DATA within credit, HALF_CLOSE, REMOVE/ERROR) sits on the ready
+ * ring; st_session_pack() takes one message from the stream at the head and moves on, so every
+ * ready stream gets a turn per round and a stream without credit simply is not on the ring.
+ */
+#include <stream/buf.h>
+#include <stream/err.h>
+#include <stream/ext.h>
+#include <stream/frame.h>
+#include <stream/session.h>
+#include <stream/window.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+struct stream {
+	struct stream *hash_next;
+	struct stream *ready_prev, *ready_next; /* on the ready ring iff in_ready */
+	bool in_ready;
+	uint64_t id;
+	enum st_stream_state state;
+	struct st_window win;
+	struct st_buf out; /* DATA waiting to be packed */
+	uint8_t *connect;  /* pending connect payload (cloud), or NULL */
+	size_t connect_len;
+	uint64_t connect_type;
+	bool connect_pending;
+	uint64_t window_grant;   /* WINDOW increment waiting to be sent */
+	bool local_shut;         /* we write no more DATA */
+	bool half_close_pending; /* HALF_CLOSE to send once out is empty */
+	bool close_pending;      /* REMOVE/ERROR to send once out is empty; then forget */
+	uint64_t close_code;
+	char close_reason[ST_MAX_ERROR_REASON_BYTES + 1];
+	bool blocked; /* a write came up short: on_writable when there is room */
+};
+
+struct st_session {
+	struct st_session_config cfg;
+	const struct st_session_callbacks *cb;
+	void *user;
+	struct stream **buckets;
+	size_t nbuckets; /* power of two */
+	size_t nstreams;
+	struct stream *ready; /* head of the ready ring */
+	bool hello_pending;
+	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
+	struct st_session_stats stats;
+};
+
+static bool has_cap(const struct st_session *s, uint32_t cap)
+{
+	return (s->cfg.caps & cap) != 0;
+}
+
+/* ---- stream table -------------------------------------------------------------------------- */
+
+static size_t bucket_of(const struct st_session *s, uint64_t id)
+{
+	/* Fibonacci hashing: ConnectIDs are sequential, this spreads them. */
+	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (s->nbuckets - 1);
+}
+
+static struct stream *find(const struct st_session *s, uint64_t id)
+{
+	for (struct stream *st = s->buckets[bucket_of(s, id)]; st; st = st->hash_next)
+		if (st->id == id)
+			return st;
+	return NULL;
+}
+
+static struct stream *stream_new(struct st_session *s, uint64_t id)
+{
+	struct stream *st = calloc(1, sizeof *st);
+	if (st == NULL)
+		return NULL;
+	st->id = id;
+	st->state = ST_STREAM_S_IDLE;
+	st_buf_init(&st->out, s->cfg.stream_out_bytes);
+	st_window_init(&st->win, s->cfg.send_window_bytes, s->cfg.recv_window_bytes);
+	size_t b = bucket_of(s, id);
+	st->hash_next = s->buckets[b];
+	s->buckets[b] = st;
+	s->nstreams++;
+	s->stats.streams_total++;
+	return st;
+}
+
+static void ready_remove(struct st_session *s, struct stream *st)
+{
+	if (!st->in_ready)
+		return;
+	if (st->ready_next == st) {
+		s->ready = NULL;
+	} else {
+		st->ready_prev->ready_next = st->ready_next;
+		st->ready_next->ready_prev = st->ready_prev;
+		if (s->ready == st)
+			s->ready = st->ready_next;
+	}
+	st->in_ready = false;
+}
+
+static void stream_free(struct st_session *s, struct stream *st)
+{
+	ready_remove(s, st);
+	struct stream **pp = &s->buckets[bucket_of(s, st->id)];
+	while (*pp != st)
+		pp = &(*pp)->hash_next;
+	*pp = st->hash_next;
+	s->nstreams--;
+	st_buf_cleanup(&st->out);
+	free(st->connect);
+	free(st);
+}
+
+/* ---- readiness ----------------------------------------------------------------------------- */
+
+static bool may_send_data(const struct st_session *s, const struct stream *st)
+{
+	if (st_buf_len(&st->out) == 0)
+		return false;
+	return !has_cap(s, ST_CAP_FLOW) || st->win.send_credit > 0;
+}
+
+static bool has_work(const struct st_session *s, const struct stream *st)
+{
+	if (st->window_grant > 0 || st->connect_pending || may_send_data(s, st))
+		return true;
+	return st_buf_len(&st->out) == 0 && (st->half_close_pending || st->close_pending);
+}
+
+/* Puts @st on the ready ring (at the tail) or takes it off, as its work says. */
+static void update_ready(struct st_session *s, struct stream *st)
+{
+	bool want = has_work(s, st);
+	if (want == st->in_ready)
+		return;
+	if (!want) {
+		ready_remove(s, st);
+		return;
+	}
+	if (s->ready == NULL) {
+		st->ready_next = st->ready_prev = st;
+		s->ready = st;
+	} else {
+		struct stream *tail = s->ready->ready_prev;
+		st->ready_prev = tail;
+		st->ready_next = s->ready;
+		tail->ready_next = st;
+		s->ready->ready_prev = st;
+	}
+	st->in_ready = true;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+int st_session_new(struct st_session **out, const struct st_session_config *cfg,
+                   const struct st_session_callbacks *cb, void *user)
+{
+	if (cb == NULL || cb->on_data == NULL || cb->on_close == NULL ||
+	    (cfg->role == ST_SESSION_EDGE && cb->on_open == NULL))
+		return -EINVAL;
+	struct st_session *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	if (s->cfg.max_streams == 0)
+		s->cfg.max_streams = ST_DEFAULT_MAX_STREAMS;
+	if (s->cfg.stream_out_bytes == 0)
+		s->cfg.stream_out_bytes = ST_DEFAULT_STREAM_OUT_BYTES;
+	if (s->cfg.max_data_payload == 0)
+		s->cfg.max_data_payload = ST_DEFAULT_DATA_PAYLOAD_BYTES;
+	if (s->cfg.max_data_payload > ST_MAX_MESSAGE_BYTES - ST_MAX_MESSAGE_HEADER_BYTES ||
+	    (has_cap(s, ST_CAP_FLOW) &&
+	     (s->cfg.send_window_bytes == 0 || s->cfg.recv_window_bytes == 0 ||
+	      s->cfg.send_window_bytes > ST_MAX_STREAM_WINDOW_BYTES ||
+	      s->cfg.recv_window_bytes > ST_MAX_STREAM_WINDOW_BYTES))) {
+		free(s);
+		return -EINVAL;
+	}
+	s->nbuckets = 64;
+	while (s->nbuckets < s->cfg.max_streams)
+		s->nbuckets <<= 1;
+	s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
+	if (s->buckets == NULL) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->cb = cb;
+	s->user = user;
+	*out = s;
+	return 0;
+}
+
+void st_session_free(struct st_session *s)
+{
+	if (s == NULL)
+		return;
+	for (size_t b = 0; b < s->nbuckets; b++)
+		while (s->buckets[b])
+			stream_free(s, s->buckets[b]);
+	free(s->buckets);
+	free(s);
+}
+
+/* The ERROR code that best describes a refusal given as a negative errno. */
+static uint64_t error_code_of(int rc)
+{
+	switch (rc) {
+	case -EACCES:
+	case -EPERM:
+		return ST_EXT_ERR_REFUSED;
+	case -ENOENT:
+		return ST_EXT_ERR_NOT_FOUND;
+	case -ECONNREFUSED:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ECONNRESET:
+		return ST_EXT_ERR_UNREACHABLE;
+	case -ETIMEDOUT:
+		return ST_EXT_ERR_TIMEOUT;
+	case -EAGAIN:
+	case -EMSGSIZE:
+	case -ENOSPC:
+		return ST_EXT_ERR_LIMIT;
+	case -EBADMSG:
+	case -EINVAL:
+		return ST_EXT_ERR_BAD_REQUEST;
+	case -EPROTO:
+		return ST_EXT_ERR_PROTOCOL;
+	default:
+		return ST_EXT_ERR_INTERNAL;
+	}
+}
+
+/* Marks @st for REMOVE/ERROR after its queued bytes (or at once, when @drop_output). */
+static void mark_close(struct st_session *s, struct stream *st, uint64_t code, const char *reason,
+                       bool drop_output)
+{
+	if (drop_output) {
+		st_buf_cleanup(&st->out);
+		st->connect_pending = false;
+		st->half_close_pending = false;
+		st->window_grant = 0;
+	}
+	st->close_pending = true;
+	st->local_shut = true;
+	st->close_code = code;
+	size_t n = reason ? strlen(reason) : 0;
+	if (n > ST_MAX_ERROR_REASON_BYTES)
+		n = ST_MAX_ERROR_REASON_BYTES;
+	if (n)
+		memcpy(st->close_reason, reason, n);
+	st->close_reason[n] = '\0';
+	update_ready(s, st);
+}
+
+/* The peer broke the protocol on one stream: tell the caller, answer ERROR/REMOVE, drop it
+ * from our side (incoming messages for it are dropped until it is forgotten). */
+static void reset_by_peer(struct st_session *s, struct stream *st, const char *reason)
+{
+	s->stats.stream_resets++;
+	st->state = ST_STREAM_S_CLOSED;
+	s->cb->on_close(s, st->id, ST_EXT_ERR_PROTOCOL, reason, strlen(reason), s->user);
+	/* on_close may have asked for a close itself; either way one REMOVE/ERROR goes out. */
+	if (find(s, st->id) == st)
+		mark_close(s, st, ST_EXT_ERR_PROTOCOL, reason, true);
+}
+
+/* ---- receiving ----------------------------------------------------------------------------- */
+
+static int recv_connect(struct st_session *s, const struct st_msg *m)
+{
+	if (s->cfg.role != ST_SESSION_EDGE || m->connect_id == 0)
+		return -EPROTO; /* only the cloud opens streams, never with ID 0 */
+	if (find(s, m->connect_id) != NULL)
+		return -EPROTO; /* IDs are not reused while known */
+	/* Refusals still take a table slot until their REMOVE is packed; past twice the limit the
+	 * peer is flooding us. */
+	if (s->nstreams >= 2 * s->cfg.max_streams)
+		return -EMSGSIZE;
+	struct stream *st = stream_new(s, m->connect_id);
+	if (st == NULL)
+		return -ENOMEM;
+	st->state = ST_STREAM_S_OPEN;
+	int rc;
+	if (s->nstreams > s->cfg.max_streams)
+		rc = -EAGAIN;
+	else
+		rc = s->cb->on_open(s, m->connect_id, m->type, m->payload, m->payload_len, s->user);
+	if (rc < 0 && find(s, m->connect_id) == st) {
+		s->stats.stream_resets++;
+		mark_close(s, st, error_code_of(rc), st_strerror(rc), true);
+	}
+	return 0;
+}
+
+static int recv_data(struct st_session *s, const struct st_msg *m)
+{
+	struct stream *st = find(s, m->connect_id);
+	if (st == NULL || st->state == ST_STREAM_S_CLOSED) {
+		s->stats.ignored_msgs++; /* in flight when the stream ended */
+		return 0;
+	}
+	enum st_stream_state next;
+	if (st_stream_next(st->state, ST_STREAM_E_RECV_DATA, &next) < 0) {
+		reset_by_peer(s, st, "DATA after the peer's HALF_CLOSE");
+		return 0;
+	}
+	if (has_cap(s, ST_CAP_FLOW) && st_window_on_received(&st->win, m->payload_len) < 0) {
+		reset_by_peer(s, st, "DATA beyond the flow-control window");
+		return 0;
+	}
+	st->state = next;
+	s->stats.data_bytes_in += m->payload_len;
+	int rc = s->cb->on_data(s, st->id, m->payload, m->payload_len, s->user);
+	if (rc < 0 && find(s, m->connect_id) == st) {
+		s->stats.stream_resets++;
+		mark_close(s, st, error_code_of(rc), st_strerror(rc), true);
+	}
+	return 0;
+}
+
+/* REMOVE or ERROR from the peer: the stream is over. */
+static void recv_end(struct st_session *s, uint64_t id, uint64_t code, const char *reason,
+                     size_t reason_len)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL) {
+		s->stats.ignored_msgs++;
+		return;
+	}
+	bool notify = st->state != ST_STREAM_S_CLOSED && !st->close_pending;
+	stream_free(s, st);
+	if (notify)
+		s->cb->on_close(s, id, code, reason, reason_len, s->user);
+}
+
+static int recv_window(struct st_session *s, const struct st_msg *m)
+{
+	uint64_t inc;
+	if (st_ext_window_decode(m->payload, m->payload_len, &inc) < 0)
+		return -EPROTO;
+	struct stream *st = find(s, m->connect_id);
+	if (st == NULL || st->close_pending) {
+		s->stats.ignored_msgs++;
+		return 0;
+	}
+	if (st_window_on_grant(&st->win, inc) < 0) {
+		reset_by_peer(s, st, "WINDOW beyond the maximum window");
+		return 0;
+	}
+	update_ready(s, st);
+	return 0;
+}
+
+static int recv_half_close(struct st_session *s, const struct st_msg *m)
+{
+	if (m->payload_len != 0)
+		return -EPROTO;
+	struct stream *st = find(s, m->connect_id);
+	if (st == NULL || st->state == ST_STREAM_S_CLOSED) {
+		s->stats.ignored_msgs++;
+		return 0;
+	}
+	enum st_stream_state next;
+	if (st_stream_next(st->state, ST_STREAM_E_RECV_HALF_CLOSE, &next) < 0) {
+		reset_by_peer(s, st, "HALF_CLOSE twice");
+		return 0;
+	}
+	st->state = next;
+	if (next == ST_STREAM_S_CLOSED && !st->close_pending) {
+		/* Both directions are done: the stream ends gracefully. */
+		uint64_t id = st->id;
+		stream_free(s, st);
+		s->cb->on_close(s, id, 0, "", 0, s->user);
+		return 0;
+	}
+	if (s->cb->on_half_close)
+		s->cb->on_half_close(s, st->id, s->user);
+	return 0;
+}
+
+int st_session_recv(struct st_session *s, const uint8_t *msg, size_t len)
+{
+	struct st_msg m;
+	int rc = st_msg_decode(msg, len, &m);
+	if (rc < 0)
+		return rc;
+	s->stats.msgs_in++;
+	bool ext = s->cfg.caps != 0;
+	switch (m.type) {
+	case ST_MSG_LOGS_CONNECT:
+	case ST_MSG_EXEC_CONNECT:
+	case ST_MSG_METRIC_CONNECT:
+	case ST_MSG_ATTACH_CONNECT:
+		return recv_connect(s, &m);
+	case ST_MSG_TCP_CONNECT:
+		if (!has_cap(s, ST_CAP_TCP))
+			break;
+		return recv_connect(s, &m);
+	case ST_MSG_DATA:
+		return recv_data(s, &m);
+	case ST_MSG_REMOVE_CONNECT:
+		recv_end(s, m.connect_id, 0, "", 0);
+		return 0;
+	case ST_MSG_CLOSE_CONNECT:
+		if (s->cfg.role == ST_SESSION_EDGE && s->cb->on_tunnel_close)
+			s->cb->on_tunnel_close(s, (const char *)m.payload, m.payload_len, s->user);
+		return 0;
+	case ST_MSG_HELLO: {
+		if (!ext)
+			break;
+		struct st_ext_hello h;
+		if (m.connect_id != 0 || st_ext_hello_decode(m.payload, m.payload_len, &h) < 0)
+			return -EPROTO;
+		return 0;
+	}
+	case ST_MSG_WINDOW:
+		if (!has_cap(s, ST_CAP_FLOW))
+			break;
+		return recv_window(s, &m);
+	case ST_MSG_HALF_CLOSE:
+		if (!has_cap(s, ST_CAP_HALF_CLOSE))
+			break;
+		return recv_half_close(s, &m);
+	case ST_MSG_ERROR: {
+		if (!has_cap(s, ST_CAP_ERROR))
+			break;
+		struct st_ext_error e;
+		if (st_ext_error_decode(m.payload, m.payload_len, &e) < 0)
+			return -EPROTO;
+		/* code 0 would read as a clean REMOVE: an ERROR is never clean */
+		recv_end(s, m.connect_id, e.code ? e.code : ST_EXT_ERR_INTERNAL, e.reason,
+		         e.reason_len);
+		return 0;
+	}
+	default:
+		break;
+	}
+	s->stats.ignored_msgs++; /* unknown or not negotiated: ignored, as upstream does */
+	return 0;
+}
+
+/* ---- queueing ------------------------------------------------------------------------------ */
+
+int st_session_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *payload,
+                    size_t len)
+{
+	if (s->cfg.role != ST_SESSION_CLOUD || id == 0 || !st_msg_type_is_connect(type))
+		return -EINVAL;
+	if (type == ST_MSG_TCP_CONNECT && !has_cap(s, ST_CAP_TCP))
+		return -ENOTSUP;
+	if (find(s, id) != NULL)
+		return -EEXIST;
+	if (s->nstreams >= s->cfg.max_streams)
+		return -EAGAIN;
+	if (len > st_msg_max_payload(id, type))
+		return -EMSGSIZE;
+	uint8_t *copy = NULL;
+	if (len > 0) {
+		copy = malloc(len);
+		if (copy == NULL)
+			return -ENOMEM;
+		memcpy(copy, payload, len);
+	}
+	struct stream *st = stream_new(s, id);
+	if (st == NULL) {
+		free(copy);
+		return -ENOMEM;
+	}
+	st->state = ST_STREAM_S_OPEN;
+	st->connect = copy;
+	st->connect_len = len;
+	st->connect_type = type;
+	st->connect_pending = true;
+	update_ready(s, st);
+	return 0;
+}
+
+size_t st_session_write_space(const struct st_session *s, uint64_t id)
+{
+	const struct stream *st = find(s, id);
+	if (st == NULL || st->local_shut)
+		return 0;
+	return st_buf_space(&st->out);
+}
+
+ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, size_t len)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL)
+		return -ENOENT;
+	if (st->local_shut)
+		return -EPIPE;
+	size_t n = st_buf_space(&st->out);
+	if (n > len)
+		n = len;
+	if (n > 0) {
+		int rc = st_buf_append(&st->out, p, n);
+		if (rc < 0)
+			return rc;
+	}
+	if (n < len) {
+		st->blocked = true;
+		s->stats.write_blocked++;
+	}
+	update_ready(s, st);
+	return (ssize_t)n;
+}
+
+int st_session_shutdown(struct st_session *s, uint64_t id)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL)
+		return -ENOENT;
+	if (st->local_shut)
+		return -EPIPE;
+	st->local_shut = true;
+	if (has_cap(s, ST_CAP_HALF_CLOSE))
+		st->half_close_pending = true;
+	update_ready(s, st);
+	return 0;
+}
+
+int st_session_close(struct st_session *s, uint64_t id, uint64_t code, const char *reason)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL)
+		return -ENOENT;
+	if (st->close_pending)
+		return 0;
+	mark_close(s, st, code, reason, false);
+	return 0;
+}
+
+void st_session_consumed(struct st_session *s, uint64_t id, size_t n)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL || !has_cap(s, ST_CAP_FLOW) || st->close_pending)
+		return;
+	uint64_t inc = st_window_on_consumed(&st->win, n);
+	if (inc == 0)
+		return;
+	st->window_grant += inc;
+	update_ready(s, st);
+}
+
+int st_session_hello(struct st_session *s, const char *replica_id)
+{
+	if (s->cfg.caps == 0)
+		return -ENOTSUP; /* never to a base peer */
+	size_t n = replica_id ? strlen(replica_id) : 0;
+	if (n > ST_MAX_REPLICA_ID_BYTES)
+		return -EMSGSIZE;
+	memcpy(s->replica, replica_id ? replica_id : "", n);
+	s->replica[n] = '\0';
+	s->hello_pending = true;
+	return 0;
+}
+
+bool st_session_want_write(const struct st_session *s)
+{
+	return s->hello_pending || s->ready != NULL;
+}
+
+/* ---- packing ------------------------------------------------------------------------------- */
+
+static ssize_t pack_control(uint8_t *out, size_t cap, uint64_t id, uint64_t type,
+                            const uint8_t *payload, size_t len)
+{
+	return st_msg_encode(out, cap, id, type, payload, len);
+}
+
+/* One message from @st into @out; *gone when the stream was forgotten. */
+static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out, size_t cap,
+                           bool *gone)
+{
+	uint8_t payload[ST_MAX_EXT_PAYLOAD_BYTES];
+	*gone = false;
+	if (st->window_grant > 0) {
+		uint64_t inc = st->window_grant;
+		if (inc > ST_MAX_STREAM_WINDOW_BYTES)
+			inc = ST_MAX_STREAM_WINDOW_BYTES;
+		ssize_t pl = st_ext_window_encode(payload, sizeof payload, inc);
+		if (pl < 0)
+			return pl;
+		ssize_t n = pack_control(out, cap, st->id, ST_MSG_WINDOW, payload, (size_t)pl);
+		if (n > 0)
+			st->window_grant -= inc;
+		return n;
+	}
+	if (st->connect_pending) {
+		ssize_t n = pack_control(out, cap, st->id, st->connect_type, st->connect,
+		                         st->connect_len);
+		if (n > 0) {
+			st->connect_pending = false;
+			free(st->connect);
+			st->connect = NULL;
+		}
+		return n;
+	}
+	if (may_send_data(s, st)) {
+		size_t want = st_buf_len(&st->out);
+		if (want > s->cfg.max_data_payload)
+			want = s->cfg.max_data_payload;
+		if (has_cap(s, ST_CAP_FLOW))
+			want = st_window_sendable(&st->win, want);
+		ssize_t h = st_msg_header_encode(out, cap, st->id, ST_MSG_DATA);
+		if (h < 0 || want > cap - (size_t)h)
+			return -EMSGSIZE;
+		size_t copied = 0;
+		while (copied < want) {
+			const uint8_t *p;
+			size_t n = st_buf_peek(&st->out, &p);
+			if (n > want - copied)
+				n = want - copied;
+			memcpy(out + h + copied, p, n);
+			st_buf_consume(&st->out, n);
+			copied += n;
+		}
+		if (has_cap(s, ST_CAP_FLOW))
+			st_window_on_sent(&st->win, copied);
+		s->stats.data_bytes_out += copied;
+		return h + (ssize_t)copied;
+	}
+	if (st_buf_len(&st->out) > 0)
+		return 0; /* waiting for credit */
+	if (st->close_pending) {
+		ssize_t n;
+		if (st->close_code != 0 && has_cap(s, ST_CAP_ERROR)) {
+			struct st_ext_error e = {.code = st->close_code,
+			                         .reason = st->close_reason,
+			                         .reason_len = strlen(st->close_reason)};
+			ssize_t pl = st_ext_error_encode(payload, sizeof payload, &e);
+			if (pl < 0)
+				return pl;
+			n = pack_control(out, cap, st->id, ST_MSG_ERROR, payload, (size_t)pl);
+		} else {
+			n = pack_control(out, cap, st->id, ST_MSG_REMOVE_CONNECT, NULL, 0);
+		}
+		if (n > 0) {
+			stream_free(s, st);
+			*gone = true;
+		}
+		return n;
+	}
+	if (st->half_close_pending) {
+		ssize_t n = pack_control(out, cap, st->id, ST_MSG_HALF_CLOSE, NULL, 0);
+		if (n <= 0)
+			return n;
+		st->half_close_pending = false;
+		enum st_stream_state next;
+		if (st_stream_next(st->state, ST_STREAM_E_SEND_HALF_CLOSE, &next) == 0)
+			st->state = next;
+		if (st->state == ST_STREAM_S_CLOSED) {
+			/* The peer had finished already: the stream ends gracefully. */
+			uint64_t id = st->id;
+			stream_free(s, st);
+			*gone = true;
+			s->cb->on_close(s, id, 0, "", 0, s->user);
+		}
+		return n;
+	}
+	return 0;
+}
+
+ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary)
+{
+	*binary = has_cap(s, ST_CAP_BINARY);
+	if (cap < ST_MAX_MESSAGE_HEADER_BYTES + s->cfg.max_data_payload)
+		return -EMSGSIZE;
+	if (s->hello_pending) {
+		uint8_t payload[ST_MAX_EXT_PAYLOAD_BYTES];
+		struct st_ext_hello h = {.version = ST_EXT_VERSION,
+		                         .caps = s->cfg.caps,
+		                         .window_bytes = s->cfg.recv_window_bytes,
+		                         .replica_id = s->replica,
+		                         .replica_id_len = strlen(s->replica)};
+		ssize_t pl = st_ext_hello_encode(payload, sizeof payload, &h);
+		if (pl < 0)
+			return pl;
+		s->hello_pending = false;
+		s->stats.msgs_out++;
+		return pack_control(out, cap, 0, ST_MSG_HELLO, payload, (size_t)pl);
+	}
+	/* Every stream on the ring has something it may send, so this ends within one round; the
+	 * bound only guards that invariant. */
+	for (size_t turns = 0; s->ready != NULL && turns <= s->nstreams; turns++) {
+		struct stream *st = s->ready;
+		s->ready = st->ready_next; /* the next stream goes first next time */
+		bool gone;
+		ssize_t n = pack_stream(s, st, out, cap, &gone);
+		if (n < 0)
+			return n;
+		if (!gone) {
+			update_ready(s, st);
+			if (st->blocked && st_buf_space(&st->out) > 0 && !st->local_shut) {
+				st->blocked = false;
+				if (s->cb->on_writable)
+					s->cb->on_writable(s, st->id, s->user);
+			}
+		}
+		if (n > 0) {
+			s->stats.msgs_out++;
+			return n;
+		}
+	}
+	return 0;
+}
+
+bool st_session_stream_exists(const struct st_session *s, uint64_t id)
+{
+	return find(s, id) != NULL;
+}
+
+void st_session_get_stats(const struct st_session *s, struct st_session_stats *out)
+{
+	*out = s->stats;
+	out->streams_open = s->nstreams;
+}

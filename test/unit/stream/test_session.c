@@ -1,0 +1,448 @@
+/* Unit tests for the tunnel session (stream/session.h): a cloud and an edge session wired
+ * back to back, in the base protocol and with every extension. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <stream/err.h>
+#include <stream/ext.h>
+#include <stream/frame.h>
+#include <stream/session.h>
+
+#include "failmalloc.h"
+
+#define MAX_IDS 8
+
+/* What one side saw. */
+struct side {
+	struct st_session *s;
+	int opens;
+	uint64_t open_type[MAX_IDS];
+	char open_payload[MAX_IDS][64];
+	int refuse_with; /* on_open returns this */
+	uint64_t bytes[MAX_IDS];
+	bool consume;               /* call st_session_consumed at once */
+	bool consume_only[MAX_IDS]; /* ... only for these ids, when any is set */
+	bool any_only;
+	int half_closes[MAX_IDS];
+	int closes[MAX_IDS];
+	uint64_t close_code[MAX_IDS];
+	char close_reason[MAX_IDS][128];
+	int writable[MAX_IDS];
+	int tunnel_closes;
+};
+
+static int on_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *p, size_t len,
+                   void *user)
+{
+	(void)s;
+	struct side *d = user;
+	d->opens++;
+	if (id < MAX_IDS) {
+		d->open_type[id] = type;
+		memcpy(d->open_payload[id], p, len < 63 ? len : 63);
+	}
+	return d->refuse_with;
+}
+
+static int on_data(struct st_session *s, uint64_t id, const uint8_t *p, size_t len, void *user)
+{
+	(void)p;
+	struct side *d = user;
+	if (id < MAX_IDS)
+		d->bytes[id] += len;
+	if (d->consume && (!d->any_only || (id < MAX_IDS && d->consume_only[id])))
+		st_session_consumed(s, id, len);
+	return 0;
+}
+
+static void on_half_close(struct st_session *s, uint64_t id, void *user)
+{
+	(void)s;
+	struct side *d = user;
+	if (id < MAX_IDS)
+		d->half_closes[id]++;
+}
+
+static void on_close(struct st_session *s, uint64_t id, uint64_t code, const char *reason,
+                     size_t len, void *user)
+{
+	(void)s;
+	struct side *d = user;
+	if (id < MAX_IDS) {
+		d->closes[id]++;
+		d->close_code[id] = code;
+		memcpy(d->close_reason[id], reason, len < 127 ? len : 127);
+	}
+}
+
+static void on_writable(struct st_session *s, uint64_t id, void *user)
+{
+	(void)s;
+	struct side *d = user;
+	if (id < MAX_IDS)
+		d->writable[id]++;
+}
+
+static void on_tunnel_close(struct st_session *s, const char *text, size_t len, void *user)
+{
+	(void)s;
+	(void)text;
+	(void)len;
+	((struct side *)user)->tunnel_closes++;
+}
+
+static const struct st_session_callbacks callbacks = {
+        .on_open = on_open,
+        .on_data = on_data,
+        .on_half_close = on_half_close,
+        .on_close = on_close,
+        .on_writable = on_writable,
+        .on_tunnel_close = on_tunnel_close,
+};
+
+static uint8_t wire[ST_MAX_MESSAGE_BYTES];
+
+/* Moves up to @max messages from @from to @to; returns how many. Checks base-protocol rules. */
+static int pump(struct side *from, struct side *to, int max, bool base)
+{
+	int n = 0;
+	while (n < max) {
+		bool binary;
+		ssize_t len = st_session_pack(from->s, wire, sizeof wire, &binary);
+		assert_true(len >= 0);
+		if (len == 0)
+			break;
+		struct st_msg m;
+		assert_int_equal(st_msg_decode(wire, (size_t)len, &m), 0);
+		if (base) {
+			assert_false(binary);
+			assert_true(st_msg_type_is_base(m.type)); /* never an extension type */
+		}
+		assert_int_equal(st_session_recv(to->s, wire, (size_t)len), 0);
+		n++;
+	}
+	return n;
+}
+
+static void make_pair(struct side *cloud, struct side *edge, uint32_t caps, uint64_t window,
+                      size_t out_bytes)
+{
+	memset(cloud, 0, sizeof *cloud);
+	memset(edge, 0, sizeof *edge);
+	struct st_session_config cc = {.role = ST_SESSION_CLOUD,
+	                               .caps = caps,
+	                               .send_window_bytes = window,
+	                               .recv_window_bytes = window,
+	                               .stream_out_bytes = out_bytes,
+	                               .max_streams = 4};
+	struct st_session_config ec = cc;
+	ec.role = ST_SESSION_EDGE;
+	assert_int_equal(st_session_new(&cloud->s, &cc, &callbacks, cloud), 0);
+	assert_int_equal(st_session_new(&edge->s, &ec, &callbacks, edge), 0);
+}
+
+static void free_pair(struct side *a, struct side *b)
+{
+	st_session_free(a->s);
+	st_session_free(b->s);
+}
+
+static const uint8_t json[] = "{\"MessID\":1,\"url\":{\"Path\":\"/exec/ns/pod/c\"}}";
+
+static void test_base_protocol_exchange(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, 0, 0, 0);
+	assert_int_equal(st_session_hello(cloud.s, "x"), -ENOTSUP);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, 3), -EEXIST);
+	assert_int_equal(st_session_open(cloud.s, 2, ST_MSG_TCP_CONNECT, json, 3), -ENOTSUP);
+	assert_int_equal(st_session_open(cloud.s, 2, ST_MSG_DATA, json, 3), -EINVAL);
+	assert_int_equal(st_session_open(edge.s, 2, ST_MSG_EXEC_CONNECT, json, 3), -EINVAL);
+	/* Bytes queued right after the connect go after it. */
+	assert_int_equal(st_session_write(cloud.s, 1, (const uint8_t *)"stdin", 5), 5);
+	assert_int_equal(pump(&cloud, &edge, 10, true), 2);
+	assert_int_equal(edge.opens, 1);
+	assert_true(edge.open_type[1] == ST_MSG_EXEC_CONNECT);
+	assert_memory_equal(edge.open_payload[1], json, 20);
+	assert_true(edge.bytes[1] == 5);
+	/* The edge answers and ends the stream: the cloud sees the bytes, then a clean close. */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"HTTP/1.1 101 ...", 16), 16);
+	assert_int_equal(st_session_shutdown(edge.s, 1), 0); /* base: nothing on the wire */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"x", 1), -EPIPE);
+	assert_int_equal(st_session_close(edge.s, 1, ST_EXT_ERR_UNREACHABLE, "ignored in base"), 0);
+	assert_int_equal(pump(&edge, &cloud, 10, true), 2);
+	assert_true(cloud.bytes[1] == 16);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_true(cloud.close_code[1] == 0); /* REMOVE: the base protocol has no codes */
+	assert_false(st_session_stream_exists(cloud.s, 1));
+	assert_false(st_session_stream_exists(edge.s, 1));
+	/* Late DATA for a finished stream and extension types are ignored in the base protocol. */
+	uint8_t msg[32];
+	ssize_t n = st_msg_encode(msg, sizeof msg, 1, ST_MSG_DATA, (const uint8_t *)"late", 4);
+	assert_int_equal(st_session_recv(cloud.s, msg, (size_t)n), 0);
+	n = st_msg_encode(msg, sizeof msg, 0, ST_MSG_HELLO, (const uint8_t *)"\x01", 1);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	n = st_msg_encode(msg, sizeof msg, 0, 99, NULL, 0);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	struct st_session_stats stats;
+	st_session_get_stats(edge.s, &stats);
+	assert_true(stats.ignored_msgs == 2);
+	/* CLOSE_CONNECT reaches the edge's callback. */
+	n = st_msg_encode(msg, sizeof msg, 0, ST_MSG_CLOSE_CONNECT, (const uint8_t *)"bye", 3);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	assert_int_equal(edge.tunnel_closes, 1);
+	free_pair(&cloud, &edge);
+}
+
+static void test_refusals_and_codes(void **state)
+{
+	(void)state;
+	for (int ext = 0; ext < 2; ext++) {
+		struct side cloud, edge;
+		make_pair(&cloud, &edge, ext ? ST_CAP_ALL : 0, 65536, 0);
+		edge.refuse_with = -EACCES;
+		assert_int_equal(st_session_open(cloud.s, 3, ST_MSG_METRIC_CONNECT, json, 10), 0);
+		pump(&cloud, &edge, 10, !ext);
+		pump(&edge, &cloud, 10, !ext);
+		assert_int_equal(cloud.closes[3], 1);
+		if (ext) {
+			assert_true(cloud.close_code[3] == ST_EXT_ERR_REFUSED);
+			assert_string_equal(cloud.close_reason[3], "access denied");
+		} else {
+			assert_true(cloud.close_code[3] == 0);
+		}
+		assert_false(st_session_stream_exists(edge.s, 3));
+		free_pair(&cloud, &edge);
+	}
+}
+
+static void test_protocol_errors(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 4096, 0);
+	uint8_t msg[64];
+	/* A connect toward the cloud, and a connect reusing a live ID, are fatal. */
+	ssize_t n = st_msg_encode(msg, sizeof msg, 5, ST_MSG_EXEC_CONNECT, json, 5);
+	assert_int_equal(st_session_recv(cloud.s, msg, (size_t)n), -EPROTO);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), -EPROTO);
+	n = st_msg_encode(msg, sizeof msg, 0, ST_MSG_EXEC_CONNECT, json, 5);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), -EPROTO);
+	/* Malformed messages and extension payloads are fatal. */
+	const uint8_t bad[] = {0x80};
+	assert_int_equal(st_session_recv(edge.s, bad, 1), -EBADMSG);
+	n = st_msg_encode(msg, sizeof msg, 5, ST_MSG_WINDOW, (const uint8_t *)"\x00", 1);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), -EPROTO);
+	/* DATA beyond the window resets that stream only, with a protocol error. */
+	static uint8_t big[8192], filler[4097];
+	n = st_msg_encode(big, sizeof big, 5, ST_MSG_DATA, filler, sizeof filler);
+	assert_int_equal(st_session_recv(edge.s, big, (size_t)n), 0);
+	assert_int_equal(edge.closes[5], 1);
+	assert_true(edge.close_code[5] == ST_EXT_ERR_PROTOCOL);
+	/* ... and the cloud gets the ERROR for it. */
+	assert_int_equal(st_session_open(cloud.s, 5, ST_MSG_EXEC_CONNECT, json, 5), 0);
+	pump(&edge, &cloud, 10, false);
+	assert_int_equal(cloud.closes[5], 1);
+	assert_true(cloud.close_code[5] == ST_EXT_ERR_PROTOCOL);
+	/* HALF_CLOSE twice from the peer is a stream-level error. */
+	n = st_msg_encode(msg, sizeof msg, 6, ST_MSG_EXEC_CONNECT, json, 5);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	n = st_msg_encode(msg, sizeof msg, 6, ST_MSG_HALF_CLOSE, NULL, 0);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	assert_int_equal(edge.half_closes[6], 1);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	assert_int_equal(edge.closes[6], 1);
+	assert_true(edge.close_code[6] == ST_EXT_ERR_PROTOCOL);
+	free_pair(&cloud, &edge);
+}
+
+static void test_half_close_both_ways(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	assert_int_equal(st_session_hello(cloud.s, "cloudstream-0"), 0);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, 10), 0);
+	assert_int_equal(st_session_write(cloud.s, 1, (const uint8_t *)"abc", 3), 3);
+	assert_int_equal(st_session_shutdown(cloud.s, 1), 0);
+	assert_int_equal(st_session_shutdown(cloud.s, 1), -EPIPE);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 4); /* HELLO, connect, DATA, HALF_CLOSE */
+	assert_true(edge.bytes[1] == 3);
+	assert_int_equal(edge.half_closes[1], 1);
+	/* The edge still writes, then shuts down: both directions done, both sides close. */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"out", 3), 3);
+	assert_int_equal(st_session_shutdown(edge.s, 1), 0);
+	assert_int_equal(pump(&edge, &cloud, 10, false), 2);
+	assert_true(cloud.bytes[1] == 3);
+	assert_int_equal(edge.closes[1], 1);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_true(edge.close_code[1] == 0 && cloud.close_code[1] == 0);
+	assert_false(st_session_stream_exists(edge.s, 1));
+	assert_false(st_session_stream_exists(cloud.s, 1));
+	free_pair(&cloud, &edge);
+}
+
+/* The edge sends as much as it can on streams 1 and 2 for @rounds; the cloud consumes stream 1
+ * only. Returns the bytes each stream delivered. */
+static void test_flow_control_isolation(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	const uint64_t window = 64 * 1024;
+	make_pair(&cloud, &edge, ST_CAP_ALL, window, 128 * 1024);
+	cloud.consume = true;
+	cloud.any_only = true;
+	cloud.consume_only[1] = true; /* nobody reads stream 2 */
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_LOGS_CONNECT, json, 5), 0);
+	assert_int_equal(st_session_open(cloud.s, 2, ST_MSG_LOGS_CONNECT, json, 5), 0);
+	pump(&cloud, &edge, 10, false);
+	static uint8_t chunk[16384];
+	memset(chunk, 'z', sizeof chunk);
+	uint64_t written[3] = {0};
+	const uint64_t total = 8 * 1024 * 1024;
+	for (int round = 0; round < 100000 && written[1] < total; round++) {
+		for (uint64_t id = 1; id <= 2; id++) {
+			ssize_t w = st_session_write(edge.s, id, chunk, sizeof chunk);
+			assert_true(w >= 0);
+			written[id] += (uint64_t)w;
+		}
+		pump(&edge, &cloud, 4, false);
+		pump(&cloud, &edge, 4, false); /* WINDOW grants */
+	}
+	pump(&edge, &cloud, 1000, false);
+	/* Stream 1 went through completely; stream 2 stopped at its window, its queue at its cap. */
+	assert_true(cloud.bytes[1] >= total);
+	assert_true(cloud.bytes[2] == window);
+	assert_true(written[2] == window + 128 * 1024);
+	assert_int_equal(st_session_write(edge.s, 2, chunk, 1), 0);
+	/* Once stream 2 is read, it moves again and on_writable fires. */
+	st_session_consumed(cloud.s, 2, (size_t)window);
+	pump(&cloud, &edge, 10, false);
+	pump(&edge, &cloud, 10, false);
+	assert_true(cloud.bytes[2] > window);
+	assert_true(edge.writable[2] >= 1);
+	free_pair(&cloud, &edge);
+}
+
+static void test_round_robin(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, 0, 0, 1024 * 1024);
+	for (uint64_t id = 1; id <= 3; id++)
+		assert_int_equal(st_session_open(cloud.s, id, ST_MSG_EXEC_CONNECT, json, 5), 0);
+	static uint8_t data[200 * 1024];
+	for (uint64_t id = 1; id <= 3; id++)
+		assert_int_equal(st_session_write(cloud.s, id, data, sizeof data),
+		                 (ssize_t)sizeof data);
+	/* After the three connects, DATA messages take turns: 1 2 3 1 2 3 ... */
+	uint64_t expect = 1;
+	for (int i = 0; i < 12; i++) {
+		bool binary;
+		ssize_t n = st_session_pack(cloud.s, wire, sizeof wire, &binary);
+		assert_true(n > 0);
+		struct st_msg m;
+		assert_int_equal(st_msg_decode(wire, (size_t)n, &m), 0);
+		assert_true(m.connect_id == expect);
+		if (i >= 3) {
+			assert_true(m.type == ST_MSG_DATA);
+			assert_true(m.payload_len == ST_DEFAULT_DATA_PAYLOAD_BYTES);
+		}
+		expect = expect % 3 + 1;
+	}
+	/* A buffer too small for one full DATA message is refused. */
+	bool binary;
+	assert_int_equal(st_session_pack(cloud.s, wire, 1000, &binary), -EMSGSIZE);
+	free_pair(&cloud, &edge);
+}
+
+static void test_stream_limit(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	for (uint64_t id = 1; id <= 4; id++)
+		assert_int_equal(st_session_open(cloud.s, id, ST_MSG_EXEC_CONNECT, json, 5), 0);
+	assert_int_equal(st_session_open(cloud.s, 5, ST_MSG_EXEC_CONNECT, json, 5), -EAGAIN);
+	pump(&cloud, &edge, 10, false);
+	/* The edge refuses a fifth stream with "limit"; past twice the limit it is a flood. */
+	uint8_t msg[64];
+	ssize_t n = st_msg_encode(msg, sizeof msg, 7, ST_MSG_EXEC_CONNECT, json, 5);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	assert_int_equal(edge.opens, 4);
+	for (uint64_t id = 8; id <= 10; id++) {
+		n = st_msg_encode(msg, sizeof msg, id, ST_MSG_EXEC_CONNECT, json, 5);
+		assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
+	}
+	n = st_msg_encode(msg, sizeof msg, 11, ST_MSG_EXEC_CONNECT, json, 5);
+	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), -EMSGSIZE);
+	bool binary;
+	n = st_session_pack(edge.s, wire, sizeof wire, &binary);
+	struct st_msg m;
+	assert_int_equal(st_msg_decode(wire, (size_t)n, &m), 0);
+	assert_true(m.type == ST_MSG_ERROR);
+	struct st_ext_error e;
+	assert_int_equal(st_ext_error_decode(m.payload, m.payload_len, &e), 0);
+	assert_true(e.code == ST_EXT_ERR_LIMIT);
+	free_pair(&cloud, &edge);
+}
+
+static void test_failmalloc(void **state)
+{
+	(void)state;
+	/* Every allocation of a session's life fails in turn; errors are clean and nothing leaks. */
+	for (int k = 0;; k++) {
+		struct side cloud, edge;
+		memset(&cloud, 0, sizeof cloud);
+		memset(&edge, 0, sizeof edge);
+		struct st_session_config cc = {.role = ST_SESSION_CLOUD};
+		struct st_session_config ec = {.role = ST_SESSION_EDGE};
+		failmalloc_fail_after(k);
+		int rc1 = st_session_new(&cloud.s, &cc, &callbacks, &cloud);
+		int rc2 = rc1 == 0 ? st_session_new(&edge.s, &ec, &callbacks, &edge) : -ENOMEM;
+		int rc3 = rc2 == 0 ? st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, 5)
+		                   : -ENOMEM;
+		ssize_t rc4 = rc3 == 0 ? st_session_write(cloud.s, 1, json, 5) : -ENOMEM;
+		int rc5 = -ENOMEM;
+		if (rc4 >= 0) {
+			bool binary;
+			ssize_t n = st_session_pack(cloud.s, wire, sizeof wire, &binary);
+			rc5 = n > 0 ? st_session_recv(edge.s, wire, (size_t)n) : (int)n;
+		}
+		int failed = failmalloc_failures();
+		failmalloc_off();
+		st_session_free(cloud.s);
+		st_session_free(edge.s);
+		if (!failed) {
+			assert_int_equal(rc5, 0);
+			break;
+		}
+		assert_true(rc1 == -ENOMEM || rc2 == -ENOMEM || rc3 == -ENOMEM || rc4 == -ENOMEM ||
+		            rc5 == -ENOMEM);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_base_protocol_exchange),
+	        cmocka_unit_test(test_refusals_and_codes),
+	        cmocka_unit_test(test_protocol_errors),
+	        cmocka_unit_test(test_half_close_both_ways),
+	        cmocka_unit_test(test_flow_control_isolation),
+	        cmocka_unit_test(test_round_robin),
+	        cmocka_unit_test(test_stream_limit),
+	        cmocka_unit_test(test_failmalloc),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
