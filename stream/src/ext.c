@@ -221,6 +221,10 @@ static ssize_t wr_done(const struct wr *w)
 	return w->overflow || w->len > ST_MAX_EXT_PAYLOAD_BYTES ? -EMSGSIZE : (ssize_t)w->len;
 }
 
+/* A decoded message's payload is NULL when empty; decoders read from here instead, so no
+ * arithmetic is ever done on a null pointer. */
+static const uint8_t no_payload[1];
+
 /* Reads a uvarint; a payload cut inside one is malformed (payloads arrive whole). */
 static int rd_uvarint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
 {
@@ -246,6 +250,8 @@ ssize_t st_ext_hello_encode(uint8_t *out, size_t cap, const struct st_ext_hello 
 
 int st_ext_hello_decode(const uint8_t *p, size_t len, struct st_ext_hello *out)
 {
+	if (p == NULL)
+		p = no_payload;
 	if (len > ST_MAX_EXT_PAYLOAD_BYTES)
 		return -EMSGSIZE;
 	size_t pos = 0;
@@ -278,6 +284,8 @@ ssize_t st_ext_window_encode(uint8_t *out, size_t cap, uint64_t increment)
 
 int st_ext_window_decode(const uint8_t *p, size_t len, uint64_t *increment)
 {
+	if (p == NULL)
+		p = no_payload;
 	size_t pos = 0;
 	uint64_t v;
 	if (rd_uvarint(p, len, &pos, &v) < 0 || pos != len || v == 0 ||
@@ -299,6 +307,8 @@ ssize_t st_ext_error_encode(uint8_t *out, size_t cap, const struct st_ext_error 
 
 int st_ext_error_decode(const uint8_t *p, size_t len, struct st_ext_error *out)
 {
+	if (p == NULL)
+		p = no_payload;
 	if (len > ST_MAX_EXT_PAYLOAD_BYTES)
 		return -EMSGSIZE;
 	size_t pos = 0;
@@ -339,6 +349,8 @@ ssize_t st_ext_tcp_connect_encode(uint8_t *out, size_t cap, const struct st_ext_
 
 int st_ext_tcp_connect_decode(const uint8_t *p, size_t len, struct st_ext_tcp_connect *out)
 {
+	if (p == NULL)
+		p = no_payload;
 	if (len > ST_MAX_EXT_PAYLOAD_BYTES)
 		return -EMSGSIZE;
 	size_t pos = 0;
