@@ -17,7 +17,7 @@ build_pkgs=(
 # network namespaces, python3-kubernetes is a second real client (websocket v4 exec/port-forward).
 peer_pkgs=(
   nginx-light containerd runc busybox-static iproute2 iptables conntrack
-  python3 python3-kubernetes python3-websocket curl procps psmisc
+  python3 python3-kubernetes python3-websocket python3-websockets curl procps psmisc
 )
 
 want=("${build_pkgs[@]}")

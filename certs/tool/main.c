@@ -25,9 +25,10 @@ static const char usage_text[] =
         "  server  --ca DIR/CA --out DIR/NAME --cn CN [--dns a,b] [--ip 1.2.3.4,::1] [--client]\n"
         "          [--days N] [--key ec|rsa] [--rsa-bits N] [--force]\n"
         "          a server certificate (serverAuth; --client adds clientAuth) signed by CA\n"
-        "  client  --ca DIR/CA --out DIR/NAME (--node NODE | --cn CN [--org O]...) [--days N]\n"
-        "          [--key ec|rsa] [--rsa-bits N] [--force]\n"
-        "          a client certificate; --node gives CN=system:node:NODE, O=system:nodes\n"
+        "  client  --ca DIR/CA --out DIR/NAME (--node NODE | --cn CN [--org O]...) [--ip a,b]\n"
+        "          [--dns a,b] [--days N] [--key ec|rsa] [--rsa-bits N] [--force]\n"
+        "          a client certificate; --node gives CN=system:node:NODE, O=system:nodes;\n"
+        "          --ip puts the node's addresses in it (cloudstream routes them to the node)\n"
         "  show    FILE.crt\n"
         "          subject, issuer, serial, validity, SANs, usages, key type\n"
         "  verify  --ca CA.crt FILE.crt [--name DNS-or-IP] [--purpose server|client]\n"
@@ -256,6 +257,10 @@ static int cmd_client(struct opts *o)
 	        .cn = o->cn,
 	        .orgs = o->orgs,
 	        .num_orgs = o->num_orgs,
+	        .dns = o->dns,
+	        .num_dns = o->num_dns,
+	        .ips = o->ips,
+	        .num_ips = o->num_ips,
 	        .usage = CERTS_USAGE_CLIENT,
 	        .days = o->days ? o->days : 365,
 	};

@@ -35,6 +35,7 @@ struct stream {
 	uint64_t close_code;
 	char close_reason[ST_MAX_ERROR_REASON_BYTES + 1];
 	bool blocked; /* a write came up short: on_writable when there is room */
+	void *user;   /* the caller's object for this stream (st_session_set_stream_user) */
 };
 
 struct st_session {
@@ -264,7 +265,7 @@ static void reset_by_peer(struct st_session *s, struct stream *st, const char *r
 {
 	s->stats.stream_resets++;
 	st->state = ST_STREAM_S_CLOSED;
-	s->cb->on_close(s, st->id, ST_EXT_ERR_PROTOCOL, reason, strlen(reason), s->user);
+	s->cb->on_close(s, st->id, st->user, ST_EXT_ERR_PROTOCOL, reason, strlen(reason), s->user);
 	/* on_close may have asked for a close itself; either way one REMOVE/ERROR goes out. */
 	if (find(s, st->id) == st)
 		mark_close(s, st, ST_EXT_ERR_PROTOCOL, reason, true);
@@ -334,9 +335,10 @@ static void recv_end(struct st_session *s, uint64_t id, uint64_t code, const cha
 		return;
 	}
 	bool notify = st->state != ST_STREAM_S_CLOSED && !st->close_pending;
+	void *stream_user = st->user;
 	stream_free(s, st);
 	if (notify)
-		s->cb->on_close(s, id, code, reason, reason_len, s->user);
+		s->cb->on_close(s, id, stream_user, code, reason, reason_len, s->user);
 }
 
 static int recv_window(struct st_session *s, const struct st_msg *m)
@@ -375,8 +377,9 @@ static int recv_half_close(struct st_session *s, const struct st_msg *m)
 	if (next == ST_STREAM_S_CLOSED && !st->close_pending) {
 		/* Both directions are done: the stream ends gracefully. */
 		uint64_t id = st->id;
+		void *stream_user = st->user;
 		stream_free(s, st);
-		s->cb->on_close(s, id, 0, "", 0, s->user);
+		s->cb->on_close(s, id, stream_user, 0, "", 0, s->user);
 		return 0;
 	}
 	if (s->cb->on_half_close)
@@ -659,9 +662,10 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 		if (st->state == ST_STREAM_S_CLOSED) {
 			/* The peer had finished already: the stream ends gracefully. */
 			uint64_t id = st->id;
+			void *stream_user = st->user;
 			stream_free(s, st);
 			*gone = true;
-			s->cb->on_close(s, id, 0, "", 0, s->user);
+			s->cb->on_close(s, id, stream_user, 0, "", 0, s->user);
 		}
 		return n;
 	}
@@ -710,6 +714,21 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		}
 	}
 	return 0;
+}
+
+int st_session_set_stream_user(struct st_session *s, uint64_t id, void *user)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL)
+		return -ENOENT;
+	st->user = user;
+	return 0;
+}
+
+void *st_session_stream_user(const struct st_session *s, uint64_t id)
+{
+	const struct stream *st = find(s, id);
+	return st ? st->user : NULL;
 }
 
 bool st_session_stream_exists(const struct st_session *s, uint64_t id)

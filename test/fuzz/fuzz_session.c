@@ -48,10 +48,11 @@ static int on_data(struct st_session *s, uint64_t id, const uint8_t *p, size_t l
 	return 0;
 }
 
-static void on_close(struct st_session *s, uint64_t id, uint64_t code, const char *r, size_t len,
-                     void *user)
+static void on_close(struct st_session *s, uint64_t id, void *stream_user, uint64_t code,
+                     const char *r, size_t len, void *user)
 {
 	(void)s;
+	(void)stream_user;
 	(void)id;
 	(void)code;
 	(void)r;

@@ -53,9 +53,10 @@ struct st_session_callbacks {
 	/* The peer will send no more DATA on @id (HALF_CLOSE). May be NULL. */
 	void (*on_half_close)(struct st_session *s, uint64_t id, void *user);
 	/* @id ended by the peer or by a protocol error: @code 0 for REMOVE, else an ERROR code
-	 * (ext.h) with @reason (a view, not NUL-terminated). The stream is gone afterwards. */
-	void (*on_close)(struct st_session *s, uint64_t id, uint64_t code, const char *reason,
-	                 size_t reason_len, void *user);
+	 * (ext.h) with @reason (a view, not NUL-terminated). @stream_user is what
+	 * st_session_set_stream_user attached (the stream may already be out of the table). */
+	void (*on_close)(struct st_session *s, uint64_t id, void *stream_user, uint64_t code,
+	                 const char *reason, size_t reason_len, void *user);
 	/* Output queue space or send credit became available on @id again (after a short
 	 * st_session_write). May be NULL. */
 	void (*on_writable)(struct st_session *s, uint64_t id, void *user);
@@ -139,6 +140,13 @@ bool st_session_want_write(const struct st_session *s);
  * ST_MAX_MESSAGE_HEADER_BYTES + max_data_payload (and the connect payloads queued).
  */
 ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary);
+
+/* st_session_set_stream_user() - attach the caller's object to @id (like nghttp2's stream user
+ * data), so callbacks find it in O(1). 0 or -ENOENT. */
+int st_session_set_stream_user(struct st_session *s, uint64_t id, void *user);
+
+/* st_session_stream_user() - the object attached to @id, or NULL (unknown id or none set). */
+void *st_session_stream_user(const struct st_session *s, uint64_t id);
 
 /* st_session_stream_exists() - is @id in the table? */
 bool st_session_stream_exists(const struct st_session *s, uint64_t id);

@@ -69,10 +69,11 @@ static void on_half_close(struct st_session *s, uint64_t id, void *user)
 		d->half_closes[id]++;
 }
 
-static void on_close(struct st_session *s, uint64_t id, uint64_t code, const char *reason,
-                     size_t len, void *user)
+static void on_close(struct st_session *s, uint64_t id, void *stream_user, uint64_t code,
+                     const char *reason, size_t len, void *user)
 {
 	(void)s;
+	(void)stream_user;
 	struct side *d = user;
 	if (id < MAX_IDS) {
 		d->closes[id]++;
