@@ -35,6 +35,7 @@ struct side {
 	char close_reason[MAX_IDS][128];
 	int writable[MAX_IDS];
 	int tunnel_closes;
+	void *close_user[MAX_IDS]; /* stream user handed to on_close */
 };
 
 static int on_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *p, size_t len,
@@ -73,9 +74,9 @@ static void on_close(struct st_session *s, uint64_t id, void *stream_user, uint6
                      const char *reason, size_t len, void *user)
 {
 	(void)s;
-	(void)stream_user;
 	struct side *d = user;
 	if (id < MAX_IDS) {
+		d->close_user[id] = stream_user;
 		d->closes[id]++;
 		d->close_code[id] = code;
 		memcpy(d->close_reason[id], reason, len < 127 ? len : 127);
@@ -398,6 +399,34 @@ static void test_stream_limit(void **state)
 	free_pair(&cloud, &edge);
 }
 
+static void test_stream_user(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	static int tag_a, tag_b;
+	assert_int_equal(
+	        st_session_open(cloud.s, 1, ST_MSG_METRIC_CONNECT, (const uint8_t *)"{}", 2), 0);
+	assert_int_equal(
+	        st_session_open(cloud.s, 2, ST_MSG_METRIC_CONNECT, (const uint8_t *)"{}", 2), 0);
+	assert_int_equal(st_session_set_stream_user(cloud.s, 1, &tag_a), 0);
+	assert_int_equal(st_session_set_stream_user(cloud.s, 2, &tag_b), 0);
+	assert_int_equal(st_session_set_stream_user(cloud.s, 3, &tag_a), -ENOENT);
+	assert_ptr_equal(st_session_stream_user(cloud.s, 1), &tag_a);
+	assert_null(st_session_stream_user(cloud.s, 3));
+	pump(&cloud, &edge, 10, false);
+	/* The edge ends both: on_close gets each stream's user although it left the table. */
+	assert_int_equal(st_session_close(edge.s, 1, 0, NULL), 0);
+	assert_int_equal(st_session_close(edge.s, 2, ST_EXT_ERR_UNREACHABLE, "down"), 0);
+	pump(&edge, &cloud, 10, false);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_ptr_equal(cloud.close_user[1], &tag_a);
+	assert_ptr_equal(cloud.close_user[2], &tag_b);
+	assert_int_equal(cloud.close_code[2], ST_EXT_ERR_UNREACHABLE);
+	assert_null(st_session_stream_user(cloud.s, 1));
+	free_pair(&cloud, &edge);
+}
+
 static void test_failmalloc(void **state)
 {
 	(void)state;
@@ -443,6 +472,7 @@ int main(void)
 	        cmocka_unit_test(test_flow_control_isolation),
 	        cmocka_unit_test(test_round_robin),
 	        cmocka_unit_test(test_stream_limit),
+	        cmocka_unit_test(test_stream_user),
 	        cmocka_unit_test(test_failmalloc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
