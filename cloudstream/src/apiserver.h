@@ -1,0 +1,22 @@
+/*
+ * cloudstream/src/apiserver.h — which node runs a pod, asked of the Kubernetes apiserver
+ * (libcurl on the worker pool; the answer lands in the pod cache on the loop thread).
+ */
+#ifndef CLOUDSTREAM_APISERVER_H
+#define CLOUDSTREAM_APISERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cs_server;
+
+/*
+ * cs_pod_lookup_start() - look up pod @ns/@pod for the front with @front_ordinal. When the answer
+ * is in (or the lookup failed), the front is resumed with cs_front_pod_resolved(). Returns 0, or
+ * -EAGAIN when the worker pool is full, -ENOMEM.
+ */
+int cs_pod_lookup_start(struct cs_server *srv, uint64_t front_ordinal, const char *ns,
+                        size_t ns_len, const char *pod, size_t pod_len);
+
+#endif /* CLOUDSTREAM_APISERVER_H */

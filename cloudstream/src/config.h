@@ -1,0 +1,58 @@
+/*
+ * cloudstream/src/config.h — cloudstream's configuration: one table (config.c) drives the JSON
+ * config file, the flags, --help and FLAGS.md (stream/config.h).
+ */
+#ifndef CLOUDSTREAM_CONFIG_H
+#define CLOUDSTREAM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stream/config.h>
+
+enum cs_node_name_from {
+	CS_NODE_NAME_FROM_SYSTEM_NODE_CN = 0, /* CN=system:node:<name> */
+	CS_NODE_NAME_FROM_CN = 1,             /* the CN is the node name */
+};
+
+enum cs_ip_policy {
+	CS_IP_POLICY_CERT = 0,         /* SessionInternalIP must be an IP SAN of the node cert */
+	CS_IP_POLICY_TRUST_HEADER = 1, /* accept it and route on it (trusted edge networks) */
+	CS_IP_POLICY_IGNORE = 2,       /* neither check nor route on it */
+};
+
+struct cs_config {
+	/* tunnel server */
+	char *tunnel_listen;
+	char *tunnel_cert, *tunnel_key, *tunnel_ca;
+	int node_name_from;     /* enum cs_node_name_from */
+	int internal_ip_policy; /* enum cs_ip_policy */
+	uint64_t ping_interval_ms, dead_peer_timeout_ms;
+	uint64_t max_sessions;
+	/* stream server */
+	char *stream_listen;
+	char *stream_cert, *stream_key, *stream_client_ca;
+	struct st_strlist stream_allowed_subjects;
+	char *edge_target_host;
+	uint64_t answer_timeout_ms, idle_timeout_ms;
+	/* limits and flow control */
+	uint64_t max_streams, max_streams_per_node;
+	uint64_t stream_window_bytes, stream_queue_bytes, data_payload_bytes;
+	uint64_t session_buffer_bytes, process_buffer_bytes;
+	/* pod → node through the apiserver (optional) */
+	char *apiserver_url;
+	char *apiserver_ca, *apiserver_token_file, *apiserver_cert, *apiserver_key;
+	uint64_t apiserver_timeout_ms, pod_cache_ttl_ms, pod_cache_entries;
+	/* operations */
+	char *admin_listen;
+	int log_level; /* enum st_log_level */
+	char *ready_file;
+	int sandbox; /* enum st_sandbox_mode */
+	char *replica_id;
+	uint64_t drain_timeout_ms;
+};
+
+extern const struct st_config_spec cs_config_spec;
+
+#endif /* CLOUDSTREAM_CONFIG_H */

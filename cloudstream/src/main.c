@@ -1,0 +1,409 @@
+/*
+ * cloudstream/src/main.c — start-up, the loop, signals (SIGTERM drains, SIGHUP reloads the
+ * certificates) and shutdown.
+ *
+ * Order (STYLE B7): configuration → certificate files checked → lws context and listeners →
+ * seccomp → worker pool → ready file → loop.
+ */
+#include "cs.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include <certs/certs.h>
+#include <stream/err.h>
+#include <stream/log.h>
+#include <stream/loop.h>
+#include <stream/sandbox.h>
+#include <stream/workq.h>
+
+#include "reload.h"
+
+uint64_t cs_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* "host:port", "[v6]:port" or ":port" → host ("" = every address) and port. */
+static int parse_listen(const char *s, char *host, size_t cap, int *port)
+{
+	const char *colon;
+	const char *h = s;
+	size_t hlen;
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (end == NULL || end[1] != ':')
+			return -EINVAL;
+		h = s + 1;
+		hlen = (size_t)(end - h);
+		colon = end + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return -EINVAL;
+		hlen = (size_t)(colon - s);
+	}
+	if (hlen >= cap)
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	char *end;
+	unsigned long p = strtoul(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end != '\0' || p > 65535)
+		return -EINVAL;
+	*port = (int)p;
+	return 0;
+}
+
+/* Fills the listener fields of @info from @addr; logs and returns -EINVAL when it is bad. */
+static int set_listen(struct lws_context_creation_info *info, const char *flag, const char *addr,
+                      char *host, size_t cap)
+{
+	if (parse_listen(addr, host, cap, &info->port) < 0) {
+		st_err("--%s %s: expected ADDR:PORT, [IPv6]:PORT or :PORT", flag, addr);
+		return -EINVAL;
+	}
+	if (host[0] && strchr(host, ':') == NULL)
+		info->options |=
+		        LWS_SERVER_OPTION_DISABLE_IPV6; /* an IPv4 address: AF_INET socket */
+	info->iface = host[0] ? host : NULL;
+	return 0;
+}
+
+/* Checks a certificate (and its key) can be read now, so a typo fails at start with the path
+ * in the message rather than as an lws error. */
+static int check_cert(const char *flag, const char *path)
+{
+	if (path == NULL || path[0] == '\0') {
+		st_err("--%s is required", flag);
+		return -EINVAL;
+	}
+	X509 *x;
+	char err[256];
+	int rc = certs_load(path, &x, err, sizeof err);
+	if (rc < 0) {
+		st_err("--%s %s: %s", flag, path, err[0] ? err : st_strerror(rc));
+		return rc;
+	}
+	X509_free(x);
+	return 0;
+}
+
+static int check_key(const char *flag, const char *path)
+{
+	if (path == NULL || access(path, R_OK) != 0) {
+		st_err("--%s %s: %s", flag, path ? path : "(unset)", strerror(errno));
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* ---- draining and stopping ------------------------------------------------------------- */
+
+static void stop_now(struct cs_server *srv, const char *why)
+{
+	if (srv->stop)
+		return;
+	st_info("stopping: %s (%zu sessions, %zu streams)", why, srv->n_tunnels, srv->n_streams);
+	srv->stop = true;
+	lws_cancel_service(srv->ctx);
+}
+
+void cs_maybe_finish_drain(struct cs_server *srv)
+{
+	if (srv->draining && srv->n_streams == 0)
+		stop_now(srv, "drained");
+}
+
+static void on_drain_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct cs_server *srv = lws_container_of(sul, struct cs_server, sul_drain);
+	stop_now(srv, "drain timeout");
+}
+
+static void on_signal(int signo, void *user)
+{
+	struct cs_server *srv = user;
+	if (signo == SIGHUP) {
+		cs_reload_start(srv);
+		return;
+	}
+	if (srv->draining) {
+		stop_now(srv, "second signal");
+		return;
+	}
+	srv->draining = true;
+	st_info("%s: draining (%zu streams in flight, up to %llu ms)", strsignal(signo),
+	        srv->n_streams, (unsigned long long)srv->cfg.drain_timeout_ms);
+	cs_front_drain_idle(srv);
+	lws_sul_schedule(srv->ctx, 0, &srv->sul_drain, on_drain_timeout,
+	                 (lws_usec_t)srv->cfg.drain_timeout_ms * LWS_US_PER_MS);
+	cs_maybe_finish_drain(srv);
+}
+
+/* Signals and worker completions: a vhost with no listener. */
+static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                  size_t len)
+{
+	(void)user;
+	(void)in;
+	(void)len;
+	struct cs_server *srv = lws_context_user(lws_get_context(wsi));
+	switch (reason) {
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		if (srv && srv->wq)
+			st_workq_run_completions(srv->wq);
+		return 0;
+	case LWS_CALLBACK_RAW_RX_FILE:
+	case LWS_CALLBACK_RAW_CLOSE_FILE:
+		return st_loop_signals_dispatch(wsi, (int)reason);
+	default:
+		return 0;
+	}
+}
+
+static const struct lws_protocols aux_protocols[] = {
+        {.name = "cs-aux", .callback = cb_aux}, {0}, /* terminator */
+};
+
+static void lws_log_emit(int level, const char *line)
+{
+	size_t n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		n--;
+	st_log(level & LLL_ERR ? ST_LOG_ERROR : ST_LOG_WARN, NULL, 0, "lws: %.*s", (int)n, line);
+}
+
+static int create_vhosts(struct cs_server *srv, lws_retry_bo_t *retry)
+{
+	const struct cs_config *c = &srv->cfg;
+	char host[3][64];
+	struct lws_context_creation_info info;
+
+	memset(&info, 0, sizeof info);
+	info.vhost_name = "tunnel";
+	info.protocols = cs_tunnel_protocols;
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
+	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+	info.ssl_cert_filepath = c->tunnel_cert;
+	info.ssl_private_key_filepath = c->tunnel_key;
+	info.ssl_ca_filepath = c->tunnel_ca;
+	info.alpn = "http/1.1"; /* lws would pick h2 otherwise (libwebsockets-notes §1) */
+	info.retry_and_idle_policy = retry;
+	info.user = srv;
+	if (set_listen(&info, "tunnel-listen", c->tunnel_listen, host[0], sizeof host[0]) < 0)
+		return -EINVAL;
+	srv->vh_tunnel = lws_create_vhost(srv->ctx, &info);
+	if (srv->vh_tunnel == NULL) {
+		st_err("cannot listen on %s for the tunnel (see the lws lines above)",
+		       c->tunnel_listen);
+		return -EADDRNOTAVAIL;
+	}
+
+	memset(&info, 0, sizeof info);
+	info.vhost_name = "stream";
+	info.protocols = cs_front_protocols;
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
+	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT |
+	               LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
+	info.listen_accept_role = "raw-skt";
+	info.listen_accept_protocol = cs_front_protocols[0].name;
+	info.ssl_cert_filepath = c->stream_cert;
+	info.ssl_private_key_filepath = c->stream_key;
+	info.ssl_ca_filepath = c->stream_client_ca;
+	info.alpn = "http/1.1";
+	info.user = srv;
+	if (set_listen(&info, "stream-listen", c->stream_listen, host[1], sizeof host[1]) < 0)
+		return -EINVAL;
+	srv->vh_stream = lws_create_vhost(srv->ctx, &info);
+	if (srv->vh_stream == NULL) {
+		st_err("cannot listen on %s for the stream server", c->stream_listen);
+		return -EADDRNOTAVAIL;
+	}
+
+	if (c->admin_listen && c->admin_listen[0]) {
+		memset(&info, 0, sizeof info);
+		info.vhost_name = "admin";
+		info.protocols = cs_admin_protocols;
+		info.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
+		info.listen_accept_role = "raw-skt";
+		info.listen_accept_protocol = cs_admin_protocols[0].name;
+		if (set_listen(&info, "admin-listen", c->admin_listen, host[2], sizeof host[2]) < 0)
+			return -EINVAL;
+		srv->vh_admin = lws_create_vhost(srv->ctx, &info);
+		if (srv->vh_admin == NULL) {
+			st_err("cannot listen on %s for the admin port", c->admin_listen);
+			return -EADDRNOTAVAIL;
+		}
+	}
+
+	memset(&info, 0, sizeof info);
+	info.vhost_name = "aux";
+	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
+	info.protocols = aux_protocols;
+	srv->vh_aux = lws_create_vhost(srv->ctx, &info);
+	return srv->vh_aux ? 0 : -ENOMEM;
+}
+
+static int write_ready_file(struct cs_server *srv)
+{
+	if (srv->cfg.ready_file == NULL || srv->cfg.ready_file[0] == '\0')
+		return 0;
+	char buf[128];
+	int n = snprintf(buf, sizeof buf, "tunnel=%d\nstream=%d\nadmin=%d\n",
+	                 st_loop_listen_port(srv->vh_tunnel), st_loop_listen_port(srv->vh_stream),
+	                 srv->vh_admin ? st_loop_listen_port(srv->vh_admin) : 0);
+	int rc = st_loop_write_ready_file(srv->cfg.ready_file, buf, (size_t)n);
+	if (rc < 0)
+		st_err("--ready-file %s: %s", srv->cfg.ready_file, strerror(-rc));
+	return rc;
+}
+
+static void set_replica(struct cs_server *srv)
+{
+	const char *r = srv->cfg.replica_id;
+	char host[256] = "cloudstream";
+	if (r == NULL || r[0] == '\0') {
+		if (gethostname(host, sizeof host) != 0)
+			snprintf(host, sizeof host, "cloudstream");
+		host[sizeof host - 1] = '\0';
+		r = host;
+	}
+	size_t n = 0;
+	for (; r[n] && n < ST_MAX_REPLICA_ID_BYTES; n++) {
+		char ch = r[n];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		          (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+		srv->replica[n] = ok ? ch : '-';
+	}
+	srv->replica[n] = '\0';
+}
+
+int main(int argc, char **argv)
+{
+	static struct cs_server srv; /* static: big, and outlives every callback */
+	char err[512];
+	int exit_code = 1;
+
+	if (st_loop_block_signals() < 0) {
+		perror("cloudstream: blocking signals");
+		return 1;
+	}
+	enum st_config_action action;
+	if (st_config_load(&cs_config_spec, &srv.cfg, argc, argv, &action, err, sizeof err) < 0) {
+		fprintf(stderr, "cloudstream: %s\n", err);
+		st_config_cleanup(&cs_config_spec, &srv.cfg);
+		return 2;
+	}
+	if (action != ST_CONFIG_RUN) {
+		int rc = st_config_act(&cs_config_spec, &srv.cfg, action, stdout);
+		st_config_cleanup(&cs_config_spec, &srv.cfg);
+		return rc < 0 ? 1 : 0;
+	}
+	st_log_set_level((enum st_log_level)srv.cfg.log_level);
+	lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
+
+	if (check_cert("tunnel-cert", srv.cfg.tunnel_cert) < 0 ||
+	    check_key("tunnel-key", srv.cfg.tunnel_key) < 0 ||
+	    check_cert("tunnel-ca", srv.cfg.tunnel_ca) < 0 ||
+	    check_cert("stream-cert", srv.cfg.stream_cert) < 0 ||
+	    check_key("stream-key", srv.cfg.stream_key) < 0 ||
+	    check_cert("stream-client-ca", srv.cfg.stream_client_ca) < 0)
+		goto out_config;
+	set_replica(&srv);
+	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |
+	               ST_CAP_RAW_RESPONSE;
+	srv.tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES);
+	srv.scratch = malloc(ST_MAX_CONNECT_JSON_BYTES);
+	uint64_t seed = (uint64_t)cs_now_ms() ^ ((uint64_t)getpid() << 32);
+	FILE *ur = fopen("/dev/urandom", "rb");
+	if (ur) {
+		if (fread(&seed, sizeof seed, 1, ur) != 1)
+			seed ^= (uint64_t)time(NULL);
+		fclose(ur);
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) { /* before any thread */
+		st_err("cannot initialise libcurl");
+		goto out_config;
+	}
+	if (srv.tx == NULL || srv.scratch == NULL ||
+	    cs_registry_new(&srv.reg, (size_t)srv.cfg.max_sessions, seed) < 0 ||
+	    (srv.cfg.apiserver_url && srv.cfg.apiserver_url[0] &&
+	     cs_podcache_new(&srv.pods, (size_t)srv.cfg.pod_cache_entries) < 0)) {
+		st_err("out of memory at start");
+		goto out_config;
+	}
+
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	info.user = &srv;
+	info.pt_serv_buf_size = 16384; /* 4 KiB halves relay speed (libwebsockets-notes §7) */
+	info.timeout_secs = 10;        /* TLS handshake deadline on the listeners */
+	srv.ctx = lws_create_context(&info);
+	if (srv.ctx == NULL) {
+		st_err("cannot create the event loop");
+		goto out_config;
+	}
+	lws_retry_bo_t retry = {
+	        .secs_since_valid_ping = (uint16_t)(srv.cfg.ping_interval_ms / 1000),
+	        .secs_since_valid_hangup = (uint16_t)(srv.cfg.dead_peer_timeout_ms / 1000),
+	};
+	if (create_vhosts(&srv, &retry) < 0)
+		goto out_ctx;
+	if (st_loop_signals_new(&srv.sig, srv.vh_aux, "cs-aux", on_signal, &srv) < 0) {
+		st_err("cannot set up signal handling");
+		goto out_ctx;
+	}
+	struct st_sandbox_opts sb = {.mode = (enum st_sandbox_mode)srv.cfg.sandbox};
+	int rc = st_sandbox_apply(&sb);
+	if (rc < 0) {
+		st_err("cannot install the seccomp filter: %s", st_strerror(rc));
+		goto out_ctx;
+	}
+	if (st_workq_new(&srv.wq, srv.ctx, 2, 64) < 0) {
+		st_err("cannot start the worker pool");
+		goto out_ctx;
+	}
+	if (write_ready_file(&srv) < 0)
+		goto out_ctx;
+	srv.ready = true;
+	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
+	        "flow window %llu, node name from %s",
+	        cs_config_spec.version, srv.replica, srv.cfg.tunnel_listen,
+	        st_loop_listen_port(srv.vh_tunnel), srv.cfg.stream_listen,
+	        st_loop_listen_port(srv.vh_stream), srv.vh_admin ? srv.cfg.admin_listen : "off",
+	        (unsigned long long)srv.cfg.stream_window_bytes,
+	        srv.cfg.node_name_from == CS_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>");
+
+	while (!srv.stop && lws_service(srv.ctx, 0) >= 0)
+		;
+	exit_code = 0;
+
+out_ctx:
+	lws_sul_cancel(&srv.sul_drain);
+	st_workq_free(srv.wq); /* before the context: completions may still touch it */
+	srv.wq = NULL;
+	lws_context_destroy(srv.ctx); /* closes every connection: their callbacks free state */
+	st_loop_signals_free(srv.sig);
+	cs_reload_cleanup(&srv);
+out_config:
+	cs_registry_free(srv.reg);
+	cs_podcache_free(srv.pods);
+	curl_global_cleanup();
+	free(srv.tx);
+	free(srv.scratch);
+	st_config_cleanup(&cs_config_spec, &srv.cfg);
+	if (exit_code == 0)
+		st_info("stopped");
+	return exit_code;
+}

@@ -1,0 +1,347 @@
+/*
+ * cloudstream/src/registry.c — node name → session, IPs → node (see registry.h).
+ *
+ * Two open-addressing tables with linear probing and backward-shift deletion (no tombstones, so
+ * lookups stay short however many reconnects happen): nodes by name, and IPs pointing at node
+ * slots' entries. Entries are heap objects so table growth moves only pointers.
+ */
+#include "registry.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct node_entry {
+	void *value;
+	uint64_t hash;
+	size_t n_ips;
+	char ips[CS_REGISTRY_MAX_IPS][CS_IP_TEXT_MAX_BYTES + 1];
+	size_t name_len;
+	char name[CS_NODE_NAME_MAX_BYTES + 1];
+};
+
+struct ip_entry {
+	uint64_t hash;
+	struct node_entry *node;
+	size_t len;
+	char ip[CS_IP_TEXT_MAX_BYTES + 1];
+};
+
+struct table {
+	void **slots; /* struct node_entry * or struct ip_entry * */
+	size_t cap;   /* power of two */
+	size_t count;
+};
+
+struct cs_registry {
+	struct table nodes, ips;
+	size_t max_entries;
+	uint64_t k0, k1;
+};
+
+/* SipHash-1-3 style mixing, keyed per registry: cheap and collision-resistant enough here. */
+static uint64_t rotl(uint64_t x, int b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+#define SIPROUND                                                                                   \
+	do {                                                                                       \
+		v0 += v1;                                                                          \
+		v1 = rotl(v1, 13);                                                                 \
+		v1 ^= v0;                                                                          \
+		v0 = rotl(v0, 32);                                                                 \
+		v2 += v3;                                                                          \
+		v3 = rotl(v3, 16);                                                                 \
+		v3 ^= v2;                                                                          \
+		v0 += v3;                                                                          \
+		v3 = rotl(v3, 21);                                                                 \
+		v3 ^= v0;                                                                          \
+		v2 += v1;                                                                          \
+		v1 = rotl(v1, 17);                                                                 \
+		v1 ^= v2;                                                                          \
+		v2 = rotl(v2, 32);                                                                 \
+	} while (0)
+
+static uint64_t keyed_hash(const struct cs_registry *r, const char *p, size_t len)
+{
+	uint64_t v0 = r->k0 ^ 0x736f6d6570736575ull, v1 = r->k1 ^ 0x646f72616e646f6dull;
+	uint64_t v2 = r->k0 ^ 0x6c7967656e657261ull, v3 = r->k1 ^ 0x7465646279746573ull;
+	uint64_t b = (uint64_t)len << 56;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t m;
+		memcpy(&m, p + i, 8);
+		v3 ^= m;
+		SIPROUND;
+		v0 ^= m;
+	}
+	for (size_t k = 0; i + k < len; k++)
+		b |= (uint64_t)(uint8_t)p[i + k] << (8 * k);
+	v3 ^= b;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static int table_init(struct table *t, size_t cap)
+{
+	t->slots = calloc(cap, sizeof *t->slots);
+	if (t->slots == NULL)
+		return -ENOMEM;
+	t->cap = cap;
+	t->count = 0;
+	return 0;
+}
+
+int cs_registry_new(struct cs_registry **out, size_t max_entries, uint64_t seed)
+{
+	if (max_entries == 0)
+		return -EINVAL;
+	struct cs_registry *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return -ENOMEM;
+	r->max_entries = max_entries;
+	r->k0 = seed;
+	r->k1 = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+	if (table_init(&r->nodes, 64) < 0 || table_init(&r->ips, 64) < 0) {
+		free(r->nodes.slots);
+		free(r);
+		return -ENOMEM;
+	}
+	*out = r;
+	return 0;
+}
+
+void cs_registry_free(struct cs_registry *r)
+{
+	if (r == NULL)
+		return;
+	for (size_t i = 0; i < r->nodes.cap; i++)
+		free(r->nodes.slots[i]);
+	for (size_t i = 0; i < r->ips.cap; i++)
+		free(r->ips.slots[i]);
+	free(r->nodes.slots);
+	free(r->ips.slots);
+	free(r);
+}
+
+/* Hash of slot content, for both entry kinds (first member after the key data differs). */
+static uint64_t slot_hash(const struct table *t, const struct cs_registry *r, const void *e)
+{
+	if (t == &r->nodes)
+		return ((const struct node_entry *)e)->hash;
+	return ((const struct ip_entry *)e)->hash;
+}
+
+static size_t find_node_slot(const struct cs_registry *r, const char *name, size_t len, uint64_t h)
+{
+	const struct table *t = &r->nodes;
+	for (size_t i = (size_t)h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+		const struct node_entry *e = t->slots[i];
+		if (e == NULL ||
+		    (e->hash == h && e->name_len == len && memcmp(e->name, name, len) == 0))
+			return i;
+	}
+}
+
+static size_t find_ip_slot(const struct cs_registry *r, const char *ip, size_t len, uint64_t h)
+{
+	const struct table *t = &r->ips;
+	for (size_t i = (size_t)h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+		const struct ip_entry *e = t->slots[i];
+		if (e == NULL || (e->hash == h && e->len == len && memcmp(e->ip, ip, len) == 0))
+			return i;
+	}
+}
+
+/* Backward-shift deletion of slot @i (Knuth 6.4 algorithm R). */
+static void table_delete(struct cs_registry *r, struct table *t, size_t i)
+{
+	size_t mask = t->cap - 1;
+	t->slots[i] = NULL;
+	t->count--;
+	for (size_t j = (i + 1) & mask; t->slots[j] != NULL; j = (j + 1) & mask) {
+		size_t home = (size_t)slot_hash(t, r, t->slots[j]) & mask;
+		/* Move j back to i unless its home lies cyclically in (i, j]. */
+		bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!stays) {
+			t->slots[i] = t->slots[j];
+			t->slots[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+/* Grows @t so @extra more entries keep the load at most 1/2. 0 or -ENOMEM (unchanged). */
+static int table_reserve(struct cs_registry *r, struct table *t, size_t extra)
+{
+	if ((t->count + extra) * 2 <= t->cap)
+		return 0;
+	size_t cap = t->cap * 2;
+	while ((t->count + extra) * 2 > cap)
+		cap *= 2;
+	void **slots = calloc(cap, sizeof *slots);
+	if (slots == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++) {
+		void *e = t->slots[i];
+		if (e == NULL)
+			continue;
+		size_t k = (size_t)slot_hash(t, r, e) & (cap - 1);
+		while (slots[k] != NULL)
+			k = (k + 1) & (cap - 1);
+		slots[k] = e;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->cap = cap;
+	return 0;
+}
+
+static void remove_ip_if(struct cs_registry *r, const char *ip, const struct node_entry *owner)
+{
+	size_t len = strlen(ip);
+	uint64_t h = keyed_hash(r, ip, len);
+	size_t i = find_ip_slot(r, ip, len, h);
+	struct ip_entry *e = r->ips.slots[i];
+	if (e != NULL && e->node == owner) {
+		table_delete(r, &r->ips, i);
+		free(e);
+	}
+}
+
+int cs_registry_put(struct cs_registry *r, const char *node, size_t len, const char *const *ips,
+                    size_t n_ips, void *value, void **replaced)
+{
+	*replaced = NULL;
+	if (len == 0 || len > CS_NODE_NAME_MAX_BYTES || value == NULL ||
+	    n_ips > CS_REGISTRY_MAX_IPS)
+		return -EINVAL;
+	for (size_t k = 0; k < n_ips; k++)
+		if (ips[k] == NULL || strlen(ips[k]) == 0 || strlen(ips[k]) > CS_IP_TEXT_MAX_BYTES)
+			return -EINVAL;
+	uint64_t h = keyed_hash(r, node, len);
+	size_t i = find_node_slot(r, node, len, h);
+	struct node_entry *e = r->nodes.slots[i];
+	/* Everything that can fail happens before the registry changes. */
+	struct ip_entry *fresh[CS_REGISTRY_MAX_IPS] = {0};
+	struct node_entry *created = NULL;
+	if (e == NULL) {
+		if (r->nodes.count >= r->max_entries)
+			return -ENOSPC;
+		created = calloc(1, sizeof *created);
+		if (created == NULL || table_reserve(r, &r->nodes, 1) < 0)
+			goto fail;
+	}
+	for (size_t k = 0; k < n_ips; k++) {
+		fresh[k] = calloc(1, sizeof **fresh);
+		if (fresh[k] == NULL)
+			goto fail;
+	}
+	if (table_reserve(r, &r->ips, n_ips) < 0) /* room for every IP: inserting cannot fail */
+		goto fail;
+	if (created) {
+		e = created;
+		e->hash = h;
+		e->name_len = len;
+		memcpy(e->name, node, len);
+		e->name[len] = '\0';
+		i = find_node_slot(r, node, len, h); /* the table may have grown */
+		r->nodes.slots[i] = e;
+		r->nodes.count++;
+	} else {
+		*replaced = e->value;
+		for (size_t k = 0; k < e->n_ips; k++)
+			remove_ip_if(r, e->ips[k], e);
+	}
+	e->value = value;
+	e->n_ips = 0;
+	for (size_t k = 0; k < n_ips; k++) {
+		size_t il = strlen(ips[k]);
+		uint64_t ih = keyed_hash(r, ips[k], il);
+		size_t s = find_ip_slot(r, ips[k], il, ih);
+		struct ip_entry *ie = r->ips.slots[s];
+		if (ie == NULL) {
+			ie = fresh[k];
+			fresh[k] = NULL;
+			ie->hash = ih;
+			ie->len = il;
+			memcpy(ie->ip, ips[k], il + 1);
+			r->ips.slots[s] = ie;
+			r->ips.count++;
+		}
+		if (ie->node != e && ie->node != NULL) {
+			/* The IP moves: forget it in its old owner's list. */
+			struct node_entry *old = ie->node;
+			for (size_t q = 0; q < old->n_ips; q++)
+				if (strcmp(old->ips[q], ips[k]) == 0) {
+					memmove(old->ips[q], old->ips[q + 1],
+					        (old->n_ips - q - 1) * sizeof old->ips[0]);
+					old->n_ips--;
+					break;
+				}
+		}
+		ie->node = e;
+		bool dup = false;
+		for (size_t q = 0; q < e->n_ips; q++)
+			dup |= strcmp(e->ips[q], ips[k]) == 0;
+		if (!dup)
+			memcpy(e->ips[e->n_ips++], ips[k], il + 1);
+	}
+	for (size_t k = 0; k < n_ips; k++)
+		free(fresh[k]);
+	return 0;
+fail:
+	for (size_t k = 0; k < n_ips; k++)
+		free(fresh[k]);
+	free(created);
+	return -ENOMEM;
+}
+
+bool cs_registry_remove_if(struct cs_registry *r, const char *node, size_t len, const void *value)
+{
+	if (len == 0 || len > CS_NODE_NAME_MAX_BYTES)
+		return false;
+	uint64_t h = keyed_hash(r, node, len);
+	size_t i = find_node_slot(r, node, len, h);
+	struct node_entry *e = r->nodes.slots[i];
+	if (e == NULL || e->value != value)
+		return false;
+	for (size_t k = 0; k < e->n_ips; k++)
+		remove_ip_if(r, e->ips[k], e);
+	table_delete(r, &r->nodes, i);
+	free(e);
+	return true;
+}
+
+void *cs_registry_get(const struct cs_registry *r, const char *node, size_t len)
+{
+	if (len == 0 || len > CS_NODE_NAME_MAX_BYTES)
+		return NULL;
+	const struct node_entry *e =
+	        r->nodes.slots[find_node_slot(r, node, len, keyed_hash(r, node, len))];
+	return e ? e->value : NULL;
+}
+
+void *cs_registry_get_by_ip(const struct cs_registry *r, const char *ip, size_t len,
+                            const char **node)
+{
+	if (len == 0 || len > CS_IP_TEXT_MAX_BYTES)
+		return NULL;
+	const struct ip_entry *e = r->ips.slots[find_ip_slot(r, ip, len, keyed_hash(r, ip, len))];
+	if (e == NULL || e->node == NULL)
+		return NULL;
+	if (node)
+		*node = e->node->name;
+	return e->node->value;
+}
+
+size_t cs_registry_count(const struct cs_registry *r)
+{
+	return r->nodes.count;
+}

@@ -1,0 +1,524 @@
+/*
+ * cloudstream/src/tunnel.c — the tunnel server: edge nodes' websockets on :10004 (lws glue).
+ *
+ * Admission happens before the 101 (LWS_CALLBACK_HTTP_CONFIRM_UPGRADE) so a refusal is a real
+ * HTTP answer with the reason: the node name comes from the verified client certificate, a
+ * SessionHostNameOverride that disagrees is refused, a SessionInternalIP must be one of the
+ * certificate's IPs (unless the policy trusts the header). Each accepted websocket gets an
+ * st_session; messages are reassembled and fed to it, and whatever it packs is written back,
+ * one message per WRITEABLE. Loop thread only.
+ */
+#include "cs.h"
+#include "reload.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <certs/certs.h>
+#include <stream/err.h>
+#include <stream/frame.h>
+#include <stream/log.h>
+#include <stream/status.h>
+
+#define TUNNEL_PATH "/v1/kubeedge/connect"
+
+/* What admission found out about a websocket upgrade. */
+struct admission {
+	int status;       /* 0 = admitted, else the HTTP status to refuse with */
+	const char *why;  /* static reason when refused */
+	char detail[512]; /* reason with specifics */
+	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	const char *ips[CS_REGISTRY_MAX_IPS];
+	size_t n_ips;
+	struct certs_identity id;
+	char header_ip[CERTS_IP_TEXT_BYTES];
+	bool has_offer;
+	struct st_ext_offer offer; /* the edge's, when has_offer */
+};
+
+static struct cs_server *server_of(struct lws *wsi)
+{
+	return lws_context_user(lws_get_context(wsi));
+}
+
+/* A custom request header (lower case with colon, as lws stores them) into @out; length or -1. */
+static int header_copy(struct lws *wsi, const char *name, char *out, size_t cap)
+{
+	int n = lws_hdr_custom_copy(wsi, out, (int)cap, name, (int)strlen(name));
+	if (n < 0)
+		out[0] = '\0';
+	return n;
+}
+
+static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
+{
+	memset(a, 0, sizeof *a);
+	char path[128];
+	if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
+		path[0] = '\0';
+	if (strcmp(path, TUNNEL_PATH) != 0 && strcmp(path, TUNNEL_PATH "/") != 0) {
+		a->status = 404;
+		snprintf(a->detail, sizeof a->detail, "no tunnel at this path; edges dial %s",
+		         TUNNEL_PATH);
+		return;
+	}
+	SSL *ssl = lws_get_ssl(wsi);
+	X509 *x = ssl ? SSL_get_peer_certificate(ssl) : NULL;
+	if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
+		/* lws already requires a verified certificate; this is the second check. */
+		X509_free(x);
+		a->status = 403;
+		snprintf(a->detail, sizeof a->detail,
+		         "a client certificate from the tunnel CA is required");
+		return;
+	}
+	int rc = certs_x509_identity(x, &a->id);
+	X509_free(x);
+	if (rc < 0) {
+		a->status = 403;
+		snprintf(a->detail, sizeof a->detail, "client certificate identity unreadable: %s",
+		         st_strerror(rc));
+		return;
+	}
+	enum certs_cn_mode mode =
+	        srv->cfg.node_name_from == CS_NODE_NAME_FROM_CN ? CERTS_CN_PLAIN : CERTS_CN_NODE;
+	if (certs_node_name_from_cn(a->id.cn, mode, a->node, sizeof a->node) < 0) {
+		a->status = 403;
+		snprintf(a->detail, sizeof a->detail,
+		         "certificate CN \"%.80s\" does not name a node (%s expected)", a->id.cn,
+		         mode == CERTS_CN_NODE ? "system:node:<name>" : "a DNS-1123 node name");
+		return;
+	}
+	char hdr[CS_NODE_NAME_MAX_BYTES + 2];
+	if (header_copy(wsi, "sessionhostnameoverride:", hdr, sizeof hdr) > 0 &&
+	    strcmp(hdr, a->node) != 0) {
+		a->status = 403;
+		snprintf(a->detail, sizeof a->detail,
+		         "SessionHostNameOverride \"%.100s\" differs from the certificate's node "
+		         "\"%s\"",
+		         hdr, a->node);
+		return;
+	}
+	/* The certificate's IPs are verified; the header's only if it is one of them. */
+	for (size_t i = 0; i < a->id.num_ips && a->n_ips < CS_REGISTRY_MAX_IPS; i++)
+		a->ips[a->n_ips++] = a->id.ips[i];
+	if (header_copy(wsi, "sessioninternalip:", a->header_ip, sizeof a->header_ip) > 0) {
+		bool in_cert = certs_identity_has_ip(&a->id, a->header_ip);
+		if (!in_cert && srv->cfg.internal_ip_policy == CS_IP_POLICY_CERT) {
+			a->status = 403;
+			snprintf(a->detail, sizeof a->detail,
+			         "SessionInternalIP %.46s is not an IP of the node's certificate",
+			         a->header_ip);
+			return;
+		}
+		if (!in_cert && srv->cfg.internal_ip_policy == CS_IP_POLICY_TRUST_HEADER &&
+		    a->n_ips < CS_REGISTRY_MAX_IPS)
+			a->ips[a->n_ips++] = a->header_ip;
+	}
+	if (srv->draining) {
+		a->status = 503;
+		snprintf(a->detail, sizeof a->detail, "cloudstream is shutting down");
+		return;
+	}
+	if (srv->n_tunnels >= srv->cfg.max_sessions &&
+	    cs_registry_get(srv->reg, a->node, strlen(a->node)) == NULL) {
+		a->status = 503;
+		snprintf(a->detail, sizeof a->detail, "session limit reached (%zu)",
+		         srv->n_tunnels);
+		return;
+	}
+	char offer[ST_EXT_HEADER_MAX_BYTES + 1];
+	int n = header_copy(wsi, ST_EXT_HEADER_LWS, offer, sizeof offer);
+	if (n > 0 && st_ext_offer_parse(offer, (size_t)n, &a->offer) == 0)
+		a->has_offer = true; /* a malformed offer means the base protocol, not a refusal */
+}
+
+/* Our offer, and what is agreed with the edge's. */
+static void agreed_offer(const struct cs_server *srv, const struct admission *a,
+                         struct st_ext_offer *agreed)
+{
+	struct st_ext_offer ours = {.version = ST_EXT_VERSION,
+	                            .caps = srv->our_caps,
+	                            .window_bytes = (uint32_t)srv->cfg.stream_window_bytes};
+	snprintf(ours.replica_id, sizeof ours.replica_id, "%s", srv->replica);
+	st_ext_negotiate(&ours, &a->offer, agreed);
+}
+
+/* Refuses an upgrade with a plain-text HTTP answer. Returns what CONFIRM_UPGRADE returns. */
+static int refuse(struct lws *wsi, struct cs_server *srv, const struct admission *a)
+{
+	srv->m.sessions_rejected++;
+	char peer[64] = "";
+	lws_get_peer_simple(wsi, peer, sizeof peer);
+	st_log(ST_LOG_WARN, a->node[0] ? a->node : NULL, 0, "tunnel from %s refused (%d): %s", peer,
+	       a->status, a->detail);
+	uint8_t buf[LWS_PRE + 1024];
+	uint8_t *start = buf + LWS_PRE;
+	char body[320];
+	int blen = snprintf(body, sizeof body, "%s\n", a->detail);
+	int n = snprintf((char *)start, sizeof buf - LWS_PRE,
+	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+	                 "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+	                 a->status, st_http_reason_phrase(a->status), blen, body);
+	if (n > 0 && (size_t)n < sizeof buf - LWS_PRE)
+		lws_write(wsi, start, (size_t)n, LWS_WRITE_HTTP_FINAL);
+	return 1;
+}
+
+/* ---- session callbacks ----------------------------------------------------------------- */
+
+static int on_data(struct st_session *s, uint64_t id, const uint8_t *data, size_t len, void *user)
+{
+	struct cs_tunnel *t = user;
+	struct cs_front *f = st_session_stream_user(s, id);
+	t->srv->m.bytes_from_edge += len;
+	if (f == NULL)
+		return 0; /* the apiserver side is gone; its REMOVE is on its way */
+	return cs_front_on_data(f, data, len);
+}
+
+static void on_close(struct st_session *s, uint64_t id, void *stream_user, uint64_t code,
+                     const char *reason, size_t reason_len, void *user)
+{
+	(void)s;
+	(void)id;
+	(void)user;
+	struct cs_front *f = stream_user;
+	if (f != NULL)
+		cs_front_on_stream_end(f, code, reason, reason_len);
+}
+
+static void on_writable(struct st_session *s, uint64_t id, void *user)
+{
+	(void)user;
+	struct cs_front *f = st_session_stream_user(s, id);
+	if (f != NULL)
+		cs_front_on_writable(f);
+}
+
+static const struct st_session_callbacks session_cbs = {
+        .on_data = on_data,
+        .on_close = on_close,
+        .on_writable = on_writable,
+};
+
+/* ---- budgets --------------------------------------------------------------------------- */
+
+void cs_tunnel_kick(struct cs_tunnel *t)
+{
+	if (t->wsi && st_session_want_write(t->sess))
+		lws_callback_on_writable(t->wsi);
+}
+
+static void paused_list_remove(struct cs_server *srv, struct cs_tunnel *t)
+{
+	if (!t->on_paused_list)
+		return;
+	if (t->paused_prev)
+		t->paused_prev->paused_next = t->paused_next;
+	else
+		srv->paused = t->paused_next;
+	if (t->paused_next)
+		t->paused_next->paused_prev = t->paused_prev;
+	t->paused_next = t->paused_prev = NULL;
+	t->on_paused_list = false;
+}
+
+void cs_tunnel_update_rx(struct cs_tunnel *t)
+{
+	struct cs_server *srv = t->srv;
+	if (t->wsi == NULL)
+		return; /* closing: nothing to pause */
+	bool over_process = srv->buffered > srv->cfg.process_buffer_bytes;
+	bool want_pause = t->blocking_fronts > 0 || t->buffered > srv->cfg.session_buffer_bytes ||
+	                  (over_process && t->buffered > 0);
+	if (over_process && want_pause && !t->on_paused_list) {
+		t->paused_next = srv->paused;
+		t->paused_prev = NULL;
+		if (srv->paused)
+			srv->paused->paused_prev = t;
+		srv->paused = t;
+		t->on_paused_list = true;
+	}
+	if (want_pause == t->rx_paused)
+		return;
+	t->rx_paused = want_pause;
+	if (want_pause) {
+		srv->m.tunnel_pauses++;
+		/* Once per tunnel at WARN; after that only the counter moves. */
+		st_log(t->pause_logged ? ST_LOG_DEBUG : ST_LOG_WARN, t->node, 0,
+		       "tunnel paused: %llu bytes queued toward apiservers (%u full streams%s); "
+		       "further pauses are counted in cloudstream_flow_stalls_total",
+		       (unsigned long long)t->buffered, t->blocking_fronts,
+		       t->caps & ST_CAP_FLOW ? "" : ", base-protocol edge without flow control");
+		t->pause_logged = true;
+	} else {
+		paused_list_remove(srv, t);
+	}
+	lws_rx_flow_control(t->wsi, want_pause ? 0 : 1);
+}
+
+void cs_server_budget_changed(struct cs_server *srv)
+{
+	if (srv->buffered > srv->cfg.process_buffer_bytes / 2)
+		return; /* hysteresis: resume the paused tunnels once half the budget is free */
+	while (srv->paused) {
+		struct cs_tunnel *t = srv->paused;
+		paused_list_remove(srv, t);
+		cs_tunnel_update_rx(t);
+	}
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot)
+{
+	struct admission a;
+	admit(wsi, srv, &a); /* the same answer as at CONFIRM_UPGRADE: the inputs are unchanged */
+	if (a.status != 0)
+		return;
+	struct cs_tunnel *t = calloc(1, sizeof *t);
+	if (t == NULL)
+		return;
+	struct st_ext_offer agreed = {0};
+	if (a.has_offer)
+		agreed_offer(srv, &a, &agreed);
+	struct st_session_config sc = {
+	        .role = ST_SESSION_CLOUD,
+	        .caps = a.has_offer ? agreed.caps : 0,
+	        .send_window_bytes = a.has_offer && a.offer.window_bytes
+	                                     ? a.offer.window_bytes
+	                                     : ST_DEFAULT_STREAM_WINDOW_BYTES,
+	        .recv_window_bytes = srv->cfg.stream_window_bytes,
+	        .max_streams = srv->cfg.max_streams_per_node,
+	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
+	        .max_data_payload = srv->cfg.data_payload_bytes,
+	};
+	if (st_session_new(&t->sess, &sc, &session_cbs, t) < 0) {
+		free(t);
+		return;
+	}
+	t->srv = srv;
+	t->wsi = wsi;
+	t->caps = sc.caps;
+	t->ordinal = ++srv->next_ordinal;
+	t->next_stream_id = 1;
+	t->connected_ms = cs_now_ms();
+	memcpy(t->node, a.node, sizeof t->node);
+	if (t->caps)
+		st_session_hello(t->sess, srv->replica);
+	void *old = NULL;
+	int rc = cs_registry_put(srv->reg, t->node, strlen(t->node), a.ips, a.n_ips, t, &old);
+	if (rc < 0) {
+		st_log(ST_LOG_ERROR, t->node, 0, "tunnel not registered: %s", st_strerror(rc));
+		st_session_free(t->sess);
+		free(t);
+		return;
+	}
+	t->registered = true;
+	*slot = t;
+	srv->n_tunnels++;
+	srv->m.sessions_total[t->caps ? 1 : 0]++;
+	char peer[64] = "";
+	lws_get_peer_simple(wsi, peer, sizeof peer);
+	bool named = a.has_offer && a.offer.replica_id[0];
+	st_log(ST_LOG_INFO, t->node, 0, "tunnel up from %s (%s protocol%s%s, %zu IPs)", peer,
+	       t->caps ? "extended" : "base", named ? ", edge replica " : "",
+	       named ? a.offer.replica_id : "", a.n_ips);
+	if (old != NULL) {
+		/* A reconnect replaces the old session: its streams end now, clearly. */
+		struct cs_tunnel *o = old;
+		o->registered = false;
+		srv->m.sessions_replaced++;
+		st_log(ST_LOG_WARN, o->node, 0, "tunnel replaced by a newer connection from %s",
+		       peer);
+		while (o->fronts)
+			cs_front_on_tunnel_gone(o->fronts, "the edge node reconnected");
+		lws_set_timeout(o->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+	cs_tunnel_kick(t);
+}
+
+static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
+{
+	t->wsi = NULL; /* lws is closing it: no more writes or flow control */
+	while (t->fronts)
+		cs_front_on_tunnel_gone(t->fronts, "the edge node disconnected");
+	if (t->registered)
+		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
+	paused_list_remove(srv, t);
+	struct st_session_stats st;
+	st_session_get_stats(t->sess, &st);
+	st_log(ST_LOG_INFO, t->node, 0,
+	       "tunnel down after %llu s: %llu streams, %llu bytes in, %llu bytes out",
+	       (unsigned long long)((cs_now_ms() - t->connected_ms) / 1000),
+	       (unsigned long long)st.streams_total, (unsigned long long)st.data_bytes_in,
+	       (unsigned long long)st.data_bytes_out);
+	st_session_free(t->sess);
+	free(t->rx);
+	srv->n_tunnels--;
+	free(t);
+	cs_maybe_finish_drain(srv);
+}
+
+/* Feeds one whole message to the session. Returns 0, or -1 to drop the tunnel. */
+static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
+{
+	int rc = st_session_recv(t->sess, msg, len);
+	if (rc < 0) {
+		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s from the edge",
+		       st_strerror(rc));
+		return -1;
+	}
+	cs_tunnel_kick(t);
+	return 0;
+}
+
+static int tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first,
+                          bool final)
+{
+	if (first) {
+		t->rx_len = 0;
+		t->rx_overflow = false;
+	}
+	if (first && final)
+		return tunnel_message(t, in, len); /* whole message in one piece: no copy */
+	if (!t->rx_overflow && t->rx_len + len > ST_MAX_MESSAGE_BYTES)
+		t->rx_overflow = true;
+	if (!t->rx_overflow) {
+		if (t->rx_len + len > t->rx_cap) {
+			size_t cap = t->rx_cap ? t->rx_cap : 64 * 1024;
+			while (cap < t->rx_len + len)
+				cap *= 2;
+			if (cap > ST_MAX_MESSAGE_BYTES)
+				cap = ST_MAX_MESSAGE_BYTES;
+			uint8_t *p = realloc(t->rx, cap);
+			if (p == NULL) {
+				st_log(ST_LOG_ERROR, t->node, 0, "tunnel dropped: out of memory");
+				return -1;
+			}
+			t->rx = p;
+			t->rx_cap = cap;
+		}
+		memcpy(t->rx + t->rx_len, in, len);
+		t->rx_len += len;
+	}
+	if (!final)
+		return 0;
+	if (t->rx_overflow) {
+		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: a message over %u bytes",
+		       ST_MAX_MESSAGE_BYTES);
+		return -1;
+	}
+	int rc = tunnel_message(t, t->rx, t->rx_len);
+	t->rx_len = 0;
+	if (t->rx_cap > 256 * 1024) { /* a burst of big messages: give the memory back */
+		free(t->rx);
+		t->rx = NULL;
+		t->rx_cap = 0;
+	}
+	return rc;
+}
+
+static int tunnel_writeable(struct cs_tunnel *t)
+{
+	struct cs_server *srv = t->srv;
+	bool binary;
+	ssize_t n = st_session_pack(t->sess, srv->tx + LWS_PRE, ST_MAX_MESSAGE_BYTES, &binary);
+	if (n < 0) {
+		st_log(ST_LOG_ERROR, t->node, 0, "tunnel dropped: %s packing a message",
+		       st_strerror((int)n));
+		return -1;
+	}
+	if (n > 0) {
+		if (lws_write(t->wsi, srv->tx + LWS_PRE, (size_t)n,
+		              binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0)
+			return -1;
+		t->bytes_out += (uint64_t)n;
+	}
+	cs_tunnel_kick(t);
+	return 0;
+}
+
+static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                     size_t len)
+{
+	if (reason == LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION)
+		/* lws ignores OpenSSL's verdict unless we return it (libwebsockets-notes §1):
+		 * without this a certificate from any CA would be accepted. wsi is NULL here. */
+		return !len;
+	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS) {
+		struct lws_vhost *vh = in;
+		cs_reload_note_ctx(lws_get_vhost_user(vh), lws_get_vhost_name(vh), user);
+		return 0;
+	}
+	struct cs_server *srv = server_of(wsi);
+	struct cs_tunnel **slot = user;
+	struct admission a;
+	switch (reason) {
+	case LWS_CALLBACK_HTTP:
+		/* Not an upgrade: this port only serves the tunnel websocket. */
+		memset(&a, 0, sizeof a);
+		a.status = 400;
+		snprintf(a.detail, sizeof a.detail,
+		         "this port serves the edge tunnel: websocket upgrade to %s", TUNNEL_PATH);
+		refuse(wsi, srv, &a);
+		return -1;
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		if (strcmp((const char *)in, "websocket") != 0)
+			return -1;
+		admit(wsi, srv, &a);
+		return a.status ? refuse(wsi, srv, &a) : 0;
+	case LWS_CALLBACK_ADD_HEADERS: {
+		admit(wsi, srv, &a);
+		if (a.status != 0 || !a.has_offer)
+			return 0; /* no offer: a KubeEdge edge, which gets no echo */
+		struct st_ext_offer agreed;
+		agreed_offer(srv, &a, &agreed);
+		char v[ST_EXT_HEADER_MAX_BYTES];
+		ssize_t n = st_ext_offer_format(v, sizeof v, &agreed);
+		struct lws_process_html_args *args = in;
+		if (n > 0 && lws_add_http_header_by_name(
+		                     wsi, (const unsigned char *)ST_EXT_HEADER ":",
+		                     (const unsigned char *)v, (int)n, (unsigned char **)&args->p,
+		                     (unsigned char *)args->p + args->max_len))
+			return 1;
+		return 0;
+	}
+	case LWS_CALLBACK_ESTABLISHED:
+		*slot = NULL;
+		tunnel_established(wsi, srv, slot);
+		return *slot ? 0 : -1;
+	case LWS_CALLBACK_RECEIVE:
+		if (*slot == NULL)
+			return -1;
+		(*slot)->bytes_in += len;
+		return tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
+		                      lws_is_final_fragment(wsi));
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return *slot ? tunnel_writeable(*slot) : -1;
+	case LWS_CALLBACK_CLOSED:
+		if (*slot) {
+			tunnel_closed(srv, *slot);
+			*slot = NULL;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+const struct lws_protocols cs_tunnel_protocols[2] = {
+        {
+                .name = "kubeedge-tunnel",
+                .callback = cb_tunnel,
+                .per_session_data_size = sizeof(struct cs_tunnel *),
+                .rx_buffer_size = 16384, /* see README: per-tunnel memory vs. relay speed */
+                .tx_packet_size = 65536,
+        },
+        {0}, /* terminator */
+};

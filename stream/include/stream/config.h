@@ -1,0 +1,116 @@
+/*
+ * stream/config.h — table-driven configuration for the daemons: one table of options gives the
+ * defaults, the JSON config file (--config), the command-line flags, --help and the FLAGS.md
+ * document, so the documentation cannot drift from the code.
+ *
+ * Every option is a flag (--name VALUE or --name=VALUE) and a key of the JSON file with the same
+ * name. Flags override the file whatever their order. Unknown keys and flags are errors (a typo
+ * must not silently run with a default). Values are bounded: strings and lists by
+ * ST_CONFIG_MAX_VALUE_BYTES / ST_CONFIG_MAX_LIST, the file by ST_CONFIG_MAX_FILE_BYTES.
+ *
+ * Parsing (st_config_set, st_config_parse_json) is pure; st_config_load reads the file and
+ * argv. Main thread, at start-up.
+ */
+#ifndef STREAM_CONFIG_H
+#define STREAM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ST_CONFIG_MAX_FILE_BYTES  (1u << 20)
+#define ST_CONFIG_MAX_VALUE_BYTES 4096u
+#define ST_CONFIG_MAX_LIST        64u
+
+enum st_opt_type {
+	ST_OPT_STRING,      /* char * (owned; NULL when unset) */
+	ST_OPT_U64,         /* uint64_t, decimal, in [min, max] */
+	ST_OPT_BOOL,        /* bool: true/false (a bare --flag means true) */
+	ST_OPT_ENUM,        /* int: index into enum_names */
+	ST_OPT_DURATION_MS, /* uint64_t ms: 250ms, 5s, 2m, 1h, or a bare number of ms */
+	ST_OPT_BYTES,       /* uint64_t: 65536, 64KiB, 1MiB, 1GiB (binary units only) */
+	ST_OPT_STRING_LIST, /* struct st_strlist (owned): JSON array, or repeated/comma flags */
+};
+
+/* A list of owned strings. */
+struct st_strlist {
+	char **v;
+	size_t n;
+};
+
+#define ST_OPT_F_SECRET 1u /* never printed (tokens); file paths are not secrets */
+#define ST_OPT_F_RELOAD 2u /* what it names is re-read on SIGHUP */
+
+struct st_opt {
+	const char *name; /* flag and JSON key, kebab-case */
+	enum st_opt_type type;
+	size_t offset;                 /* offsetof(config struct, field) */
+	const char *default_value;     /* text, parsed like a flag value; NULL: unset/0/false */
+	uint64_t min, max;             /* numeric range; max 0 = none */
+	const char *const *enum_names; /* NULL-terminated, for ST_OPT_ENUM */
+	const char *value_name;        /* for --help: FILE, ADDR:PORT, ... */
+	const char *help;              /* one paragraph */
+	const char *example;           /* may be NULL */
+	const char *since;             /* version that added it */
+	unsigned flags;                /* ST_OPT_F_* */
+};
+
+struct st_config_spec {
+	const char *prog;    /* "cloudstream" */
+	const char *summary; /* one paragraph for --help and FLAGS.md */
+	const char *version;
+	const struct st_opt *opts;
+	size_t num_opts;
+};
+
+/* What st_config_load asks the caller to do. */
+enum st_config_action {
+	ST_CONFIG_RUN = 0,
+	ST_CONFIG_HELP,          /* --help */
+	ST_CONFIG_HELP_MARKDOWN, /* --help-markdown: FLAGS.md */
+	ST_CONFIG_VERSION,       /* --version */
+	ST_CONFIG_PRINT,         /* --print-config: the effective configuration as JSON */
+};
+
+/* st_config_defaults() - set every option to its default. 0, or -EINVAL (a bad default: a bug). */
+int st_config_defaults(const struct st_config_spec *spec, void *cfg, char *err, size_t err_len);
+
+/*
+ * st_config_set() - set option @name from text, as a flag would. Lists append.
+ * Returns 0; -ENOENT (no such option); -EINVAL with a message naming the option and value;
+ * -ENOMEM.
+ */
+int st_config_set(const struct st_config_spec *spec, void *cfg, const char *name, const char *value,
+                  char *err, size_t err_len);
+
+/*
+ * st_config_parse_json() - apply a JSON object whose keys are option names. Values may be
+ * strings (parsed like flags) or native numbers, booleans and arrays of strings. Lists are
+ * replaced, not appended. @source names the input in messages. Returns 0; -EINVAL (not an
+ * object, unknown key, wrong type, bad value); -EMSGSIZE (over ST_CONFIG_MAX_FILE_BYTES);
+ * -ENOMEM. On error the options before the bad one may have been applied.
+ */
+int st_config_parse_json(const struct st_config_spec *spec, void *cfg, const char *json, size_t len,
+                         const char *source, char *err, size_t err_len);
+
+/* st_config_cleanup() - free owned strings and lists; the struct may be reused. */
+void st_config_cleanup(const struct st_config_spec *spec, void *cfg);
+
+/*
+ * st_config_load() - defaults, then the file of --config FILE (wherever it is in argv), then
+ * every other flag in order. Sets *@action for --help, --help-markdown, --version and
+ * --print-config. Returns 0, or a negative errno with a message (with a hint to --help) in @err.
+ */
+int st_config_load(const struct st_config_spec *spec, void *cfg, int argc, char **argv,
+                   enum st_config_action *action, char *err, size_t err_len);
+
+/* st_config_act() - print what @action asks for to @out. 0 or -EIO. */
+int st_config_act(const struct st_config_spec *spec, const void *cfg, enum st_config_action action,
+                  FILE *out);
+
+void st_config_print_help(const struct st_config_spec *spec, FILE *out);
+void st_config_print_markdown(const struct st_config_spec *spec, FILE *out);
+void st_config_print_json(const struct st_config_spec *spec, const void *cfg, FILE *out);
+
+#endif /* STREAM_CONFIG_H */

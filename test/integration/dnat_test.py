@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""deploy/cloudstream-dnat in network namespaces made for the test, with the real cloudstream.
+
+    ns A (10.231.0.1): an apiserver-like client; the DNAT rule for edge nodes 10.232.0.0/24
+    ns B (10.231.0.2): cloudstream, a KubeEdge-protocol test edge for node edge-5 (its
+                       certificate carries 10.232.0.5), the kubelet stand-in
+
+10.232.0.5 exists nowhere: only the DNAT rule makes it reachable. Checked, for iptables-nft and
+iptables-legacy: unreachable before apply; apply twice (idempotent); the client's request to
+10.232.0.5:10350 reaches the node through cloudstream (routed by its Host IP); a connection from
+B itself to 10.232.0.5 is routed by SO_ORIGINAL_DST even with a misleading Host (what
+kube-apiserver sends on upgrades); loopback and the host's own :10350 are never captured;
+remove restores unreachability.
+"""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+
+TOOL = os.path.join(h.SRC, "deploy", "cloudstream-dnat")
+NODE_IP = "10.232.0.5"
+
+CLIENT = r'''
+import socket, ssl, sys
+pki, host_hdr, target, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+ctx = ssl.create_default_context(cafile=pki + "/stream-ca.crt")
+ctx.check_hostname = False
+ctx.load_cert_chain(pki + "/apiserver-kubelet-client.crt", pki + "/apiserver-kubelet-client.key")
+try:
+    raw = socket.create_connection((target, 10350), timeout=timeout)
+except OSError as e:
+    print("unreachable", e); sys.exit(3)
+s = ctx.wrap_socket(raw)
+s.sendall(("GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host_hdr).encode())
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c: break
+    data += c
+print(data.split(b"\r\n")[0].decode()); print(data.split(b"\r\n\r\n", 1)[1].decode()[:200])
+'''
+
+
+def sh(*args, check_rc=True):
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check_rc and r.returncode != 0:
+        raise h.Fail("%s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+    return r
+
+
+def ns_exec(ns, *args):
+    return ["ip", "netns", "exec", ns] + list(args)
+
+
+def client(env, ns, host_hdr, target, timeout=1.0):
+    r = subprocess.run(ns_exec(ns, h.PY, "-c", CLIENT, env.pki, host_hdr, target, str(timeout)),
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skipped: network namespaces and iptables need root")
+        return 77
+    tag = "%d" % os.getpid()
+    a, b = "csdnatA" + tag, "csdnatB" + tag
+    env = h.Env("dnat", nodes=("edge-1",))
+    made = []
+    try:
+        for ns in (a, b):
+            sh("ip", "netns", "add", ns)
+            made.append(ns)
+            sh(*ns_exec(ns, "ip", "link", "set", "lo", "up"))
+        sh("ip", "link", "add", "va" + tag, "type", "veth", "peer", "name", "vb" + tag)
+        sh("ip", "link", "set", "va" + tag, "netns", a)
+        sh("ip", "link", "set", "vb" + tag, "netns", b)
+        sh(*ns_exec(a, "ip", "addr", "add", "10.231.0.1/24", "dev", "va" + tag))
+        sh(*ns_exec(b, "ip", "addr", "add", "10.231.0.2/24", "dev", "vb" + tag))
+        sh(*ns_exec(a, "ip", "link", "set", "va" + tag, "up"))
+        sh(*ns_exec(b, "ip", "link", "set", "vb" + tag, "up"))
+        # The node network is "somewhere past B" for A; B itself has no route to it.
+        sh(*ns_exec(a, "ip", "route", "add", "10.232.0.0/24", "via", "10.231.0.2"))
+        sh(*ns_exec(b, "ip", "route", "add", "10.232.0.0/24", "dev", "lo"))
+
+        env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-5"),
+                 "--node", "edge-5", "--ip", NODE_IP)
+        wrap = ["ip", "netns", "exec", b]
+        kubelet = h.start_kubelet(env, prefix=wrap)
+        cloud = h.start_cloudstream(env, ["--stream-listen", "10.231.0.2:0"], prefix=wrap)
+        edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-5",
+                                     cert=env.path("node-edge-5.crt"), prefix=wrap)
+        port = cloud.ports["stream"]
+        failures = 0
+        for backend in ("nft", "legacy"):
+            def step(name, fn):
+                nonlocal failures
+                try:
+                    fn()
+                    print("ok   dnat.%s.%s" % (backend, name), flush=True)
+                except Exception as e:  # noqa: BLE001
+                    failures += 1
+                    print("FAIL dnat.%s.%s: %s" % (backend, name, e), flush=True)
+
+            def unreachable_before():
+                rc, out = client(env, a, NODE_IP + ":10350", NODE_IP)
+                check(rc == 3, "reachable without the rule: %s" % out)
+
+            def apply_twice():
+                for ns in (a, b):
+                    for _ in range(2):
+                        sh(*ns_exec(ns, TOOL, "apply", "--backend", backend, "--to",
+                                    "10.231.0.2:%d" % port, "--nodes", "10.232.0.0/24"))
+                    r = sh(*ns_exec(ns, TOOL, "status", "--backend", backend))
+                    check("applied (1 OUTPUT jump)" in r.stdout, "status: %s" % r.stdout)
+
+            def through_dnat_by_host():
+                rc, out = client(env, a, NODE_IP + ":10350", NODE_IP, 5)
+                check(rc == 0 and "200" in out.splitlines()[0], "via DNAT: %s" % out)
+
+            def through_dnat_by_orig_dst():
+                # Host names the apiserver itself, as on upgrades: only SO_ORIGINAL_DST tells.
+                rc, out = client(env, b, "127.0.0.1:6443", NODE_IP, 5)
+                check(rc == 0 and "200" in out.splitlines()[0], "by original dst: %s" % out)
+
+            def loopback_not_captured():
+                # Nothing listens on B's loopback :10350: a connection must be refused there,
+                # not be carried to cloudstream.
+                rc, out = client(env, b, "x", "127.0.0.1", 1)
+                check(rc == 3, "loopback captured: %s" % out)
+
+            def remove_restores():
+                for ns in (a, b):
+                    sh(*ns_exec(ns, TOOL, "remove", "--backend", backend))
+                    sh(*ns_exec(ns, TOOL, "remove", "--backend", backend))
+                    r = sh(*ns_exec(ns, TOOL, "status", "--backend", backend), check_rc=False)
+                    check(r.returncode == 3, "status after remove: %s" % r.stdout)
+                unreachable_before()
+
+            step("unreachable_before", unreachable_before)
+            step("apply_twice", apply_twice)
+            step("through_dnat_by_host", through_dnat_by_host)
+            step("through_dnat_by_orig_dst", through_dnat_by_orig_dst)
+            step("loopback_not_captured", loopback_not_captured)
+            step("remove_restores", remove_restores)
+        env.stop(edge)
+        rc = env.stop(cloud)
+        check(rc == 0, "cloudstream exit %s" % rc)
+        return 1 if failures else 0
+    finally:
+        env.close()
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

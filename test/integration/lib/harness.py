@@ -1,0 +1,276 @@
+"""Shared pieces of the integration tests: temp dirs, certificates minted per run with
+stream-certs, processes started on loopback with ready files and stopped by PID, and a TLS
+"apiserver" client that speaks raw HTTP/1.1 to cloudstream's stream port.
+
+Every process a test starts is registered and stopped (SIGTERM, then SIGKILL) when the test
+ends, whatever happens. Nothing listens anywhere but 127.0.0.1, on ports chosen at run time.
+"""
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.environ.get("ST_BIN_DIR", "build")
+SRC = os.environ.get("ST_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+PEERS = os.path.join(SRC, "test", "integration", "peers")
+PY = "/usr/bin/python3"  # Debian's python, with python3-websockets
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+class Env:
+    """One test run: a temp dir, a PKI and the processes started."""
+
+    def __init__(self, tag, nodes=("edge-1",)):
+        base = os.environ.get("ST_TEST_TMPDIR", "/tmp")
+        os.makedirs(base, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix=tag + ".", dir=base)
+        self.procs = []
+        self.pki = os.path.join(self.dir, "pki")
+        certs = os.path.join(BIN, "certs", "stream-certs")
+        args = [certs, "quick", "--out", self.pki]
+        for n in nodes:
+            args += ["--node", n]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+        self.certs = certs
+
+    def path(self, name):
+        return os.path.join(self.pki, name)
+
+    def mint(self, *args):
+        subprocess.run([self.certs] + list(args), check=True, stdout=subprocess.DEVNULL)
+
+    def start(self, name, argv, ready_file, timeout=20.0, env=None, prefix=()):
+        """Starts a process (after @prefix, e.g. ip netns exec NS, which execs it: the PID is
+        the program's), waits for its ready file, returns (proc, ready file text)."""
+        log = open(os.path.join(self.dir, name + ".log"), "wb")
+        p = subprocess.Popen(list(prefix) + argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        p.name = name
+        p.logpath = log.name
+        self.procs.append(p)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.path.exists(ready_file):
+                with open(ready_file) as f:
+                    return p, f.read()
+            if p.poll() is not None:
+                raise Fail("%s exited with %s before it was ready:\n%s" % (
+                    name, p.returncode, self.tail(p)))
+            time.sleep(0.02)
+        raise Fail("%s not ready after %.0f s:\n%s" % (name, timeout, self.tail(p)))
+
+    def tail(self, p, n=40):
+        try:
+            with open(p.logpath, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, p, timeout=10.0):
+        """SIGTERM, wait, SIGKILL. Returns the exit status."""
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return p.returncode
+
+    def close(self, keep=False):
+        for p in reversed(self.procs):
+            self.stop(p, 5)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ready_ports(text):
+    ports = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            ports[k.strip()] = int(v)
+    return ports
+
+
+def start_cloudstream(env, extra=(), name="cloudstream", prefix=()):
+    ready = os.path.join(env.dir, name + ".ready")
+    if os.path.exists(ready):
+        os.unlink(ready)
+    argv = [os.path.join(BIN, "cloudstream", "cloudstream"),
+            "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
+            "--admin-listen", "127.0.0.1:0",
+            "--tunnel-cert", env.path("cloudstream-tunnel.crt"),
+            "--tunnel-key", env.path("cloudstream-tunnel.key"),
+            "--tunnel-ca", env.path("tunnel-ca.crt"),
+            "--stream-cert", env.path("cloudstream-stream.crt"),
+            "--stream-key", env.path("cloudstream-stream.key"),
+            "--stream-client-ca", env.path("stream-ca.crt"),
+            "--ready-file", ready, "--log-level", "debug"] + list(extra)
+    p, text = env.start(name, argv, ready, prefix=prefix)
+    p.ports = ready_ports(text)
+    return p
+
+
+def start_kubelet(env, name="kubelet", prefix=()):
+    ready = os.path.join(env.dir, name + ".ready")
+    argv = [PY, os.path.join(PEERS, "fake_kubelet.py"), "--listen", "127.0.0.1:0",
+            "--cert", env.path("kubelet.crt"), "--key", env.path("kubelet.key"),
+            "--client-ca", env.path("kubelet-ca.crt"), "--ready-file", ready]
+    p, text = env.start(name, argv, ready, prefix=prefix)
+    p.port = int(text.strip())
+    return p
+
+
+def start_kubeedge_edge(env, cloud, kubelet, node="edge-1", protocol="base", extra=(),
+                        name=None, cert=None, prefix=()):
+    name = name or "edge-" + node
+    ready = os.path.join(env.dir, name + ".ready")
+    if os.path.exists(ready):
+        os.unlink(ready)
+    argv = [PY, os.path.join(PEERS, "kubeedge_edge.py"),
+            "--cloud", "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+            "--cert", cert or env.path("node-%s.crt" % node),
+            "--key", (cert or env.path("node-%s.crt" % node))[:-4] + ".key",
+            "--ca", env.path("tunnel-ca.crt"), "--server-name", "localhost",
+            "--node-name", node,
+            "--backend", "https://127.0.0.1:%d" % kubelet.port,
+            "--backend-cert", env.path("edgestream-kubelet-client.crt"),
+            "--backend-key", env.path("edgestream-kubelet-client.key"),
+            "--backend-ca", env.path("kubelet-ca.crt"),
+            "--protocol", protocol, "--ready-file", ready] + list(extra)
+    p, _ = env.start(name, argv, ready, prefix=prefix)
+    return p
+
+
+class Api:
+    """The kube-apiserver's side of the stream port: TLS with a client certificate."""
+
+    def __init__(self, env, port, cert="apiserver-kubelet-client", ca="stream-ca"):
+        self.port = port
+        self.ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
+        self.ctx.check_hostname = False  # cloudstream answers for many node names and IPs
+        if cert:
+            self.ctx.load_cert_chain(env.path(cert + ".crt"), env.path(cert + ".key"))
+
+    def connect(self, timeout=10.0):
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return self.ctx.wrap_socket(raw)
+
+    def request(self, method, target, headers=(), body=b"", timeout=10.0, sock=None):
+        """Sends one request, reads one whole response. Returns (status, headers, body, sock)."""
+        s = sock or self.connect(timeout)
+        s.settimeout(timeout)
+        s.sendall(head(method, target, headers, len(body) if body else None) + body)
+        status, hdrs, rest = read_head(s)
+        return (status, hdrs, read_body(s, hdrs, rest, method == "HEAD"), s)
+
+
+def head(method, target, headers=(), content_length=None):
+    lines = ["%s %s HTTP/1.1" % (method, target)]
+    for k, v in headers:
+        lines.append("%s: %s" % (k, v))
+    if content_length is not None:
+        lines.append("Content-Length: %d" % content_length)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def recv_until(s, pred, buf=b"", limit=1 << 20):
+    while not pred(buf):
+        chunk = s.recv(65536)
+        if not chunk:
+            raise Fail("connection closed after %d bytes: %r" % (len(buf), buf[:200]))
+        buf += chunk
+        check(len(buf) <= limit, "more than %d bytes without the expected end" % limit)
+    return buf
+
+
+def read_head(s, buf=b""):
+    buf = recv_until(s, lambda b: b"\r\n\r\n" in b, buf)
+    h, rest = buf.split(b"\r\n\r\n", 1)
+    lines = h.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    hdrs = {}
+    for line in lines[1:]:
+        k, v = line.split(":", 1)
+        hdrs.setdefault(k.strip().lower(), v.strip())
+    return status, hdrs, rest
+
+
+def read_body(s, hdrs, rest, is_head=False):
+    if is_head:
+        return b""
+    if "content-length" in hdrs:
+        n = int(hdrs["content-length"])
+        buf = recv_until(s, lambda b: len(b) >= n, rest, n + 1)
+        return buf[:n]
+    if hdrs.get("transfer-encoding", "").lower() == "chunked":
+        out = b""
+        buf = rest
+        while True:
+            buf = recv_until(s, lambda b: b"\r\n" in b, buf)
+            line, buf = buf.split(b"\r\n", 1)
+            size = int(line.split(b";")[0], 16)
+            if size == 0:
+                buf = recv_until(s, lambda b: b"\r\n\r\n" in b or b.startswith(b"\r\n"), buf)
+                return out
+            buf = recv_until(s, lambda b: len(b) >= size + 2, buf, size + (1 << 20))
+            out += buf[:size]
+            buf = buf[size + 2:]
+    out = rest
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
+def wait_closed(s, timeout):
+    """Reads until EOF; returns (bytes, seconds it took) or raises on timeout."""
+    s.settimeout(timeout)
+    t0 = time.monotonic()
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, ssl.SSLError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data, time.monotonic() - t0
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def run(tests):
+    """Runs test functions by name (argv selects a subset); prints one line each."""
+    want = sys.argv[1:]
+    failed = 0
+    for t in tests:
+        if want and t.__name__ not in want:
+            continue
+        t0 = time.monotonic()
+        try:
+            t()
+            print("ok   %-45s %.2fs" % (t.__name__, time.monotonic() - t0), flush=True)
+        except Exception as e:  # noqa: BLE001 - a test harness reports everything
+            failed += 1
+            print("FAIL %-45s %s: %s" % (t.__name__, type(e).__name__, e), flush=True)
+    return 1 if failed else 0
