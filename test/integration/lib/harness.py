@@ -190,13 +190,14 @@ def head(method, target, headers=(), content_length=None):
 
 
 def recv_until(s, pred, buf=b"", limit=1 << 20):
+    buf = bytearray(buf)  # appends in place: bytes += would copy the whole buffer each time
     while not pred(buf):
-        chunk = s.recv(65536)
+        chunk = s.recv(1 << 18)
         if not chunk:
-            raise Fail("connection closed after %d bytes: %r" % (len(buf), buf[:200]))
+            raise Fail("connection closed after %d bytes: %r" % (len(buf), bytes(buf[:200])))
         buf += chunk
         check(len(buf) <= limit, "more than %d bytes without the expected end" % limit)
-    return buf
+    return bytes(buf)
 
 
 def read_head(s, buf=b""):
@@ -216,27 +217,47 @@ def read_body(s, hdrs, rest, is_head=False):
         return b""
     if "content-length" in hdrs:
         n = int(hdrs["content-length"])
-        buf = recv_until(s, lambda b: len(b) >= n, rest, n + 1)
-        return buf[:n]
+        out = bytearray(rest)
+        while len(out) < n:
+            c = s.recv(1 << 18)
+            if not c:
+                raise Fail("body cut at %d of %d bytes" % (len(out), n))
+            out += c
+        return bytes(out[:n])
     if hdrs.get("transfer-encoding", "").lower() == "chunked":
-        out = b""
-        buf = rest
+        out = bytearray()
+        buf = bytearray(rest)
+        pos = 0
+
+        def need(k):
+            while len(buf) - pos < k:
+                c = s.recv(1 << 18)
+                if not c:
+                    raise Fail("chunked body cut after %d bytes" % len(out))
+                buf.extend(c)
+
         while True:
-            buf = recv_until(s, lambda b: b"\r\n" in b, buf)
-            line, buf = buf.split(b"\r\n", 1)
-            size = int(line.split(b";")[0], 16)
+            while buf.find(b"\r\n", pos) < 0:
+                need(len(buf) - pos + 1)
+            end = buf.find(b"\r\n", pos)
+            size = int(bytes(buf[pos:end]).split(b";")[0], 16)
+            pos = end + 2
             if size == 0:
-                buf = recv_until(s, lambda b: b"\r\n\r\n" in b or b.startswith(b"\r\n"), buf)
-                return out
-            buf = recv_until(s, lambda b: len(b) >= size + 2, buf, size + (1 << 20))
-            out += buf[:size]
-            buf = buf[size + 2:]
-    out = rest
+                while buf.find(b"\r\n", pos) < 0:  # trailers end with an empty line
+                    need(len(buf) - pos + 1)
+                return bytes(out)
+            need(size + 2)
+            out += buf[pos:pos + size]
+            pos += size + 2
+            if pos > (1 << 20):
+                del buf[:pos]
+                pos = 0
+    out = bytearray(rest)
     while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            return out
-        out += chunk
+        c = s.recv(1 << 18)
+        if not c:
+            return bytes(out)
+        out += c
 
 
 def wait_closed(s, timeout):

@@ -1,0 +1,227 @@
+#!/usr/bin/python3
+"""A kubelet stand-in over TLS for the integration tests: deterministic answers on the kubelet
+API paths the tunnel carries, HTTP/1.1 keep-alive, many connections (asyncio).
+
+    fake_kubelet.py --listen 127.0.0.1:0 --cert C --key K [--client-ca CA] --ready-file F
+
+Paths:
+  upgrade to /exec|/attach|/portForward/...   101 echoing Upgrade (and the first
+        X-Stream-Protocol-Version), then an echo of every byte. ?command=greet first writes
+        "hello from <ns>/<pod>/<ctr>\\n"; command=greet-exit writes it and closes.
+        With Upgrade: websocket and refuse-websocket=1: 400 + JSON, like a kubelet that only
+        speaks SPDY (the kubectl >= 1.30 fallback case).
+  /containerLogs/ns/pod/ctr?tailLines=N[&follow=true]   chunked "line <i>\\n", i = 1..N
+        (default 10); with follow, one more line every 100 ms until the client leaves.
+  /metrics, /metrics/cadvisor, /metrics/resource   Prometheus text, Content-Length
+  /healthz /pods /stats/summary /configz            small bodies
+  /bytes?n=N&seed=S     N deterministic bytes (see body_bytes), header X-Body-Sha256
+  /stream[?n=N]         chunked 64 KiB chunks, endless unless n is given
+  /status/CODE          that status, a short body
+  anything else         404 JSON
+The ready file gets the bound port. SIGTERM stops it.
+"""
+import argparse
+import asyncio
+import hashlib
+import os
+import random
+import signal
+import ssl
+import sys
+import urllib.parse
+
+BLOCK = 65536
+
+
+def body_base(seed):
+    """The repeating unit of /bytes: 65537 pseudo-random bytes from random.Random(seed). An odd
+    length so the pattern never lines up with 64 KiB reads."""
+    return random.Random(seed).randbytes(BLOCK + 1)
+
+
+def body_chunks(n, seed):
+    base = body_base(seed)
+    sent = 0
+    while sent < n:
+        k = min(len(base), n - sent)
+        yield base[:k] if k < len(base) else base
+        sent += k
+
+
+def body_sha256(n, seed):
+    h = hashlib.sha256()
+    for c in body_chunks(n, seed):
+        h.update(c)
+    return h.hexdigest()
+
+
+METRICS = "".join("fake_metric{i=\"%d\"} %d\n" % (i, i * 7) for i in range(300)).encode()
+
+
+def log(*a):
+    print("fake_kubelet:", *a, file=sys.stderr, flush=True)
+
+
+async def read_head(reader):
+    data = await reader.readuntil(b"\r\n\r\n")
+    lines = data.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers.setdefault(k.strip().lower(), v.strip())
+    return method, target, headers
+
+
+def response(status, body=b"", ctype="text/plain; charset=utf-8", extra=()):
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Status")
+    head = ["HTTP/1.1 %d %s" % (status, reason), "Content-Type: %s" % ctype,
+            "Content-Length: %d" % len(body)] + list(extra)
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+async def chunk(writer, data):
+    writer.write(b"%x\r\n" % len(data) + data + b"\r\n")
+    await writer.drain()
+
+
+async def serve_upgrade(reader, writer, path, q, headers):
+    up = headers.get("upgrade", "")
+    if up.lower() == "websocket" and q.get("refuse-websocket") == ["1"]:
+        body = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                b'"message":"websocket not supported here","code":400}')
+        writer.write(response(400, body, "application/json"))
+        await writer.drain()
+        return True
+    extra = ["Connection: Upgrade", "Upgrade: %s" % up]
+    if "x-stream-protocol-version" in headers:
+        extra.append("X-Stream-Protocol-Version: %s" %
+                     headers["x-stream-protocol-version"].split(",")[0].strip())
+    writer.write(("HTTP/1.1 101 Switching Protocols\r\n" + "\r\n".join(extra) +
+                  "\r\n\r\n").encode())
+    parts = path.strip("/").split("/")
+    cmd = q.get("command", [""])[0]
+    if cmd in ("greet", "greet-exit"):
+        writer.write(("hello from %s\n" % "/".join(parts[1:4])).encode())
+    await writer.drain()
+    if cmd == "greet-exit":
+        return False
+    while True:
+        data = await reader.read(BLOCK)
+        if not data:
+            return False
+        writer.write(data)
+        await writer.drain()
+
+
+async def serve(reader, writer, method, target, headers):
+    """Serves one request. Returns whether the connection may carry another."""
+    u = urllib.parse.urlsplit(target)
+    path, q = u.path, urllib.parse.parse_qs(u.query, keep_blank_values=True)
+    if "content-length" in headers:
+        await reader.readexactly(int(headers["content-length"]))
+    first = path.strip("/").split("/")[0]
+    if first in ("exec", "attach", "portForward", "run"):
+        if "upgrade" in headers.get("connection", "").lower():
+            return await serve_upgrade(reader, writer, path, q, headers)
+        writer.write(response(400, b"upgrade request required\n"))
+    elif first == "containerLogs":
+        n = int(q.get("tailLines", ["10"])[0])
+        follow = q.get("follow", ["false"])[0] not in ("false", "0")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        for i in range(1, n + 1):
+            await chunk(writer, b"line %d\n" % i)
+        i = n
+        while follow:
+            await asyncio.sleep(0.1)
+            i += 1
+            await chunk(writer, b"line %d\n" % i)
+        writer.write(b"0\r\n\r\n")
+    elif path in ("/metrics", "/metrics/cadvisor", "/metrics/resource"):
+        writer.write(response(200, METRICS, "text/plain; version=0.0.4; charset=utf-8"))
+    elif path == "/healthz":
+        writer.write(response(200, b"ok"))
+    elif path in ("/pods", "/stats/summary", "/configz"):
+        writer.write(response(200, b'{"kind":"%s"}' % path[1:].encode(), "application/json"))
+    elif path == "/bytes":
+        n = int(q.get("n", ["0"])[0])
+        seed = int(q.get("seed", ["0"])[0])
+        writer.write(response(200, b"", "application/octet-stream",
+                              ["X-Body-Sha256: %s" % body_sha256(n, seed)])
+                     .replace(b"Content-Length: 0", b"Content-Length: %d" % n))
+        for c in body_chunks(n, seed):
+            writer.write(c)
+            await writer.drain()
+    elif path == "/stream":
+        n = int(q.get("n", [str(1 << 62)])[0])
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        base = body_base(1)[:BLOCK]
+        sent = 0
+        while sent < n:
+            k = min(BLOCK, n - sent)
+            await chunk(writer, base[:k])
+            sent += k
+        writer.write(b"0\r\n\r\n")
+    elif first == "status" and len(path.split("/")) == 3:
+        code = int(path.split("/")[2])
+        writer.write(response(code, b"status %d from the kubelet\n" % code))
+    else:
+        writer.write(response(404, b'{"kind":"Status","code":404}', "application/json"))
+    await writer.drain()
+    return headers.get("connection", "").lower() != "close"
+
+
+async def handle(reader, writer):
+    try:
+        while True:
+            try:
+                method, target, headers = await read_head(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            log(method, target)
+            if not await serve(reader, writer, method, target, headers):
+                break
+    except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+        pass
+    finally:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - the peer may be gone already
+            pass
+
+
+async def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--listen", default="127.0.0.1:0")
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--client-ca")
+    ap.add_argument("--ready-file")
+    a = ap.parse_args()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(a.cert, a.key)
+    if a.client_ca:
+        ctx.load_verify_locations(a.client_ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    host, port = a.listen.rsplit(":", 1)
+    server = await asyncio.start_server(handle, host, int(port), ssl=ctx)
+    bound = server.sockets[0].getsockname()[1]
+    if a.ready_file:
+        tmp = a.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % bound)
+        os.rename(tmp, a.ready_file)
+    log("listening on %s:%d" % (host, bound))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    async with server:
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
