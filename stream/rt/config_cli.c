@@ -81,8 +81,8 @@ int st_config_load(const struct st_config_spec *spec, void *cfg, int argc, char 
 			path = argv[i] + 9;
 		if (path == NULL)
 			continue;
-		char *buf;
-		size_t len;
+		char *buf = NULL;
+		size_t len = 0;
 		rc = read_file(path, &buf, &len, err, err_len);
 		if (rc < 0)
 			return rc;

@@ -369,10 +369,54 @@ def raw_upgrade(env, port, cert, headers, path="/v1/kubeedge/connect"):
     return status, body.decode(errors="replace")
 
 
+class FakeApiserver:
+    """Answers GET /api/v1/namespaces/<ns>/pods/<pod> for pod lookups (HTTPS, bearer token)."""
+
+    def __init__(self, env, pods):
+        import http.server
+
+        token = "test-token-123"
+        self.token_file = os.path.join(env.dir, "token")
+        with open(self.token_file, "w") as f:
+            f.write(token + "\n")
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests.append((self.path, self.headers.get("Authorization")))
+                parts = self.path.strip("/").split("/")
+                node = None
+                if self.headers.get("Authorization") == "Bearer " + token and len(parts) == 6:
+                    node = pods.get((parts[3], parts[5]))
+                body = (json.dumps({"kind": "Pod", "spec": {"nodeName": node}}) if node
+                        else json.dumps({"kind": "Status", "code": 404})).encode()
+                self.send_response(200 if node else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(env.path("kubelet.crt"), env.path("kubelet.key"))
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = "https://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def flags(self, env):
+        return ["--apiserver-url", self.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
+                "--apiserver-token-file", self.token_file]
+
+
 def group_auth():
     env = h.Env("cs-auth", nodes=("edge-1", "edge-2"))
     try:
         kubelet = h.start_kubelet(env)
+        apiserver = FakeApiserver(env, {("default", "web"): "edge-1"})
         # A node certificate that carries the node's IP, and an apiserver cert from another CA.
         env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-ip"),
                  "--node", "edge-3", "--ip", "10.77.0.3")
@@ -381,7 +425,7 @@ def group_auth():
                  "--cn", "kube-apiserver-kubelet-client")
         env.mint("client", "--ca", env.path("other-ca"), "--out", env.path("other-node"),
                  "--node", "edge-1")
-        cloud = h.start_cloudstream(env)
+        cloud = h.start_cloudstream(env, apiserver.flags(env))
         tport = cloud.ports["tunnel"]
         node1 = env.path("node-edge-1")
 
@@ -437,7 +481,28 @@ def group_auth():
             env.stop(e2)
             env.stop(e1)
 
+        def pod_lookup():
+            # An exec whose Host is the apiserver's own (as on upgrades) and no DNAT: only the
+            # pod tells the node. The second request is served from the cache.
+            e1 = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="edge-pod")
+            api = h.Api(env, cloud.ports["stream"])
+            for _ in range(2):
+                s = api.connect()
+                s.sendall(h.head("POST", "/exec/default/web/ctr?command=greet",
+                                 [("Host", "127.0.0.1:6443")] + UPGRADE_SPDY))
+                status, _, rest = h.read_head(s)
+                s.close()
+                check(status == 101, "pod lookup: status %d" % status)
+            check(len(apiserver.requests) == 1, "apiserver asked %d times: %r" % (
+                len(apiserver.requests), apiserver.requests))
+            st, _, body, s = api.request("POST", "/exec/default/nope/ctr",
+                                         [("Host", "127.0.0.1:6443")] + UPGRADE_SPDY)
+            s.close()
+            check(st == 503, "unknown pod: status %d %r" % (st, body))
+            env.stop(e1)
+
         rc = h.run(named("auth", [
+            ("pod_lookup_through_apiserver", pod_lookup),
             ("impersonation_403", impersonation),
             ("internal_ip_not_in_cert_403", internal_ip_not_in_cert),
             ("wrong_path_404", wrong_path_404),

@@ -23,6 +23,13 @@ PEERS = os.path.join(SRC, "test", "integration", "peers")
 PY = "/usr/bin/python3"  # Debian's python, with python3-websockets
 
 
+def _die_with_parent():
+    """Child side of Popen: SIGTERM when the test process dies, however it dies (a ctest timeout
+    kills it without cleanup), so no daemon outlives its test."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Fail(Exception):
     pass
 
@@ -58,7 +65,8 @@ class Env:
         """Starts a process (after @prefix, e.g. ip netns exec NS, which execs it: the PID is
         the program's), waits for its ready file, returns (proc, ready file text)."""
         log = open(os.path.join(self.dir, name + ".log"), "wb")
-        p = subprocess.Popen(list(prefix) + argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        p = subprocess.Popen(list(prefix) + argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                             preexec_fn=_die_with_parent)
         p.name = name
         p.logpath = log.name
         self.procs.append(p)

@@ -242,7 +242,7 @@ class Edge:
                                       "window=%d; replica=%s" % (a.window, a.node_name))
         self.ws = await websockets.connect(
             a.cloud, ssl=ctx, server_hostname=a.server_name, extra_headers=headers,
-            origin=None, ping_interval=None, max_size=2 << 20, compression=None,
+            origin=None, ping_interval=None, max_size=2 << 20, compression=None, close_timeout=1,
             create_protocol=RawProtocol)
         echo = self.ws.response_headers.get(tp.EXT_HEADER)
         if a.protocol == "ext":
