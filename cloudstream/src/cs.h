@@ -14,6 +14,7 @@
 
 #include <libwebsockets.h>
 
+#include <stream/admin.h>
 #include <stream/buf.h>
 #include <stream/ext.h>
 #include <stream/session.h>
@@ -63,6 +64,7 @@ struct cs_server {
 	struct st_workq *wq;
 	struct st_loop_signals *sig;
 	struct cs_metrics m;
+	struct st_admin_ops admin_ops;
 	uint8_t *tx;       /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
 	char *scratch;     /* JSON connect requests are built here (ST_MAX_CONNECT_JSON_BYTES) */
 	uint64_t buffered; /* bytes queued toward apiservers, all fronts */
@@ -171,7 +173,7 @@ void cs_front_pod_resolved(struct cs_front *f, bool ok, long http_status);
 void cs_front_drain_idle(struct cs_server *srv);
 
 /* ---- admin.c --------------------------------------------------------------------------- */
-extern const struct lws_protocols cs_admin_protocols[2];
+void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv);
 
 /* ---- main.c ---------------------------------------------------------------------------- */
 uint64_t cs_now_ms(void);

@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 
 #include <certs/certs.h>
+#include <stream/admin.h>
 #include <stream/err.h>
 #include <stream/log.h>
 #include <stream/loop.h>
@@ -33,78 +34,26 @@ uint64_t cs_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* "host:port", "[v6]:port" or ":port" → host ("" = every address) and port. */
-static int parse_listen(const char *s, char *host, size_t cap, int *port)
-{
-	const char *colon;
-	const char *h = s;
-	size_t hlen;
-	if (s[0] == '[') {
-		const char *end = strchr(s, ']');
-		if (end == NULL || end[1] != ':')
-			return -EINVAL;
-		h = s + 1;
-		hlen = (size_t)(end - h);
-		colon = end + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (colon == NULL)
-			return -EINVAL;
-		hlen = (size_t)(colon - s);
-	}
-	if (hlen >= cap)
-		return -EINVAL;
-	memcpy(host, h, hlen);
-	host[hlen] = '\0';
-	char *end;
-	unsigned long p = strtoul(colon + 1, &end, 10);
-	if (colon[1] == '\0' || *end != '\0' || p > 65535)
-		return -EINVAL;
-	*port = (int)p;
-	return 0;
-}
-
 /* Fills the listener fields of @info from @addr; logs and returns -EINVAL when it is bad. */
 static int set_listen(struct lws_context_creation_info *info, const char *flag, const char *addr,
                       char *host, size_t cap)
 {
-	if (parse_listen(addr, host, cap, &info->port) < 0) {
+	if (st_loop_set_listen(info, addr, host, cap) < 0) {
 		st_err("--%s %s: expected ADDR:PORT, [IPv6]:PORT or :PORT", flag, addr);
 		return -EINVAL;
 	}
-	if (host[0] && strchr(host, ':') == NULL)
-		info->options |=
-		        LWS_SERVER_OPTION_DISABLE_IPV6; /* an IPv4 address: AF_INET socket */
-	info->iface = host[0] ? host : NULL;
 	return 0;
 }
 
-/* Checks a certificate (and its key) can be read now, so a typo fails at start with the path
- * in the message rather than as an lws error. */
-static int check_cert(const char *flag, const char *path)
+/* A certificate (and its key, when given) must be readable and match now. */
+static int check_files(const char *flag, const char *cert, const char *key)
 {
-	if (path == NULL || path[0] == '\0') {
-		st_err("--%s is required", flag);
-		return -EINVAL;
-	}
-	X509 *x;
-	char err[256];
-	int rc = certs_load(path, &x, err, sizeof err);
-	if (rc < 0) {
-		st_err("--%s %s: %s", flag, path, err[0] ? err : st_strerror(rc));
-		return rc;
-	}
-	X509_free(x);
-	return 0;
-}
-
-static int check_key(const char *flag, const char *path)
-{
-	if (path == NULL || access(path, R_OK) != 0) {
-		st_err("--%s %s: %s", flag, path ? path : "(unset)", strerror(errno));
-		return -EACCES;
-	}
-	return 0;
+	char err[512];
+	int rc = key ? certs_check_pair(cert, key, err, sizeof err)
+	             : certs_check_cert(cert, err, sizeof err);
+	if (rc < 0)
+		st_err("--%s: %s", flag, err);
+	return rc;
 }
 
 /* ---- draining and stopping ------------------------------------------------------------- */
@@ -233,10 +182,11 @@ static int create_vhosts(struct cs_server *srv, lws_retry_bo_t *retry)
 	if (c->admin_listen && c->admin_listen[0]) {
 		memset(&info, 0, sizeof info);
 		info.vhost_name = "admin";
-		info.protocols = cs_admin_protocols;
+		info.protocols = st_admin_protocols;
+		info.user = &srv->admin_ops;
 		info.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
 		info.listen_accept_role = "raw-skt";
-		info.listen_accept_protocol = cs_admin_protocols[0].name;
+		info.listen_accept_protocol = st_admin_protocols[0].name;
 		if (set_listen(&info, "admin-listen", c->admin_listen, host[2], sizeof host[2]) < 0)
 			return -EINVAL;
 		srv->vh_admin = lws_create_vhost(srv->ctx, &info);
@@ -312,12 +262,10 @@ int main(int argc, char **argv)
 	st_log_set_level((enum st_log_level)srv.cfg.log_level);
 	lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
 
-	if (check_cert("tunnel-cert", srv.cfg.tunnel_cert) < 0 ||
-	    check_key("tunnel-key", srv.cfg.tunnel_key) < 0 ||
-	    check_cert("tunnel-ca", srv.cfg.tunnel_ca) < 0 ||
-	    check_cert("stream-cert", srv.cfg.stream_cert) < 0 ||
-	    check_key("stream-key", srv.cfg.stream_key) < 0 ||
-	    check_cert("stream-client-ca", srv.cfg.stream_client_ca) < 0)
+	if (check_files("tunnel-cert/--tunnel-key", srv.cfg.tunnel_cert, srv.cfg.tunnel_key) < 0 ||
+	    check_files("tunnel-ca", srv.cfg.tunnel_ca, NULL) < 0 ||
+	    check_files("stream-cert/--stream-key", srv.cfg.stream_cert, srv.cfg.stream_key) < 0 ||
+	    check_files("stream-client-ca", srv.cfg.stream_client_ca, NULL) < 0)
 		goto out_config;
 	set_replica(&srv);
 	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |
@@ -358,6 +306,7 @@ int main(int argc, char **argv)
 	        .secs_since_valid_ping = (uint16_t)(srv.cfg.ping_interval_ms / 1000),
 	        .secs_since_valid_hangup = (uint16_t)(srv.cfg.dead_peer_timeout_ms / 1000),
 	};
+	cs_admin_ops_init(&srv.admin_ops, &srv);
 	if (create_vhosts(&srv, &retry) < 0)
 		goto out_ctx;
 	if (st_loop_signals_new(&srv.sig, srv.vh_aux, "cs-aux", on_signal, &srv) < 0) {

@@ -137,3 +137,39 @@ int st_loop_listen_port(struct lws_vhost *vhost)
 	int port = lws_get_vhost_listen_port(vhost);
 	return port > 0 ? port : -ENOENT;
 }
+
+int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr, char *host,
+                       size_t cap)
+{
+	const char *colon, *h = addr;
+	size_t hlen;
+	if (addr == NULL)
+		return -EINVAL;
+	if (addr[0] == '[') {
+		const char *end = strchr(addr, ']');
+		if (end == NULL || end[1] != ':')
+			return -EINVAL;
+		h = addr + 1;
+		hlen = (size_t)(end - h);
+		colon = end + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon == NULL)
+			return -EINVAL;
+		hlen = (size_t)(colon - addr);
+	}
+	if (hlen >= cap)
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	char *end;
+	unsigned long p = strtoul(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end != '\0' || p > 65535)
+		return -EINVAL;
+	info->port = (int)p;
+	if (host[0] && strchr(host, ':') == NULL)
+		info->options |=
+		        LWS_SERVER_OPTION_DISABLE_IPV6; /* an IPv4 address: AF_INET socket */
+	info->iface = host[0] ? host : NULL;
+	return 0;
+}

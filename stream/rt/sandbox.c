@@ -106,6 +106,7 @@ static const char *const allowed[] = {
         "rseq",
         "sched_yield",
         "sched_getaffinity",
+        "rt_sigtimedwait", /* edgestream: the main thread waits for signals */
         "gettid",
         "getpid",
         "getppid",

@@ -94,6 +94,14 @@ int certs_verify(const char *ca_path, const char *cert_path, unsigned usage, con
  * Returns 0, -errno, or -EBADMSG. */
 int certs_load(const char *path, X509 **out, char *err, size_t errlen);
 
+/* certs_check_cert() - can @path be read as a PEM certificate now? Daemons check their files at
+ * start so a typo fails with the path in the message. 0, -EINVAL (no path), -errno, -EBADMSG. */
+int certs_check_cert(const char *path, char *err, size_t errlen);
+
+/* certs_check_pair() - the same, and the PEM private key in @key_path matches the certificate.
+ * 0, -EINVAL (no path, or the key is not the certificate's), -errno, -EBADMSG. */
+int certs_check_pair(const char *cert_path, const char *key_path, char *err, size_t errlen);
+
 /* ---- identity ------------------------------------------------------------------------------ */
 
 /* What the daemons authorise on, copied out of a certificate (bounded). */

@@ -58,4 +58,13 @@ int st_loop_write_ready_file(const char *path, const char *content, size_t len);
  * or -ENOENT when it has no listener. */
 int st_loop_listen_port(struct lws_vhost *vhost);
 
+/*
+ * st_loop_set_listen() - fill the listener fields of @info (port, iface, IPv4-only option) from
+ * "host:port", "[v6]:port" or ":port" (every address). @host (@cap bytes) keeps the host text
+ * that info->iface points at. Returns 0 or -EINVAL.
+ */
+struct lws_context_creation_info;
+int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr, char *host,
+                       size_t cap);
+
 #endif /* STREAM_LOOP_H */

@@ -184,8 +184,8 @@ async def handle(reader, writer):
             log(method, target)
             if not await serve(reader, writer, method, target, headers):
                 break
-    except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-        pass
+    except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+        log("connection ended:", repr(e))
     finally:
         try:
             writer.close()

@@ -1,0 +1,44 @@
+/*
+ * stream/admin.h — the admin listener both daemons share (loopback by default): Prometheus
+ * /metrics, /healthz (the process serves) and /readyz (ready for work). Plain HTTP/1.1, one
+ * request per connection, answers built in memory and bounded (ST_ADMIN_BODY_MAX).
+ *
+ * The daemon supplies what differs: the metrics text and its readiness. The vhost that serves
+ * st_admin_protocols must be created with info.user = a struct st_admin_ops that outlives it.
+ *
+ * Loop thread only.
+ */
+#ifndef STREAM_ADMIN_H
+#define STREAM_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct lws_protocols;
+
+#define ST_ADMIN_BODY_MAX (64u * 1024u)
+
+/* A bounded text buffer the metrics are written into; overflow makes /metrics a 500. */
+struct st_text {
+	char *p;
+	size_t len, cap;
+	bool overflow;
+};
+
+/* Append printf-style text (nothing once it overflowed). */
+void st_text_put(struct st_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append the # HELP and # TYPE lines of one metric family. */
+void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help);
+
+struct st_admin_ops {
+	/* Write every metric family into @t. */
+	void (*render_metrics)(struct st_text *t, void *user);
+	/* Ready for work? When not, *@why is a short reason ("draining", "not connected"). */
+	bool (*ready)(void *user, const char **why);
+	void *user;
+};
+
+/* The raw-skt protocol of the admin vhost (name "st-admin"), with terminator. */
+extern const struct lws_protocols st_admin_protocols[2];
+
+#endif /* STREAM_ADMIN_H */

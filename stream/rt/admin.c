@@ -1,0 +1,171 @@
+/*
+ * stream/rt/admin.c — the admin listener (stream/admin.h): parse one request head, answer from
+ * memory, close. Loop thread only.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libwebsockets.h>
+
+#include <stream/admin.h>
+#include <stream/http.h>
+
+#define ADMIN_HEAD_MAX  8192u
+#define ADMIN_WRITE_MAX 16384u
+
+struct admin_conn {
+	uint8_t head[ADMIN_HEAD_MAX];
+	size_t head_len;
+	uint8_t *answer; /* LWS_PRE bytes of headroom, then the whole response */
+	size_t answer_len, answer_off;
+};
+
+void st_text_put(struct st_text *t, const char *fmt, ...)
+{
+	if (t->overflow)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= t->cap - t->len)
+		t->overflow = true;
+	else
+		t->len += (size_t)n;
+}
+
+void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help)
+{
+	st_text_put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void respond(struct admin_conn *c, int status, const char *type, const char *body,
+                    size_t body_len)
+{
+	size_t cap = LWS_PRE + body_len + 256;
+	c->answer = malloc(cap);
+	if (c->answer == NULL)
+		return;
+	char *head = (char *)c->answer + LWS_PRE;
+	int n = snprintf(head, cap - LWS_PRE,
+	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+	                 "Connection: close\r\n\r\n",
+	                 status,
+	                 status == 200   ? "OK"
+	                 : status == 404 ? "Not Found"
+	                 : status == 500 ? "Internal Server Error"
+	                                 : "Service Unavailable",
+	                 type, body_len);
+	if (n < 0 || LWS_PRE + (size_t)n + body_len > cap) {
+		free(c->answer);
+		c->answer = NULL;
+		return;
+	}
+	memcpy(head + n, body, body_len);
+	c->answer_len = (size_t)n + body_len;
+}
+
+static bool path_is(const struct st_http_request *req, const char *p)
+{
+	size_t n = strlen(p);
+	return req->path_len == n && memcmp(req->path, p, n) == 0;
+}
+
+static void handle(const struct st_admin_ops *ops, struct admin_conn *c,
+                   const struct st_http_request *req)
+{
+	const char *plain = "text/plain; charset=utf-8";
+	if (path_is(req, "/metrics")) {
+		struct st_text t = {.p = malloc(ST_ADMIN_BODY_MAX), .cap = ST_ADMIN_BODY_MAX};
+		if (t.p == NULL)
+			return;
+		ops->render_metrics(&t, ops->user);
+		if (t.overflow)
+			respond(c, 500, plain, "metrics over the size limit\n", 28);
+		else
+			respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", t.p, t.len);
+		free(t.p);
+	} else if (path_is(req, "/healthz")) {
+		respond(c, 200, plain, "ok\n", 3);
+	} else if (path_is(req, "/readyz")) {
+		const char *why = "not ready";
+		if (ops->ready(ops->user, &why)) {
+			respond(c, 200, plain, "ok\n", 3);
+		} else {
+			char body[128];
+			int n = snprintf(body, sizeof body, "%s\n", why);
+			respond(c, 503, plain, body,
+			        n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+		}
+	} else {
+		respond(c, 404, plain, "try /metrics, /healthz or /readyz\n", 34);
+	}
+}
+
+static int cb_admin(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len)
+{
+	struct admin_conn **slot = user;
+	struct admin_conn *c = slot ? *slot : NULL;
+	switch (reason) {
+	case LWS_CALLBACK_RAW_ADOPT:
+		*slot = calloc(1, sizeof **slot);
+		return *slot ? 0 : -1;
+	case LWS_CALLBACK_RAW_RX: {
+		if (c == NULL || c->answer)
+			return 0;
+		if (len > ADMIN_HEAD_MAX - c->head_len)
+			return -1;
+		memcpy(c->head + c->head_len, in, len);
+		c->head_len += len;
+		struct st_http_request req;
+		ssize_t n = st_http_parse_request(c->head, c->head_len, &req);
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return -1;
+		const struct st_admin_ops *ops = lws_get_vhost_user(lws_get_vhost(wsi));
+		handle(ops, c, &req);
+		if (c->answer == NULL)
+			return -1;
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	case LWS_CALLBACK_RAW_WRITEABLE: {
+		if (c == NULL || c->answer == NULL)
+			return 0;
+		if (c->answer_off == c->answer_len)
+			return -1; /* lws calls WRITEABLE only once its own buffer is sent: close */
+		size_t n = c->answer_len - c->answer_off;
+		if (n > ADMIN_WRITE_MAX)
+			n = ADMIN_WRITE_MAX;
+		/* The bytes before this chunk were sent already: they serve as its LWS_PRE. */
+		if (lws_write(wsi, c->answer + LWS_PRE + c->answer_off, n, LWS_WRITE_RAW) < 0)
+			return -1;
+		c->answer_off += n;
+		lws_callback_on_writable(wsi); /* more, or the close once all of it left */
+		return 0;
+	}
+	case LWS_CALLBACK_RAW_CLOSE:
+		if (c) {
+			free(c->answer);
+			free(c);
+			*slot = NULL;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+const struct lws_protocols st_admin_protocols[2] = {
+        {
+                .name = "st-admin",
+                .callback = cb_admin,
+                .per_session_data_size = sizeof(struct admin_conn *),
+                .rx_buffer_size = 4096,
+        },
+        {0}, /* terminator */
+};
