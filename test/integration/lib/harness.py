@@ -303,3 +303,28 @@ def run(tests):
             failed += 1
             print("FAIL %-45s %s: %s" % (t.__name__, type(e).__name__, e), flush=True)
     return 1 if failed else 0
+
+
+def start_edgestream(env, cloud, kubelet=None, node="edge-1", extra=(), name=None, cert=None,
+                     url=None, prefix=()):
+    """Our edge daemon dialling @cloud (a cloudstream, or anything with ports["tunnel"]), in
+    front of @kubelet. Ready once its tunnel is up (the ready file has admin=P)."""
+    name = name or "edgestream-" + node
+    ready = os.path.join(env.dir, name + ".ready")
+    if os.path.exists(ready):
+        os.unlink(ready)
+    cert = cert or env.path("node-%s.crt" % node)
+    argv = [os.path.join(BIN, "edgestream", "edgestream"),
+            "--cloud-url", url or "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+            "--cloud-server-name", "localhost",
+            "--tunnel-cert", cert, "--tunnel-key", cert[:-4] + ".key",
+            "--tunnel-ca", env.path("tunnel-ca.crt"),
+            "--kubelet-url", "https://127.0.0.1:%d" % kubelet.port if kubelet else "",
+            "--kubelet-cert", env.path("edgestream-kubelet-client.crt"),
+            "--kubelet-key", env.path("edgestream-kubelet-client.key"),
+            "--kubelet-ca", env.path("kubelet-ca.crt"),
+            "--admin-listen", "127.0.0.1:0", "--ready-file", ready,
+            "--log-level", "debug"] + list(extra)
+    p, text = env.start(name, argv, ready, prefix=prefix)
+    p.ports = ready_ports(text.split("node=")[0])
+    return p

@@ -1,0 +1,29 @@
+/*
+ * edgestream/src/backoff.h — reconnect delays: exponential, capped, with jitter (pure).
+ *
+ * The n-th retry waits a random time in [base/2, base], base = min(max, initial * 2^n): the
+ * "equal jitter" of the AWS architecture note, so a thousand edges cut off by the same cloud
+ * restart do not redial in lockstep, and each still backs off. The caller resets the sequence
+ * once a tunnel stayed up for a stable period. KubeEdge's edge redials every 2 s, fixed.
+ */
+#ifndef EDGESTREAM_BACKOFF_H
+#define EDGESTREAM_BACKOFF_H
+
+#include <stdint.h>
+
+struct es_backoff {
+	uint64_t initial_ms, max_ms;
+	unsigned attempt; /* retries since the last reset */
+	uint64_t rng;     /* xorshift64* state, never 0 */
+};
+
+/* es_backoff_init() - @initial_ms >= 1, @max_ms >= @initial_ms; @seed any value. */
+void es_backoff_init(struct es_backoff *b, uint64_t initial_ms, uint64_t max_ms, uint64_t seed);
+
+/* es_backoff_next() - the delay before the next attempt, and count it. */
+uint64_t es_backoff_next(struct es_backoff *b);
+
+/* es_backoff_reset() - the tunnel was stable: start again from initial_ms. */
+void es_backoff_reset(struct es_backoff *b);
+
+#endif /* EDGESTREAM_BACKOFF_H */

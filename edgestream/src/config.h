@@ -1,0 +1,48 @@
+/*
+ * edgestream/src/config.h — edgestream's configuration: one table (config.c) drives the JSON
+ * config file, the daemon's flags, edgestream_config_set() of the library, --help and FLAGS.md.
+ */
+#ifndef EDGESTREAM_CONFIG_H
+#define EDGESTREAM_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stream/config.h>
+
+enum es_node_name_from {
+	ES_NODE_NAME_FROM_SYSTEM_NODE_CN = 0, /* CN=system:node:<name> */
+	ES_NODE_NAME_FROM_CN = 1,             /* the CN is the node name */
+};
+
+struct es_config {
+	/* tunnel */
+	char *cloud_url; /* wss://host:port/v1/kubeedge/connect */
+	char *cloud_server_name;
+	char *tunnel_cert, *tunnel_key, *tunnel_ca;
+	char *node_name;
+	int node_name_from; /* enum es_node_name_from */
+	char *internal_ip;
+	bool extensions;
+	uint64_t ping_interval_ms, dead_peer_timeout_ms, connect_timeout_ms;
+	uint64_t backoff_initial_ms, backoff_max_ms, backoff_reset_ms;
+	uint64_t cert_check_interval_ms;
+	/* backends */
+	char *kubelet_url; /* https://127.0.0.1:10250, or "" for none */
+	char *kubelet_server_name;
+	char *kubelet_cert, *kubelet_key, *kubelet_ca;
+	struct st_strlist local_ports; /* name=port */
+	uint64_t backend_dial_timeout_ms, backend_handshake_timeout_ms;
+	/* limits and flow control */
+	uint64_t max_streams;
+	uint64_t stream_window_bytes, stream_queue_bytes, data_payload_bytes;
+	/* operations */
+	char *admin_listen;
+	int log_level; /* enum st_log_level */
+	char *ready_file;
+	int sandbox; /* enum st_sandbox_mode */
+};
+
+extern const struct st_config_spec es_config_spec;
+
+#endif /* EDGESTREAM_CONFIG_H */

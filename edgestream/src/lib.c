@@ -1,0 +1,514 @@
+/*
+ * edgestream/src/lib.c — the library's public API (edgestream.h): configuration, the instance
+ * and its event loop, running it (own thread, host-driven or blocking), cross-thread stop and
+ * reload, stats, and the admin endpoints.
+ */
+#include "es.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <certs/certs.h>
+#include <stream/err.h>
+#include <stream/log.h>
+#include <stream/loop.h>
+
+void es_tunnel_start_timers(struct edgestream *es);
+
+uint64_t es_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- configuration --------------------------------------------------------------------- */
+
+int edgestream_config_new(struct edgestream_config **out)
+{
+	struct edgestream_config *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return -ENOMEM;
+	char err[256];
+	int rc = st_config_defaults(&es_config_spec, &c->c, err, sizeof err);
+	if (rc < 0) {
+		st_config_cleanup(&es_config_spec, &c->c);
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int edgestream_config_set(struct edgestream_config *cfg, const char *name, const char *value,
+                          char *err, size_t errlen)
+{
+	return st_config_set(&es_config_spec, &cfg->c, name, value, err, errlen);
+}
+
+int edgestream_config_load_file(struct edgestream_config *cfg, const char *path, char *err,
+                                size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		int rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	char *buf = malloc(ST_CONFIG_MAX_FILE_BYTES + 1);
+	size_t n = buf ? fread(buf, 1, ST_CONFIG_MAX_FILE_BYTES + 1, f) : 0;
+	fclose(f);
+	if (buf == NULL)
+		return -ENOMEM;
+	int rc = n > ST_CONFIG_MAX_FILE_BYTES ? -EMSGSIZE
+	                                      : st_config_parse_json(&es_config_spec, &cfg->c, buf,
+	                                                             n, path, err, errlen);
+	if (rc == -EMSGSIZE)
+		snprintf(err, errlen, "%s: over %u bytes", path, ST_CONFIG_MAX_FILE_BYTES);
+	free(buf);
+	return rc;
+}
+
+void edgestream_config_free(struct edgestream_config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	st_config_cleanup(&es_config_spec, &cfg->c);
+	free(cfg);
+}
+
+/* A deep copy through the option table, so the caller may free its configuration. */
+static int config_copy(struct es_config *dst, const struct es_config *src, char *err, size_t errlen)
+{
+	int rc = st_config_defaults(&es_config_spec, dst, err, errlen);
+	for (size_t i = 0; rc == 0 && i < es_config_spec.num_opts; i++) {
+		const struct st_opt *o = &es_config_spec.opts[i];
+		const char *base = (const char *)src + o->offset;
+		char *to = (char *)dst + o->offset;
+		if (o->type == ST_OPT_STRING) {
+			char **d = (char **)to;
+			const char *s = *(char *const *)base;
+			free(*d);
+			*d = s ? strdup(s) : NULL;
+			if (s && *d == NULL)
+				rc = -ENOMEM;
+		} else if (o->type == ST_OPT_STRING_LIST) {
+			const struct st_strlist *l = (const struct st_strlist *)base;
+			for (size_t j = 0; rc == 0 && j < l->n; j++)
+				rc = st_config_set(&es_config_spec, dst, o->name, l->v[j], err,
+				                   errlen);
+		} else if (o->type == ST_OPT_BOOL) {
+			*(bool *)to = *(const bool *)base;
+		} else if (o->type == ST_OPT_ENUM) {
+			*(int *)to = *(const int *)base;
+		} else {
+			*(uint64_t *)to = *(const uint64_t *)base;
+		}
+	}
+	return rc;
+}
+
+/* ---- stats and admin ------------------------------------------------------------------- */
+
+void es_publish_stats(struct edgestream *es)
+{
+	es->m.connected = es->connected;
+	es->m.extended = es->extended;
+	pthread_mutex_lock(&es->stats_lock);
+	es->stats = es->m;
+	pthread_mutex_unlock(&es->stats_lock);
+}
+
+void edgestream_get_stats(struct edgestream *es, struct edgestream_stats *out)
+{
+	pthread_mutex_lock(&es->stats_lock);
+	*out = es->stats;
+	pthread_mutex_unlock(&es->stats_lock);
+}
+
+static void render_metrics(struct st_text *t, void *user)
+{
+	struct edgestream *es = user;
+	es_publish_stats(es);
+	const struct edgestream_stats *m = &es->m;
+	st_text_metric(t, "edgestream_tunnel_connected", "gauge",
+	               "1 while the tunnel to the cloud is up.");
+	st_text_put(t, "edgestream_tunnel_connected{protocol=\"%s\"} %d\n",
+	            m->extended ? "extended" : "base", m->connected ? 1 : 0);
+	st_text_metric(t, "edgestream_tunnel_dials_total", "counter",
+	               "Attempts to reach the cloud.");
+	st_text_put(t, "edgestream_tunnel_dials_total %llu\n", (unsigned long long)m->dials_total);
+	st_text_metric(t, "edgestream_tunnel_connects_total", "counter", "Tunnels that came up.");
+	st_text_put(t, "edgestream_tunnel_connects_total %llu\n",
+	            (unsigned long long)m->connects_total);
+	st_text_metric(t, "edgestream_tunnel_disconnects_total", "counter",
+	               "Tunnels that went down.");
+	st_text_put(t, "edgestream_tunnel_disconnects_total %llu\n",
+	            (unsigned long long)m->disconnects_total);
+	st_text_metric(t, "edgestream_streams", "gauge", "Streams open now.");
+	st_text_put(t, "edgestream_streams %llu\n", (unsigned long long)m->streams_open);
+	st_text_metric(t, "edgestream_streams_total", "counter", "Streams the cloud opened.");
+	st_text_put(t, "edgestream_streams_total %llu\n", (unsigned long long)m->streams_total);
+	st_text_metric(t, "edgestream_streams_refused_total", "counter",
+	               "Streams refused: outside the allow-list, malformed, over a limit.");
+	st_text_put(t, "edgestream_streams_refused_total %llu\n",
+	            (unsigned long long)m->streams_refused);
+	st_text_metric(t, "edgestream_backend_failures_total", "counter",
+	               "Backends unreachable, timed out or failing TLS.");
+	st_text_put(t, "edgestream_backend_failures_total %llu\n",
+	            (unsigned long long)m->backend_failures);
+	st_text_metric(t, "edgestream_stream_bytes_total", "counter",
+	               "Stream bytes relayed, by direction.");
+	st_text_put(t, "edgestream_stream_bytes_total{direction=\"to_cloud\"} %llu\n",
+	            (unsigned long long)m->bytes_to_cloud);
+	st_text_put(t, "edgestream_stream_bytes_total{direction=\"from_cloud\"} %llu\n",
+	            (unsigned long long)m->bytes_from_cloud);
+	st_text_metric(t, "edgestream_cert_reloads_total", "counter",
+	               "Certificate files re-read after they changed.");
+	st_text_put(t, "edgestream_cert_reloads_total %llu\n", (unsigned long long)m->cert_reloads);
+	st_text_metric(t, "edgestream_tunnel_pauses_total", "counter",
+	               "Base protocol only: tunnel reading paused for a slow backend.");
+	st_text_put(t, "edgestream_tunnel_pauses_total %llu\n",
+	            (unsigned long long)m->tunnel_pauses);
+}
+
+static bool ready(void *user, const char **why)
+{
+	struct edgestream *es = user;
+	*why = "the tunnel to the cloud is down";
+	return es->connected;
+}
+
+/* ---- the loop -------------------------------------------------------------------------- */
+
+static void handle_requests(struct edgestream *es)
+{
+	if (atomic_exchange(&es->reload_requested, false))
+		es_certs_check(es, true);
+	if (atomic_load(&es->stop_requested) && !es->stopped) {
+		es->stopped = true;
+		st_info("stopping");
+		lws_sul_cancel(&es->sul_dial);
+		lws_sul_cancel(&es->sul_certs);
+		if (es->wsi)
+			es_tunnel_close(es, -ECANCELED, "stopping");
+	}
+}
+
+static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                  size_t len)
+{
+	(void)user;
+	(void)in;
+	(void)len;
+	if (reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED) {
+		struct edgestream *es = lws_context_user(lws_get_context(wsi));
+		if (es)
+			handle_requests(es);
+	}
+	return 0;
+}
+
+static void lws_log_emit(int level, const char *line)
+{
+	size_t n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		n--;
+	st_log(level & LLL_ERR ? ST_LOG_ERROR : ST_LOG_WARN, NULL, 0, "lws: %.*s", (int)n, line);
+}
+
+/* Node name and IP from the tunnel certificate, unless configured. */
+static int identity(struct edgestream *es, char *err, size_t errlen)
+{
+	X509 *x;
+	int rc = certs_load(es->cfg.tunnel_cert, &x, err, errlen);
+	if (rc < 0)
+		return rc;
+	struct certs_identity id;
+	rc = certs_x509_identity(x, &id);
+	X509_free(x);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: identity unreadable", es->cfg.tunnel_cert);
+		return rc;
+	}
+	if (es->cfg.node_name && es->cfg.node_name[0]) {
+		snprintf(es->node, sizeof es->node, "%s", es->cfg.node_name);
+	} else {
+		enum certs_cn_mode mode = es->cfg.node_name_from == ES_NODE_NAME_FROM_CN
+		                                  ? CERTS_CN_PLAIN
+		                                  : CERTS_CN_NODE;
+		if (certs_node_name_from_cn(id.cn, mode, es->node, sizeof es->node) < 0) {
+			snprintf(err, errlen,
+			         "%s: CN \"%.80s\" does not name a node (%s); set --node-name or "
+			         "--node-name-from",
+			         es->cfg.tunnel_cert, id.cn,
+			         mode == CERTS_CN_NODE ? "system:node:<name> expected"
+			                               : "not a name");
+			return -EINVAL;
+		}
+	}
+	if (es->cfg.internal_ip && es->cfg.internal_ip[0])
+		snprintf(es->internal_ip, sizeof es->internal_ip, "%s", es->cfg.internal_ip);
+	else if (id.num_ips > 0)
+		snprintf(es->internal_ip, sizeof es->internal_ip, "%s", id.ips[0]);
+	return 0;
+}
+
+static int check_config(struct edgestream *es, char *err, size_t errlen)
+{
+	struct es_config *c = &es->cfg;
+	if (c->cloud_url == NULL || c->cloud_url[0] == '\0') {
+		snprintf(err, errlen,
+		         "cloud-url is required (wss://HOST:PORT/v1/kubeedge/connect)");
+		return -EINVAL;
+	}
+	if (es_parse_url(c->cloud_url, "wss", 443, es->cloud_host, sizeof es->cloud_host,
+	                 &es->cloud_port, es->cloud_path, sizeof es->cloud_path) < 0) {
+		snprintf(err, errlen, "cloud-url %.200s: expected wss://HOST[:PORT][/PATH]",
+		         c->cloud_url);
+		return -EINVAL;
+	}
+	snprintf(es->cloud_name, sizeof es->cloud_name, "%s",
+	         c->cloud_server_name && c->cloud_server_name[0] ? c->cloud_server_name
+	                                                         : es->cloud_host);
+	int rc = certs_check_pair(c->tunnel_cert, c->tunnel_key, err, errlen);
+	if (rc < 0 || (rc = certs_check_cert(c->tunnel_ca, err, errlen)) < 0)
+		return rc;
+	if ((rc = identity(es, err, errlen)) < 0)
+		return rc;
+	if (c->backoff_max_ms < c->backoff_initial_ms) {
+		snprintf(err, errlen, "backoff-max is below backoff-initial");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < c->local_ports.n; i++)
+		if ((rc = es_allow_add(&es->allow, c->local_ports.v[i], err, errlen)) < 0)
+			return -EINVAL;
+	if (c->kubelet_url && c->kubelet_url[0]) {
+		char path[256];
+		if (es_parse_url(c->kubelet_url, "https", 10250, es->kubelet_host,
+		                 sizeof es->kubelet_host, &es->kubelet_port, path,
+		                 sizeof path) < 0) {
+			snprintf(err, errlen, "kubelet-url %.200s: expected https://HOST[:PORT]",
+			         c->kubelet_url);
+			return -EINVAL;
+		}
+		snprintf(es->kubelet_name, sizeof es->kubelet_name, "%s",
+		         c->kubelet_server_name && c->kubelet_server_name[0]
+		                 ? c->kubelet_server_name
+		                 : es->kubelet_host);
+		bool v6 = strchr(es->kubelet_host, ':') != NULL;
+		snprintf(es->kubelet_host_header, sizeof es->kubelet_host_header, "%s%s%s:%d",
+		         v6 ? "[" : "", es->kubelet_host, v6 ? "]" : "", es->kubelet_port);
+		if ((c->kubelet_cert && c->kubelet_cert[0] &&
+		     (rc = certs_check_pair(c->kubelet_cert, c->kubelet_key, err, errlen)) < 0))
+			return rc;
+		es->kubelet_ctx = es_tls_client_ctx(c->kubelet_cert, c->kubelet_key, c->kubelet_ca,
+		                                    err, errlen);
+		if (es->kubelet_ctx == NULL)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int create_loop(struct edgestream *es, char *err, size_t errlen)
+{
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	info.user = es;
+	info.pt_serv_buf_size = 16384; /* 4 KiB halves relay speed (libwebsockets-notes §7) */
+	info.timeout_secs = (unsigned)((es->cfg.connect_timeout_ms + 999) / 1000);
+	es->ctx = lws_create_context(&info);
+	if (es->ctx == NULL) {
+		snprintf(err, errlen, "cannot create the event loop");
+		return -ENOMEM;
+	}
+	/* The client vhost: the tunnel first (protocols[0] gets the TLS callbacks), backends,
+	 * cross-thread wake-ups; per instance, so several can live in one process. */
+	struct lws_protocols *protos = es->protocols;
+	protos[0] = es_tunnel_protocol;
+	protos[1] = es_backend_protocol;
+	protos[2] = (struct lws_protocols){.name = "es-aux", .callback = cb_aux};
+	memset(&protos[3], 0, sizeof protos[3]);
+	memset(&info, 0, sizeof info);
+	info.vhost_name = "client";
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = protos;
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; /* else no TLS at all (notes §1) */
+	info.client_ssl_cert_filepath = es->cfg.tunnel_cert;
+	info.client_ssl_private_key_filepath = es->cfg.tunnel_key;
+	info.client_ssl_ca_filepath = es->cfg.tunnel_ca;
+	info.alpn = "http/1.1";
+	info.user = es;
+	es->vh_client = lws_create_vhost(es->ctx, &info);
+	if (es->vh_client == NULL) {
+		snprintf(err, errlen, "cannot set up the tunnel client (see the lws lines above)");
+		return -EINVAL;
+	}
+	if (es->cfg.admin_listen && es->cfg.admin_listen[0]) {
+		char host[64];
+		memset(&info, 0, sizeof info);
+		info.vhost_name = "admin";
+		info.protocols = st_admin_protocols;
+		info.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
+		info.listen_accept_role = "raw-skt";
+		info.listen_accept_protocol = st_admin_protocols[0].name;
+		info.user = &es->admin_ops;
+		if (st_loop_set_listen(&info, es->cfg.admin_listen, host, sizeof host) < 0) {
+			snprintf(err, errlen, "admin-listen %.100s: expected ADDR:PORT",
+			         es->cfg.admin_listen);
+			return -EINVAL;
+		}
+		es->vh_admin = lws_create_vhost(es->ctx, &info);
+		if (es->vh_admin == NULL) {
+			snprintf(err, errlen, "cannot listen on %.100s for the admin port",
+			         es->cfg.admin_listen);
+			return -EADDRNOTAVAIL;
+		}
+	}
+	return 0;
+}
+
+int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
+                   const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
+{
+	struct edgestream *es = calloc(1, sizeof *es);
+	if (es == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&es->stats_lock, NULL);
+	if (cb)
+		es->cb = *cb;
+	es->user = user;
+	es->admin_ops.render_metrics = render_metrics;
+	es->admin_ops.ready = ready;
+	es->admin_ops.user = es;
+	int rc = config_copy(&es->cfg, &cfg->c, err, errlen);
+	if (rc == 0)
+		rc = check_config(es, err, errlen);
+	if (rc == 0) {
+		es->tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES + 4096);
+		es->scratch = malloc(2 * 64 * 1024);
+		if (es->tx == NULL || es->scratch == NULL) {
+			snprintf(err, errlen, "out of memory");
+			rc = -ENOMEM;
+		}
+	}
+	if (rc == 0) {
+		lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
+		rc = create_loop(es, err, errlen);
+	}
+	if (rc < 0) {
+		edgestream_free(es);
+		return rc;
+	}
+	uint64_t seed = es_now_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)es;
+	FILE *ur = fopen("/dev/urandom", "re");
+	if (ur) {
+		if (fread(&seed, sizeof seed, 1, ur) != 1)
+			seed ^= (uint64_t)time(NULL);
+		fclose(ur);
+	}
+	es_backoff_init(&es->backoff, es->cfg.backoff_initial_ms, es->cfg.backoff_max_ms, seed);
+	es_tunnel_start_timers(es);
+	st_info("edgestream %s: node %s, cloud wss://%s:%d%s (verified as %s), kubelet %s, %zu "
+	        "local ports allowed, admin %s",
+	        EDGESTREAM_VERSION, es->node, es->cloud_host, es->cloud_port, es->cloud_path,
+	        es->cloud_name, es->kubelet_port ? es->cfg.kubelet_url : "off", es->allow.n,
+	        es->vh_admin ? es->cfg.admin_listen : "off");
+	es_publish_stats(es);
+	*out = es;
+	return 0;
+}
+
+static void on_service_timer(lws_sorted_usec_list_t *sul)
+{
+	(void)sul; /* firing is the point: the wait in lws_service ends */
+}
+
+int edgestream_service(struct edgestream *es, int timeout_ms)
+{
+	if (es->stopped && es->wsi == NULL)
+		return 1;
+	handle_requests(es);
+	/* lws 4.1 waits until its next timer or event; a timer bounds the wait for the host. */
+	if (timeout_ms > 0)
+		lws_sul_schedule(es->ctx, 0, &es->sul_service, on_service_timer,
+		                 (lws_usec_t)timeout_ms * LWS_US_PER_MS);
+	int rc = lws_service(es->ctx, timeout_ms == 0 ? -1 : 0);
+	lws_sul_cancel(&es->sul_service);
+	if (rc < 0)
+		return 1;
+	return es->stopped && es->wsi == NULL ? 1 : 0;
+}
+
+int edgestream_run(struct edgestream *es)
+{
+	while (edgestream_service(es, -1) == 0)
+		;
+	return 0;
+}
+
+static void *thread_main(void *arg)
+{
+	edgestream_run(arg);
+	return NULL;
+}
+
+int edgestream_start(struct edgestream *es)
+{
+	if (es->thread_started)
+		return -EALREADY;
+	int rc = pthread_create(&es->thread, NULL, thread_main, es);
+	if (rc != 0)
+		return -rc;
+	es->thread_started = true;
+	return 0;
+}
+
+void edgestream_stop(struct edgestream *es)
+{
+	atomic_store(&es->stop_requested, true);
+	if (es->ctx)
+		lws_cancel_service(es->ctx);
+}
+
+void edgestream_reload(struct edgestream *es)
+{
+	atomic_store(&es->reload_requested, true);
+	if (es->ctx)
+		lws_cancel_service(es->ctx);
+}
+
+void edgestream_free(struct edgestream *es)
+{
+	if (es == NULL)
+		return;
+	if (es->thread_started) {
+		edgestream_stop(es);
+		pthread_join(es->thread, NULL);
+	}
+	es->stopped = true;
+	if (es->ctx) {
+		lws_sul_cancel(&es->sul_dial);
+		lws_sul_cancel(&es->sul_certs);
+		lws_sul_cancel(&es->sul_ping);
+		lws_sul_cancel(&es->sul_stable);
+		lws_sul_cancel(&es->sul_service);
+		lws_context_destroy(es->ctx); /* closes the tunnel and every backend */
+	}
+	while (es->streams)
+		es_stream_tunnel_gone(es->streams);
+	st_session_free(es->sess);
+	free(es->rx);
+	if (es->kubelet_ctx)
+		SSL_CTX_free(es->kubelet_ctx);
+	free(es->tx);
+	free(es->scratch);
+	st_config_cleanup(&es_config_spec, &es->cfg);
+	pthread_mutex_destroy(&es->stats_lock);
+	free(es);
+}

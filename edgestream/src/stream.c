@@ -1,0 +1,605 @@
+/*
+ * edgestream/src/stream.c — one cloud request served by a backend (lws glue).
+ *
+ * The cloud opens a stream with a connect message; route.h picks the backend (the kubelet or an
+ * allow-listed local port) or refuses it with a reason, and nothing is dialled for a refusal.
+ * The backend leg is a plain lws raw client socket; for the kubelet, TLS runs over memory BIOs
+ * (tls.h) because lws 4.1.6 cannot do raw TLS client connections. Bytes then flow both ways:
+ *
+ *   cloud DATA → to_backend queue → backend socket; with flow control the credit goes back to
+ *   the cloud only once the bytes reached the socket, so a slow backend holds up only its own
+ *   stream. Toward a base-protocol cloud (no credit) a full queue pauses the whole tunnel.
+ *
+ *   backend bytes → the session's per-stream queue; what it cannot take waits in to_cloud and
+ *   the backend socket is paused until the session drains (on_writable).
+ *
+ * Every connect gets an answer: the backend's, or an error (ERROR with a code and a reason when
+ * negotiated; for a base-protocol cloud an HTTP error response on upgrades, REMOVE otherwise).
+ * Loop thread only.
+ */
+#include "es.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <stream/err.h>
+#include <stream/ext.h>
+#include <stream/frame.h>
+#include <stream/log.h>
+#include <stream/status.h>
+
+#define RELAY_WRITE_MAX (64u * 1024u)
+#define BASE_QUEUE_HIGH (1024u * 1024u) /* base protocol: pause the tunnel above this */
+#define BASE_QUEUE_LOW  (256u * 1024u)
+#define BASE_QUEUE_CAP  (8u * 1024u * 1024u)
+#define TO_CLOUD_HIGH   (64u * 1024u)
+#define TO_CLOUD_LOW    (16u * 1024u)
+#define TO_CLOUD_CAP    (256u * 1024u)
+
+static bool is_upgrade_type(uint64_t type)
+{
+	return type == ST_MSG_EXEC_CONNECT || type == ST_MSG_ATTACH_CONNECT;
+}
+
+static const char *backend_name(const struct es_stream *st, char *buf, size_t cap)
+{
+	if (st->target.kind == ES_TARGET_KUBELET)
+		snprintf(buf, cap, "kubelet %.100s:%d", st->es->kubelet_host, st->es->kubelet_port);
+	else
+		snprintf(buf, cap, "local port %s (127.0.0.1:%u)", st->target.local_name,
+		         st->target.port);
+	return buf;
+}
+
+/* ---- teardown -------------------------------------------------------------------------- */
+
+static void unblock_tunnel(struct es_stream *st)
+{
+	if (!st->blocking)
+		return;
+	st->blocking = false;
+	st->es->blocking_streams--;
+	es_tunnel_update_rx(st->es);
+}
+
+static void stream_free(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		es->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	if (es->sess && st_session_stream_user(es->sess, st->id) == st)
+		st_session_set_stream_user(es->sess, st->id, NULL);
+	unblock_tunnel(st);
+	lws_sul_cancel(&st->sul_timeout);
+	if (st->wsi) {
+		lws_set_opaque_user_data(st->wsi, NULL);
+		lws_set_timeout(st->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		st->wsi = NULL;
+	}
+	if (st->use_tls)
+		es_tls_free(&st->tls);
+	st_buf_cleanup(&st->to_backend);
+	st_buf_cleanup(&st->to_cloud);
+	es_body_only_cleanup(&st->bo);
+	es->m.streams_open--;
+	free(st);
+	es_publish_stats(es);
+}
+
+/* The stream ends from our side: the queued bytes go first, then REMOVE. */
+static void stream_finish(struct es_stream *st)
+{
+	if (st->es->sess)
+		st_session_close(st->es->sess, st->id, 0, NULL);
+	es_tunnel_kick(st->es);
+	stream_free(st);
+}
+
+/*
+ * Fails a stream before (or instead of) the backend's answer. With ERROR negotiated the cloud
+ * gets @code and @reason; a base-protocol cloud gets an HTTP error response on upgrades (what
+ * kubectl shows) and a bare REMOVE otherwise (a KubeEdge cloud has no way to carry more).
+ */
+static void stream_fail(struct es_stream *st, uint64_t code, const char *reason)
+{
+	struct edgestream *es = st->es;
+	st_warn_ns(es->node, st->id, "%s %s", st_msg_type_name(st->type), reason);
+	if (st->answered || es->sess == NULL) {
+		stream_finish(st);
+		return;
+	}
+	if (es->caps & ST_CAP_ERROR) {
+		st_session_close(es->sess, st->id, code, reason);
+		es_tunnel_kick(es);
+		stream_free(st);
+		return;
+	}
+	if (is_upgrade_type(st->type) || (es->caps & ST_CAP_RAW_RESPONSE)) {
+		char resp[ST_MAX_STATUS_JSON_BYTES + 512];
+		ssize_t n = st_http_error_response(resp, sizeof resp,
+		                                   st_ext_error_http_status(code), reason);
+		if (n > 0)
+			st_session_write(es->sess, st->id, (const uint8_t *)resp, (size_t)n);
+	}
+	stream_finish(st);
+}
+
+/* ---- toward the cloud ------------------------------------------------------------------ */
+
+/* Moves what the session can take from to_cloud; ends the stream once the backend is done. */
+static void flush_to_cloud(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	while (st_buf_len(&st->to_cloud) > 0 && es->sess) {
+		const uint8_t *p;
+		size_t n = st_buf_peek(&st->to_cloud, &p);
+		ssize_t w = st_session_write(es->sess, st->id, p, n);
+		if (w < 0) {
+			stream_free(st); /* the session forgot the stream: nothing more to say */
+			return;
+		}
+		st_buf_consume(&st->to_cloud, (size_t)w);
+		es->m.bytes_to_cloud += (uint64_t)w;
+		if ((size_t)w < n)
+			break;
+	}
+	es_tunnel_kick(es);
+	if (st->backend_paused && st_buf_below_low(&st->to_cloud) && st->wsi) {
+		st->backend_paused = false;
+		lws_rx_flow_control(st->wsi, 1);
+	}
+	if (st->state == ES_STREAM_BACKEND_DONE && st_buf_len(&st->to_cloud) == 0)
+		stream_finish(st);
+}
+
+/* Backend bytes for the cloud. Returns 0, or -1 when the stream is gone. */
+static int to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
+{
+	struct edgestream *es = st->es;
+	if (n == 0)
+		return 0;
+	st->answered = true;
+	size_t w = 0;
+	if (st_buf_len(&st->to_cloud) == 0 && es->sess) {
+		ssize_t r = st_session_write(es->sess, st->id, p, n);
+		if (r < 0) {
+			stream_free(st);
+			return -1;
+		}
+		w = (size_t)r;
+		es->m.bytes_to_cloud += w;
+	}
+	if (w < n && st_buf_append(&st->to_cloud, p + w, n - w) < 0) {
+		stream_fail(st, ST_EXT_ERR_LIMIT, "backend output over the stream queue limit");
+		return -1;
+	}
+	if (st_buf_above_high(&st->to_cloud) && !st->backend_paused && st->wsi) {
+		st->backend_paused = true;
+		lws_rx_flow_control(st->wsi, 0);
+	}
+	es_tunnel_kick(es);
+	return 0;
+}
+
+/* Plaintext from the backend: the body only for a base-protocol LOGS/METRIC, else as is. */
+static int from_backend(struct es_stream *st, const uint8_t *p, size_t n)
+{
+	if (!st->body_only)
+		return to_cloud(st, p, n);
+	uint8_t *body = st->es->scratch + RELAY_WRITE_MAX;
+	while (n > 0 && !st->bo.done) {
+		size_t piece = n > RELAY_WRITE_MAX ? RELAY_WRITE_MAX : n;
+		ssize_t b = es_body_only_feed(&st->bo, p, piece, body, RELAY_WRITE_MAX);
+		if (b < 0) {
+			char why[128];
+			snprintf(why, sizeof why, "malformed response from the backend: %s",
+			         st_strerror((int)b));
+			stream_fail(st, ST_EXT_ERR_PROTOCOL, why);
+			return -1;
+		}
+		if (b > 0 && to_cloud(st, body, (size_t)b) < 0)
+			return -1;
+		p += piece;
+		n -= piece;
+	}
+	return 0;
+}
+
+static void backend_done(struct es_stream *st)
+{
+	st_dbg_ns(st->es->node, st->id,
+	          "backend finished after %llu ms (%s, %zu bytes still queued)",
+	          (unsigned long long)(es_now_ms() - st->started_ms),
+	          st->answered ? "answered" : "no answer", st_buf_len(&st->to_cloud));
+	st->state = ES_STREAM_BACKEND_DONE;
+	lws_sul_cancel(&st->sul_timeout);
+	flush_to_cloud(st); /* ends the stream once everything went out */
+}
+
+/* ---- timeouts -------------------------------------------------------------------------- */
+
+static void on_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct es_stream *st = lws_container_of(sul, struct es_stream, sul_timeout);
+	char name[160], why[256];
+	backend_name(st, name, sizeof name);
+	snprintf(why, sizeof why, "%.150s: %s timed out", name,
+	         st->state == ES_STREAM_DIALING ? "connect" : "TLS handshake");
+	st->es->m.backend_failures++;
+	stream_fail(st, ST_EXT_ERR_TIMEOUT, why);
+}
+
+static void arm_timeout(struct es_stream *st, uint64_t ms)
+{
+	lws_sul_schedule(st->es->ctx, 0, &st->sul_timeout, on_timeout,
+	                 (lws_usec_t)ms * LWS_US_PER_MS);
+}
+
+/* ---- opening --------------------------------------------------------------------------- */
+
+static int dial(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	struct lws_client_connect_info i;
+	memset(&i, 0, sizeof i);
+	i.context = es->ctx;
+	i.vhost = es->vh_client;
+	if (st->target.kind == ES_TARGET_KUBELET) {
+		i.address = es->kubelet_host;
+		i.port = es->kubelet_port;
+	} else {
+		i.address = "127.0.0.1";
+		i.port = st->target.port;
+	}
+	i.host = i.address;
+	i.method = "RAW";
+	i.local_protocol_name = es_backend_protocol.name;
+	i.opaque_user_data = st;
+	i.pwsi = &st->wsi;
+	arm_timeout(st, es->cfg.backend_dial_timeout_ms);
+	if (lws_client_connect_via_info(&i) == NULL) {
+		/* lws may already have reported the failure through CONNECTION_ERROR, which
+		 * found no stream (opaque data cleared below) or failed it already. */
+		st->wsi = NULL;
+		return -ECONNREFUSED;
+	}
+	return 0;
+}
+
+int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint8_t *payload,
+                   size_t len)
+{
+	struct es_stream *st = calloc(1, sizeof *st);
+	if (st == NULL)
+		return -ENOMEM;
+	st->es = es;
+	st->id = id;
+	st->type = type;
+	st->started_ms = es_now_ms();
+	st_buf_init(&st->to_cloud, TO_CLOUD_CAP);
+	st_buf_set_watermarks(&st->to_cloud, TO_CLOUD_HIGH, TO_CLOUD_LOW);
+	/* With credit the cloud never sends more than the window; without, bound it hard. */
+	bool flow = es->caps & ST_CAP_FLOW;
+	st_buf_init(&st->to_backend,
+	            flow ? (size_t)es->cfg.stream_window_bytes + ST_MAX_HTTP_HEAD_BYTES
+	                 : BASE_QUEUE_CAP);
+	if (!flow)
+		st_buf_set_watermarks(&st->to_backend, BASE_QUEUE_HIGH, BASE_QUEUE_LOW);
+	es_body_only_init(&st->bo);
+	st->next = es->streams;
+	if (es->streams)
+		es->streams->prev = st;
+	es->streams = st;
+	es->m.streams_open++;
+	es->m.streams_total++;
+	st_session_set_stream_user(es->sess, id, st);
+
+	struct st_connect_req req = {0};
+	if (type == ST_MSG_TCP_CONNECT) {
+		struct st_ext_tcp_connect tc;
+		if (st_ext_tcp_connect_decode(payload, len, &tc) < 0) {
+			es->m.streams_refused++;
+			stream_fail(st, ST_EXT_ERR_BAD_REQUEST, "malformed TCP_CONNECT");
+			return 0;
+		}
+		es_route_tcp(&es->allow, tc.port, tc.target, tc.target_len, &st->target);
+	} else {
+		int rc = st_connect_req_decode(payload, len, &req);
+		if (rc < 0) {
+			char why[128];
+			snprintf(why, sizeof why, "malformed connect request: %s", st_strerror(rc));
+			es->m.streams_refused++;
+			stream_fail(st, ST_EXT_ERR_BAD_REQUEST, why);
+			return 0;
+		}
+		es_route_request(&es->allow, es->kubelet_port > 0, req.path, strlen(req.path),
+		                 &st->target);
+	}
+	if (st->target.kind == ES_TARGET_REFUSE) {
+		es->m.streams_refused++;
+		char why[256];
+		snprintf(why, sizeof why, "refused: %.200s", st->target.reason);
+		st_connect_req_cleanup(&req);
+		stream_fail(st, st->target.refuse_code, why);
+		return 0;
+	}
+	if (type != ST_MSG_TCP_CONNECT) {
+		char head[ST_MAX_HTTP_HEAD_BYTES];
+		char local_host[32];
+		const char *host_header = es->kubelet_host_header;
+		if (st->target.kind == ES_TARGET_LOCAL_PORT) {
+			snprintf(local_host, sizeof local_host, "127.0.0.1:%u", st->target.port);
+			host_header = local_host;
+		}
+		/* The path is a view into req: copy it before req goes. */
+		char path[ST_MAX_CONNECT_STRINGS_BYTES];
+		size_t plen = st->target.path_len < sizeof path ? st->target.path_len : 0;
+		memcpy(path, st->target.path, plen);
+		bool upgrade = false;
+		ssize_t n =
+		        es_request_head(head, sizeof head, &req, path, plen, host_header, &upgrade);
+		st_connect_req_cleanup(&req);
+		st->target.path = NULL;
+		if (n < 0 || plen == 0) {
+			es->m.streams_refused++;
+			stream_fail(st, ST_EXT_ERR_BAD_REQUEST,
+			            n == -EMSGSIZE ? "request head too large for the backend"
+			                           : "request cannot be sent as HTTP/1.1");
+			return 0;
+		}
+		st_buf_append(&st->to_backend, head, (size_t)n);
+		st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE) && !upgrade &&
+		                (type == ST_MSG_LOGS_CONNECT || type == ST_MSG_METRIC_CONNECT);
+	}
+	st->use_tls = st->target.kind == ES_TARGET_KUBELET;
+	char name[160];
+	st_dbg_ns(es->node, id, "%s → %s", st_msg_type_name(type),
+	          backend_name(st, name, sizeof name));
+	if (dial(st) < 0 && st_session_stream_user(es->sess, id) == st) {
+		char why[256];
+		snprintf(why, sizeof why, "%.150s unreachable",
+		         backend_name(st, name, sizeof name));
+		es->m.backend_failures++;
+		stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+	}
+	return 0;
+}
+
+/* ---- from the cloud -------------------------------------------------------------------- */
+
+int es_stream_on_data(struct es_stream *st, const uint8_t *p, size_t len)
+{
+	struct edgestream *es = st->es;
+	es->m.bytes_from_cloud += len;
+	if (st_buf_append(&st->to_backend, p, len) < 0) {
+		st_warn_ns(es->node, st->id, "the cloud sent more than the stream queue holds");
+		return -EMSGSIZE; /* the session resets the stream */
+	}
+	st->uncredited += len;
+	if (!(es->caps & ST_CAP_FLOW) && st_buf_above_high(&st->to_backend) && !st->blocking) {
+		st->blocking = true;
+		es->blocking_streams++;
+		es_tunnel_update_rx(es);
+	}
+	if (st->wsi && st->state != ES_STREAM_DIALING)
+		lws_callback_on_writable(st->wsi);
+	return 0;
+}
+
+void es_stream_on_half_close(struct es_stream *st)
+{
+	/* Only a raw TCP stream passes the end of the cloud's bytes on as a TCP half-close. For
+	 * HTTP it only means "the request is complete": an HTTP server that sees EOF after the
+	 * request drops the answer (Go's cancels the request context, Python's loses the
+	 * connection), so the backend connection stays open both ways. */
+	if (st->type != ST_MSG_TCP_CONNECT)
+		return;
+	st->cloud_half_closed = true;
+	if (st->wsi && st->state != ES_STREAM_DIALING)
+		lws_callback_on_writable(st->wsi);
+}
+
+void es_stream_on_cloud_close(struct es_stream *st, uint64_t code, const char *reason,
+                              size_t reason_len)
+{
+	if (code)
+		st_dbg_ns(st->es->node, st->id, "the cloud ended the stream: %s %.*s",
+		          st_ext_error_name(code), (int)reason_len, reason);
+	stream_free(st);
+}
+
+void es_stream_on_writable(struct es_stream *st)
+{
+	flush_to_cloud(st);
+}
+
+void es_stream_tunnel_gone(struct es_stream *st)
+{
+	stream_free(st);
+}
+
+/* ---- the backend socket ---------------------------------------------------------------- */
+
+/* One lws_write of whatever is due: TLS records, or plaintext. Returns 0 or -1 (close). */
+static int backend_writeable(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	uint8_t *out = es->tx + LWS_PRE;
+	size_t n = 0;
+	size_t took = 0;
+	if (st->state == ES_STREAM_RELAYING || st->state == ES_STREAM_BACKEND_DONE ||
+	    !st->use_tls) {
+		const uint8_t *p;
+		took = st_buf_peek(&st->to_backend, &p);
+		if (took > RELAY_WRITE_MAX)
+			took = RELAY_WRITE_MAX;
+		if (took && st->use_tls) {
+			if (es_tls_write(&st->tls, p, took) < 0) {
+				stream_fail(st, ST_EXT_ERR_UNREACHABLE, st->tls.error);
+				return -1;
+			}
+		} else if (took) {
+			memcpy(out, p, took);
+			n = took;
+		}
+	}
+	if (st->use_tls)
+		n = es_tls_take(&st->tls, out, ST_MAX_MESSAGE_BYTES);
+	if (took) {
+		st_buf_consume(&st->to_backend, took);
+		/* The request head is at the front of the queue and the cloud's bytes behind it,
+		 * so what is still queued of the cloud's is min(uncredited, queue length); the
+		 * rest reached the socket and its credit goes back. */
+		size_t queued = st_buf_len(&st->to_backend);
+		if (st->uncredited > queued) {
+			st_session_consumed(es->sess, st->id, st->uncredited - queued);
+			st->uncredited = queued;
+			es_tunnel_kick(es);
+		}
+		if (st->blocking && st_buf_below_low(&st->to_backend))
+			unblock_tunnel(st);
+	}
+	if (n > 0 && lws_write(st->wsi, out, n, LWS_WRITE_RAW) < 0)
+		return -1;
+	if (st_buf_len(&st->to_backend) > 0 || (st->use_tls && es_tls_pending(&st->tls) > 0)) {
+		lws_callback_on_writable(st->wsi);
+	} else if (st->cloud_half_closed && !st->shut_wr_sent && st->state == ES_STREAM_RELAYING) {
+		/* The cloud sent its last byte: half-close toward the backend too. */
+		st->shut_wr_sent = true;
+		if (st->use_tls) {
+			es_tls_close_notify(&st->tls);
+			lws_callback_on_writable(st->wsi); /* the alert goes out, then SHUT_WR */
+		} else {
+			shutdown(lws_get_socket_fd(st->wsi), SHUT_WR);
+		}
+	} else if (st->shut_wr_sent && st->use_tls) {
+		shutdown(lws_get_socket_fd(st->wsi), SHUT_WR);
+	}
+	return 0;
+}
+
+static int backend_rx_tls(struct es_stream *st, const uint8_t *in, size_t len)
+{
+	if (es_tls_feed(&st->tls, in, len) < 0) {
+		stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	if (st->state == ES_STREAM_HANDSHAKE) {
+		int hs = es_tls_handshake(&st->tls);
+		if (hs < 0) {
+			char name[160], why[400];
+			snprintf(why, sizeof why, "%.150s: %.200s",
+			         backend_name(st, name, sizeof name), st->tls.error);
+			st->es->m.backend_failures++;
+			stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+			return -1;
+		}
+		lws_callback_on_writable(st->wsi);
+		if (hs == 0)
+			return 0;
+		st->state = ES_STREAM_RELAYING;
+		lws_sul_cancel(&st->sul_timeout);
+	}
+	for (;;) {
+		ssize_t n = es_tls_read(&st->tls, st->es->scratch, RELAY_WRITE_MAX);
+		if (n == 0)
+			break;
+		if (n == -EPIPE) { /* close_notify: the backend finished */
+			st_dbg_ns(st->es->node, st->id, "close_notify from the backend");
+			backend_done(st);
+			return -1;
+		}
+		if (n < 0) {
+			st_warn_ns(st->es->node, st->id, "backend: %s", st->tls.error);
+			backend_done(st);
+			return -1;
+		}
+		if (from_backend(st, st->es->scratch, (size_t)n) < 0)
+			return -1;
+	}
+	if (es_tls_pending(&st->tls) > 0)
+		lws_callback_on_writable(st->wsi);
+	return 0;
+}
+
+static int cb_backend(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                      size_t len)
+{
+	(void)user;
+	struct es_stream *st = lws_get_opaque_user_data(wsi);
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+		if (st == NULL)
+			return 0;
+		st->wsi = NULL;
+		char name[160], why[400];
+		snprintf(why, sizeof why, "%.150s unreachable: %.200s",
+		         backend_name(st, name, sizeof name),
+		         in ? (const char *)in : "connection failed");
+		st->es->m.backend_failures++;
+		stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+		return 0;
+	}
+	case LWS_CALLBACK_RAW_CONNECTED:
+		if (st == NULL)
+			return -1;
+		st->wsi = wsi;
+		if (st->use_tls) {
+			st->state = ES_STREAM_HANDSHAKE;
+			if (es_tls_start(&st->tls, st->es->kubelet_ctx, st->es->kubelet_name) < 0) {
+				st->use_tls = false;
+				stream_fail(st, ST_EXT_ERR_INTERNAL, "cannot start TLS");
+				return -1;
+			}
+			arm_timeout(st, st->es->cfg.backend_handshake_timeout_ms);
+			es_tls_handshake(&st->tls); /* produces the ClientHello */
+		} else {
+			st->state = ES_STREAM_RELAYING;
+			lws_sul_cancel(&st->sul_timeout);
+		}
+		lws_callback_on_writable(wsi);
+		return 0;
+	case LWS_CALLBACK_RAW_RX:
+		if (st == NULL)
+			return -1;
+		if (st->use_tls)
+			return backend_rx_tls(st, in, len);
+		return from_backend(st, in, len) < 0 ? -1 : 0;
+	case LWS_CALLBACK_RAW_WRITEABLE:
+		if (st == NULL)
+			return -1;
+		return backend_writeable(st);
+	case LWS_CALLBACK_RAW_CLOSE:
+		if (st == NULL)
+			return 0;
+		st->wsi = NULL;
+		if (st->state == ES_STREAM_DIALING || st->state == ES_STREAM_HANDSHAKE) {
+			char name[160], why[300];
+			snprintf(why, sizeof why, "%.150s closed the connection during the %s",
+			         backend_name(st, name, sizeof name),
+			         st->state == ES_STREAM_DIALING ? "connect" : "TLS handshake");
+			st->es->m.backend_failures++;
+			stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+		} else if (st->state != ES_STREAM_BACKEND_DONE) {
+			st_dbg_ns(st->es->node, st->id, "backend connection closed");
+			backend_done(st);
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+const struct lws_protocols es_backend_protocol = {
+        .name = "es-backend",
+        .callback = cb_backend,
+        .rx_buffer_size = 16384,
+        .tx_packet_size = 65536,
+};

@@ -1,0 +1,172 @@
+/*
+ * edgestream/src/tls.c — TLS client over memory BIOs (tls.h).
+ */
+#include "tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+static void openssl_reason(char *out, size_t cap, const char *what)
+{
+	unsigned long e = ERR_get_error();
+	char buf[200] = "";
+	if (e)
+		ERR_error_string_n(e, buf, sizeof buf);
+	ERR_clear_error();
+	snprintf(out, cap, "%s%s%s", what, buf[0] ? ": " : "", buf);
+}
+
+SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, char *err,
+                           size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	if (ctx == NULL) {
+		openssl_reason(err, errlen, "SSL_CTX_new");
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (ca && ca[0] ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
+	                : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		char what[300];
+		snprintf(what, sizeof what, "cannot load CA %s", ca && ca[0] ? ca : "(system)");
+		openssl_reason(err, errlen, what);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (cert && cert[0]) {
+		if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+		    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+		    SSL_CTX_check_private_key(ctx) != 1) {
+			char what[600];
+			snprintf(what, sizeof what, "cannot load client certificate %s / key %s",
+			         cert, key ? key : "(none)");
+			openssl_reason(err, errlen, what);
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
+	}
+	return ctx;
+}
+
+int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host)
+{
+	memset(t, 0, sizeof *t);
+	t->ssl = SSL_new(ctx);
+	t->rbio = BIO_new(BIO_s_mem());
+	t->wbio = BIO_new(BIO_s_mem());
+	if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
+		SSL_free(t->ssl);
+		BIO_free(t->rbio);
+		BIO_free(t->wbio);
+		memset(t, 0, sizeof *t);
+		return -ENOMEM;
+	}
+	BIO_set_mem_eof_return(t->rbio, -1); /* empty means "wait", not EOF */
+	SSL_set_bio(t->ssl, t->rbio, t->wbio);
+	SSL_set_connect_state(t->ssl);
+	unsigned char ip[16];
+	bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+	X509_VERIFY_PARAM *param = SSL_get0_param(t->ssl);
+	if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host) != 1
+	          : (SSL_set1_host(t->ssl, host) != 1 ||
+	             SSL_set_tlsext_host_name(t->ssl, host) != 1)) {
+		es_tls_free(t);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void es_tls_free(struct es_tls *t)
+{
+	SSL_free(t->ssl); /* frees both BIOs */
+	t->ssl = NULL;
+	t->rbio = t->wbio = NULL;
+}
+
+int es_tls_feed(struct es_tls *t, const uint8_t *p, size_t len)
+{
+	if (len && BIO_write(t->rbio, p, (int)len) != (int)len)
+		return -ENOMEM;
+	return 0;
+}
+
+int es_tls_handshake(struct es_tls *t)
+{
+	if (t->handshake_done)
+		return 1;
+	int r = SSL_do_handshake(t->ssl);
+	if (r == 1) {
+		t->handshake_done = true;
+		return 1;
+	}
+	int e = SSL_get_error(t->ssl, r);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return 0;
+	long v = SSL_get_verify_result(t->ssl);
+	if (v != X509_V_OK) {
+		ERR_clear_error();
+		snprintf(t->error, sizeof t->error, "certificate verify failed: %s",
+		         X509_verify_cert_error_string(v));
+	} else {
+		openssl_reason(t->error, sizeof t->error, "TLS handshake failed");
+	}
+	return -EPROTO;
+}
+
+ssize_t es_tls_read(struct es_tls *t, uint8_t *out, size_t cap)
+{
+	int r = SSL_read(t->ssl, out, cap > 1u << 30 ? 1 << 30 : (int)cap);
+	if (r > 0)
+		return r;
+	int e = SSL_get_error(t->ssl, r);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return 0;
+	if (e == SSL_ERROR_ZERO_RETURN)
+		return -EPIPE;
+	openssl_reason(t->error, sizeof t->error, "TLS read failed");
+	return -EPROTO;
+}
+
+int es_tls_write(struct es_tls *t, const uint8_t *p, size_t len)
+{
+	while (len > 0) {
+		int chunk = len > 1u << 20 ? 1 << 20 : (int)len;
+		int r = SSL_write(t->ssl, p, chunk);
+		if (r <= 0) {
+			openssl_reason(t->error, sizeof t->error, "TLS write failed");
+			return -EPROTO;
+		}
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+void es_tls_close_notify(struct es_tls *t)
+{
+	SSL_shutdown(t->ssl);
+	ERR_clear_error();
+}
+
+size_t es_tls_pending(const struct es_tls *t)
+{
+	return t->wbio ? BIO_ctrl_pending(t->wbio) : 0;
+}
+
+size_t es_tls_take(struct es_tls *t, uint8_t *out, size_t cap)
+{
+	size_t n = es_tls_pending(t);
+	if (n > cap)
+		n = cap;
+	if (n == 0)
+		return 0;
+	int r = BIO_read(t->wbio, out, (int)n);
+	return r > 0 ? (size_t)r : 0;
+}

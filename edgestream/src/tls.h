@@ -1,0 +1,62 @@
+/*
+ * edgestream/src/tls.h — a TLS client over memory BIOs, for backend connections.
+ *
+ * libwebsockets 4.1.6 cannot make raw TLS client connections (libwebsockets-notes §7), so the
+ * backend leg is a plain lws raw socket and OpenSSL runs here over two memory BIOs: ciphertext
+ * read from the socket goes in with es_tls_feed(), ciphertext to send comes out with
+ * es_tls_take(); plaintext goes through es_tls_read()/es_tls_write(). No sockets, no clock:
+ * unit-tested against an in-memory server.
+ */
+#ifndef EDGESTREAM_TLS_H
+#define EDGESTREAM_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <openssl/ssl.h>
+
+struct es_tls {
+	SSL *ssl;
+	BIO *rbio, *wbio; /* owned by ssl */
+	bool handshake_done;
+	char error[256]; /* why the last call failed */
+};
+
+/*
+ * es_tls_client_ctx() - an SSL_CTX that presents @cert/@key (both NULL: none) and verifies the
+ * peer against @ca (NULL: the system store). NULL on failure with the reason in @err.
+ */
+SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, char *err,
+                           size_t errlen);
+
+/* es_tls_start() - a client session checking the peer's name @host (a DNS name or an IP
+ * literal) and sending it as SNI (DNS names only). 0, -ENOMEM or -EINVAL. */
+int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host);
+void es_tls_free(struct es_tls *t);
+
+/* es_tls_feed() - ciphertext received. 0 or -ENOMEM. */
+int es_tls_feed(struct es_tls *t, const uint8_t *p, size_t len);
+
+/* es_tls_handshake() - advance the handshake: 1 done, 0 needs more input, -EPROTO failed
+ * (t->error says why, e.g. the certificate verification result). */
+int es_tls_handshake(struct es_tls *t);
+
+/* es_tls_read() - plaintext: bytes read, 0 when more input is needed, -EPIPE when the peer
+ * closed the TLS session (close_notify), -EPROTO on errors. */
+ssize_t es_tls_read(struct es_tls *t, uint8_t *out, size_t cap);
+
+/* es_tls_write() - encrypt @len plaintext bytes (all of them). 0 or -EPROTO. */
+int es_tls_write(struct es_tls *t, const uint8_t *p, size_t len);
+
+/* es_tls_close_notify() - queue a close_notify alert (our half-close). */
+void es_tls_close_notify(struct es_tls *t);
+
+/* es_tls_pending() - ciphertext bytes waiting to be sent. */
+size_t es_tls_pending(const struct es_tls *t);
+
+/* es_tls_take() - move up to @cap ciphertext bytes into @out; returns how many. */
+size_t es_tls_take(struct es_tls *t, uint8_t *out, size_t cap);
+
+#endif /* EDGESTREAM_TLS_H */
