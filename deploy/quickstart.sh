@@ -4,12 +4,11 @@
 #
 #   curl (as kube-apiserver, with its kubelet client certificate)
 #     -> cloudstream :stream port (TLS, client certificate required)
-#     -> tunnel (wss + mTLS) -> a KubeEdge-protocol edge node (test/integration/peers)
-#     -> a TLS kubelet stand-in
+#     -> tunnel (wss + mTLS) -> edgestream (the edge daemon, cloud certificate verified)
+#     -> a TLS kubelet stand-in (test/integration/peers), and an allow-listed local HTTP port
 #
-# edgestream (our edge daemon) and the CRI backend are the next issues; until they land, the edge
-# here is the test edge that speaks exactly KubeEdge's protocol, which also shows cloudstream
-# serving an unmodified KubeEdge edge. Everything started is stopped by PID at the end.
+# The CRI backend (containerd behind the edge) is the next issue. Everything started is stopped
+# by PID at the end.
 #
 # Environment: QS_DIR (default /tmp/cloudstream-quickstart) holds everything it makes.
 set -euo pipefail
@@ -70,15 +69,32 @@ TUNNEL=$(sed -n 's/^tunnel=//p' "$R/cloudstream.ready")
 STREAM=$(sed -n 's/^stream=//p' "$R/cloudstream.ready")
 ADMIN=$(sed -n 's/^admin=//p' "$R/cloudstream.ready")
 
-$PY "$PEERS/kubeedge_edge.py" --cloud "wss://127.0.0.1:$TUNNEL/v1/kubeedge/connect" \
-	--cert "$PKI/node-edge-1.crt" --key "$PKI/node-edge-1.key" --ca "$PKI/tunnel-ca.crt" \
-	--node-name edge-1 --backend "https://127.0.0.1:$(cat "$R/kubelet.ready")" \
-	--backend-cert "$PKI/edgestream-kubelet-client.crt" \
-	--backend-key "$PKI/edgestream-kubelet-client.key" --backend-ca "$PKI/kubelet-ca.crt" \
+# A local "node-exporter" on a free port, reachable only because it is on the allow-list.
+$PY -c 'import http.server, socketserver, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = b"node_exporter_build_info{version=\"quickstart\"} 1\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + ".tmp", "w").write(str(s.server_port)); __import__("os").rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()' "$R/exporter.ready" 2>"$R/exporter.log" &
+pids+=($!)
+wait_file "$R/exporter.ready" "the local exporter" "$R/exporter.log"
+
+"$BUILD/edgestream/edgestream" --cloud-url "wss://127.0.0.1:$TUNNEL/v1/kubeedge/connect" \
+	--cloud-server-name localhost --tunnel-cert "$PKI/node-edge-1.crt" \
+	--tunnel-key "$PKI/node-edge-1.key" --tunnel-ca "$PKI/tunnel-ca.crt" \
+	--kubelet-url "https://127.0.0.1:$(cat "$R/kubelet.ready")" \
+	--kubelet-cert "$PKI/edgestream-kubelet-client.crt" \
+	--kubelet-key "$PKI/edgestream-kubelet-client.key" --kubelet-ca "$PKI/kubelet-ca.crt" \
+	--local-port "node-exporter=$(cat "$R/exporter.ready")" --admin-listen 127.0.0.1:0 \
 	--ready-file "$R/edge.ready" 2>"$R/edge.log" &
 pids+=($!)
-wait_file "$R/edge.ready" "the edge" "$R/edge.log"
-echo "quickstart: cloudstream up (tunnel :$TUNNEL, stream :$STREAM, admin :$ADMIN); edge-1 connected"
+wait_file "$R/edge.ready" edgestream "$R/edge.log"
+EDGE_ADMIN=$(sed -n 's/^admin=//p' "$R/edge.ready")
+echo "quickstart: cloudstream up (tunnel :$TUNNEL, stream :$STREAM, admin :$ADMIN); edgestream connected as edge-1 (admin :$EDGE_ADMIN)"
 
 api() {
 	curl -sS --cacert "$PKI/stream-ca.crt" --cert "$PKI/apiserver-kubelet-client.crt" \
@@ -108,6 +124,11 @@ print(buf.decode().replace("\r\n", "\n  ").rstrip())
 s.sendall(b"echo me\n")
 print("  echoed back:", s.recv(4096).decode().strip())
 PYEOF
+echo "== an allow-listed local port: GET /ports/node-exporter/metrics"
+api "https://127.0.0.1:$STREAM/ports/node-exporter/metrics"
+echo "== a port that is not on the edge's allow-list: refused, nothing dialled"
+api "https://127.0.0.1:$STREAM/ports/22/"
+echo
 echo "== a node with no tunnel: 503 with a Kubernetes Status"
 curl -sS --cacert "$PKI/stream-ca.crt" --cert "$PKI/apiserver-kubelet-client.crt" \
 	--key "$PKI/apiserver-kubelet-client.key" \
@@ -115,6 +136,8 @@ curl -sS --cacert "$PKI/stream-ca.crt" --cert "$PKI/apiserver-kubelet-client.crt
 echo
 echo "== cloudstream metrics (admin port)"
 curl -sS "http://127.0.0.1:$ADMIN/metrics" | grep -E '^cloudstream_(sessions|streams_total|request_errors_total)' | grep -v ' 0$'
+echo "== edgestream metrics (admin port)"
+curl -sS "http://127.0.0.1:$EDGE_ADMIN/metrics" | grep -E '^edgestream_(tunnel_connected|streams_total|streams_refused_total)'
 echo
 echo "quickstart: logs are in $R; stopping everything (by PID)."
 [ "$bad" -eq 0 ]

@@ -26,8 +26,8 @@
 
 #include "answer.h"
 #include "backoff.h"
-#include "config.h"
-#include "route.h"
+#include "es_config.h"
+#include "es_route.h"
 #include "tls.h"
 
 #define ES_NODE_NAME_MAX 253u

@@ -153,6 +153,7 @@ static void flush_to_cloud(struct es_stream *st)
 	es_tunnel_kick(es);
 	if (st->backend_paused && st_buf_below_low(&st->to_cloud) && st->wsi) {
 		st->backend_paused = false;
+		st_dbg_ns(es->node, st->id, "backend resumed");
 		lws_rx_flow_control(st->wsi, 1);
 	}
 	if (st->state == ES_STREAM_BACKEND_DONE && st_buf_len(&st->to_cloud) == 0)
@@ -182,6 +183,7 @@ static int to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 	}
 	if (st_buf_above_high(&st->to_cloud) && !st->backend_paused && st->wsi) {
 		st->backend_paused = true;
+		st_dbg_ns(es->node, st->id, "backend paused: the cloud is not taking its bytes");
 		lws_rx_flow_control(st->wsi, 0);
 	}
 	es_tunnel_kick(es);
@@ -324,10 +326,8 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 	}
 	if (st->target.kind == ES_TARGET_REFUSE) {
 		es->m.streams_refused++;
-		char why[256];
-		snprintf(why, sizeof why, "refused: %.200s", st->target.reason);
 		st_connect_req_cleanup(&req);
-		stream_fail(st, st->target.refuse_code, why);
+		stream_fail(st, st->target.refuse_code, st->target.reason);
 		return 0;
 	}
 	if (type != ST_MSG_TCP_CONNECT) {

@@ -385,6 +385,8 @@ static void down(struct edgestream *es, int err, const char *why)
 	if (es->cb.disconnected)
 		es->cb.disconnected(es, err, why, retry, es->user);
 	es_tunnel_schedule_dial(es, retry);
+	if (es->stopped)
+		lws_cancel_service(es->ctx); /* the loop may have nothing else to wake it */
 }
 
 static int tunnel_message(struct edgestream *es, const uint8_t *msg, size_t len)

@@ -347,7 +347,9 @@ static int recv_window(struct st_session *s, const struct st_msg *m)
 	if (st_ext_window_decode(m->payload, m->payload_len, &inc) < 0)
 		return -EPROTO;
 	struct stream *st = find(s, m->connect_id);
-	if (st == NULL || st->close_pending) {
+	/* A stream closing gracefully still has queued bytes to send before its REMOVE: they
+	 * need the credit. Only a stream with nothing left to send ignores it. */
+	if (st == NULL || (st->close_pending && st_buf_len(&st->out) == 0)) {
 		s->stats.ignored_msgs++;
 		return 0;
 	}

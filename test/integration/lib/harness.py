@@ -306,7 +306,7 @@ def run(tests):
 
 
 def start_edgestream(env, cloud, kubelet=None, node="edge-1", extra=(), name=None, cert=None,
-                     url=None, prefix=()):
+                     url=None, prefix=(), timeout=20.0):
     """Our edge daemon dialling @cloud (a cloudstream, or anything with ports["tunnel"]), in
     front of @kubelet. Ready once its tunnel is up (the ready file has admin=P)."""
     name = name or "edgestream-" + node
@@ -325,6 +325,6 @@ def start_edgestream(env, cloud, kubelet=None, node="edge-1", extra=(), name=Non
             "--kubelet-ca", env.path("kubelet-ca.crt"),
             "--admin-listen", "127.0.0.1:0", "--ready-file", ready,
             "--log-level", "debug"] + list(extra)
-    p, text = env.start(name, argv, ready, prefix=prefix)
+    p, text = env.start(name, argv, ready, prefix=prefix, timeout=timeout)
     p.ports = ready_ports(text.split("node=")[0])
     return p

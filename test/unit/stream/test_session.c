@@ -336,6 +336,34 @@ static void test_flow_control_isolation(void **state)
 	free_pair(&cloud, &edge);
 }
 
+/* A stream closed gracefully with more queued than its credit: WINDOW grants still let the
+ * queued bytes out, then REMOVE follows (once a stall that lost the end of big responses). */
+static void test_close_after_queued_output_waits_for_credit(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	const uint64_t window = 16 * 1024;
+	make_pair(&cloud, &edge, ST_CAP_ALL, window, 128 * 1024);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_METRIC_CONNECT, json, 5), 0);
+	pump(&cloud, &edge, 10, false);
+	static uint8_t chunk[100 * 1024];
+	memset(chunk, 'q', sizeof chunk);
+	assert_int_equal(st_session_write(edge.s, 1, chunk, sizeof chunk), (ssize_t)sizeof chunk);
+	assert_int_equal(st_session_close(edge.s, 1, 0, NULL), 0);
+	pump(&edge, &cloud, 100, false);
+	assert_int_equal(cloud.bytes[1], window); /* the credit ran out, no REMOVE yet */
+	assert_int_equal(cloud.closes[1], 0);
+	for (int round = 0; round < 100 && cloud.closes[1] == 0; round++) {
+		st_session_consumed(cloud.s, 1, (size_t)window);
+		pump(&cloud, &edge, 10, false);
+		pump(&edge, &cloud, 100, false);
+	}
+	assert_int_equal(cloud.bytes[1], sizeof chunk);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_int_equal(cloud.close_code[1], 0);
+	free_pair(&cloud, &edge);
+}
+
 static void test_round_robin(void **state)
 {
 	(void)state;
@@ -470,6 +498,7 @@ int main(void)
 	        cmocka_unit_test(test_protocol_errors),
 	        cmocka_unit_test(test_half_close_both_ways),
 	        cmocka_unit_test(test_flow_control_isolation),
+	        cmocka_unit_test(test_close_after_queued_output_waits_for_credit),
 	        cmocka_unit_test(test_round_robin),
 	        cmocka_unit_test(test_stream_limit),
 	        cmocka_unit_test(test_stream_user),

@@ -1,9 +1,9 @@
 /*
- * edgestream/src/config.c — the option table. Every key is a daemon flag (--name), a JSON key of
+ * edgestream/src/es_config.c — the option table. Every key is a daemon flag (--name), a JSON key of
  * the --config file and a name for edgestream_config_set(); FLAGS.md is generated from it
  * (edgestream --help-markdown).
  */
-#include "config.h"
+#include "es_config.h"
 
 #include <stddef.h>
 

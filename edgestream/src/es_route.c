@@ -1,7 +1,7 @@
 /*
- * edgestream/src/route.c — request → backend mapping (route.h). Pure.
+ * edgestream/src/es_route.c — request → backend mapping (es_route.h). Pure.
  */
-#include "route.h"
+#include "es_route.h"
 
 #include <errno.h>
 #include <stdio.h>

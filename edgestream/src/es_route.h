@@ -1,5 +1,5 @@
 /*
- * edgestream/src/route.h — which backend serves a request from the cloud (pure).
+ * edgestream/src/es_route.h — which backend serves a request from the cloud (pure).
  *
  * The edge owns its backends: the cloud names a kubelet API path (or, with TCP_CONNECT, a port),
  * never a host. A path maps onto the kubelet, or onto an allow-listed local port through

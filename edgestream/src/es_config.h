@@ -1,5 +1,5 @@
 /*
- * edgestream/src/config.h — edgestream's configuration: one table (config.c) drives the JSON
+ * edgestream/src/es_config.h — edgestream's configuration: one table (config.c) drives the JSON
  * config file, the daemon's flags, edgestream_config_set() of the library, --help and FLAGS.md.
  */
 #ifndef EDGESTREAM_CONFIG_H

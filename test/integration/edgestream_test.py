@@ -1,0 +1,470 @@
+#!/usr/bin/python3
+"""Integration tests of edgestream, the real daemon on loopback.
+
+    edgestream_test.py cloud|base|ops [test names...]
+
+cloud: the whole chain (TLS "apiserver" client -> cloudstream -> edgestream -> TLS kubelet
+       stand-in), extensions negotiated: exec, attach, portForward, logs (also following),
+       metrics byte-exact, 100 MiB sha256, isolation, allow-listed local ports, refusals.
+base:  a test cloud speaking exactly KubeEdge's base protocol drives edgestream: TEXT frames,
+       JSON connect requests, body-only logs/metrics, raw upgrades, no extension ever sent.
+ops:   redial with backoff and jitter after the cloud dies, cloud certificates from another CA
+       or with the wrong name refused, certificate reload, admin endpoints, the embedding
+       example, SIGTERM.
+"""
+import http.server
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+import cloudstream_test as cst  # noqa: E402
+import tunnelproto as tp  # noqa: E402
+from kubeedge_cloud import KubeEdgeCloud  # noqa: E402
+
+UPGRADE_SPDY = cst.UPGRADE_SPDY
+
+
+class LocalHttp:
+    """A plain-HTTP server on 127.0.0.1 standing for node-exporter; counts connections."""
+
+    def __init__(self, body=b"node_exporter_up 1\n"):
+        outer = self
+        self.connections = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                outer.connections += 1
+                super().setup()
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                payload = body + self.path.encode() + b"\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+class Chain:
+    """kubelet stand-in + cloudstream + edgestream for edge-1 (what cloudstream_test's checks
+    expect of a chain), plus a local HTTP port on the allow-list and one that is not."""
+
+    def __init__(self, tag, edge_extra=()):
+        self.env = h.Env(tag, nodes=("edge-1",))
+        self.allowed = LocalHttp()
+        self.forbidden = LocalHttp()
+        try:
+            self.kubelet = h.start_kubelet(self.env)
+            self.cloud = h.start_cloudstream(self.env)
+            self.edge = h.start_edgestream(
+                self.env, self.cloud, self.kubelet,
+                extra=["--local-port", "node-exporter=%d" % self.allowed.port] + list(edge_extra))
+            self.api = h.Api(self.env, self.cloud.ports["stream"])
+        except Exception:
+            self.env.close(keep=True)
+            raise
+
+    def get(self, target, node="edge-1", headers=(), sock=None):
+        hdrs = [("Host", "%s:10350" % node)] + list(headers)
+        return self.api.request("GET", target, hdrs, sock=sock)
+
+    def close(self, failed=False):
+        self.allowed.close()
+        self.forbidden.close()
+        close_env(self.env, failed)
+
+
+def close_env(env, failed):
+    """On failure the daemons' last log lines are printed (CI keeps nothing else)."""
+    if failed:
+        for p in env.procs:
+            print("---- %s (last lines) ----\n%s" % (p.name, env.tail(p, 25)), flush=True)
+    env.close(keep=failed)
+
+
+def upgrade_echo(chain, method, target):
+    s = chain.api.connect()
+    s.sendall(h.head(method, target, [("Host", "edge-1:10350")] + UPGRADE_SPDY))
+    status, hdrs, rest = h.read_head(s)
+    check(status == 101, "%s: status %d" % (target, status))
+    payload = os.urandom(200000)
+    s.sendall(payload)
+    echo = h.recv_until(s, lambda b: len(b) >= len(payload), rest)
+    s.close()
+    check(echo == payload, "%s: echo differs" % target)
+
+
+def logs_follow(chain):
+    s = chain.api.connect()
+    s.sendall(h.head("GET", "/containerLogs/default/pod-a/ctr?tailLines=2&follow=true",
+                     [("Host", "edge-1:10350")]))
+    status, hdrs, rest = h.read_head(s)
+    check(status == 200, "follow: status %d" % status)
+    t0 = time.monotonic()
+    buf = h.recv_until(s, lambda b: b.count(b"\n") >= 12, rest)  # chunk lines included
+    text = b"".join(re.findall(rb"line \d+\n", buf))
+    check(text.startswith(b"line 1\nline 2\nline 3\n"), "follow: %r" % text[:80])
+    check(time.monotonic() - t0 < 10, "follow: lines did not keep coming")
+    s.close()
+
+
+def local_port(chain):
+    st, _, body, s = chain.get("/ports/node-exporter/metrics?x=1")
+    s.close()
+    check(st == 200, "local port: status %d %r" % (st, body))
+    check(body == b"node_exporter_up 1\n/metrics?x=1\n", "local port: body %r" % body)
+
+
+def local_port_refused(chain):
+    before = chain.forbidden.connections
+    for target in ("/ports/%d/metrics" % chain.forbidden.port, "/ports/ssh/",
+                   "/ports/%d/" % chain.kubelet.port):
+        st, _, body, s = chain.get(target)
+        s.close()
+        check(st == 502 and b"allow-list" in body, "refusal: %d %r" % (st, body))
+    check(chain.forbidden.connections == before, "a port outside the allow-list was dialled")
+
+
+def kubelet_down(chain):
+    """The kubelet stops: the answer is a clear error at once, not a hang."""
+    chain.env.stop(chain.kubelet)
+    t0 = time.monotonic()
+    st, _, body, s = chain.get("/metrics")
+    s.close()
+    check(st == 502 and b"unreachable" in body, "kubelet down: %d %r" % (st, body))
+    check(time.monotonic() - t0 < 5, "kubelet down: took %.1f s" % (time.monotonic() - t0))
+
+
+def edge_metrics(chain):
+    port = chain.edge.ports["admin"]
+    st, text = admin_get(port, "/metrics")
+    check(st == 200, "edge metrics: %d" % st)
+    check('edgestream_tunnel_connected{protocol="extended"} 1' in text, "edge metrics:\n" + text)
+    m = re.search(r"^edgestream_streams_total (\d+)$", text, re.M)
+    check(m and int(m.group(1)) > 5, "edge metrics: streams_total")
+    check(admin_get(port, "/readyz") == (200, "ok\n"), "edge readyz")
+    check(admin_get(port, "/healthz") == (200, "ok\n"), "edge healthz")
+
+
+def admin_get(port, path):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(h.head("GET", path, [("Host", "x")]))
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    s.close()
+    return status, body.decode()
+
+
+def group_cloud():
+    chain = Chain("es-cloud")
+    rc = 1
+    try:
+        rc = h.run(cst.named("cloud", [
+            ("exec_echo", lambda: cst.exec_echo(chain)),
+            ("attach_echo", lambda: upgrade_echo(chain, "POST",
+                                                 "/attach/default/pod-a/ctr?output=1&input=1")),
+            ("portforward_echo", lambda: upgrade_echo(chain, "POST",
+                                                      "/portForward/default/pod-a")),
+            ("logs_tail", lambda: cst.logs_tail(chain)),
+            ("logs_follow", lambda: logs_follow(chain)),
+            ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(chain)),
+            ("status_passthrough", lambda: cst.status_passthrough(chain)),
+            ("keep_alive", lambda: cst.keep_alive(chain)),
+            ("refused_upgrade_is_fast", lambda: cst.refused_upgrade_is_fast(chain)),
+            ("edge_end_closes_fast", lambda: cst.edge_end_closes_fast(chain)),
+            ("big_body_100mib", lambda: cst.big_body(chain)),
+            ("isolation", lambda: cst.isolation(chain)),
+            ("local_port", lambda: local_port(chain)),
+            ("local_port_refused", lambda: local_port_refused(chain)),
+            ("edge_metrics", lambda: edge_metrics(chain)),
+            ("kubelet_down", lambda: kubelet_down(chain)),
+        ]))
+        return rc
+    finally:
+        chain.close(rc != 0)
+
+
+# ---- base: an unmodified KubeEdge cloud ----------------------------------------------------
+
+class BaseChain:
+    def __init__(self):
+        self.env = h.Env("es-base", nodes=("edge-1",))
+        try:
+            self.kubelet = h.start_kubelet(self.env)
+            self.cloud = KubeEdgeCloud(self.env.path("cloudstream-tunnel.crt"),
+                                       self.env.path("cloudstream-tunnel.key"),
+                                       self.env.path("tunnel-ca.crt")).start()
+            self.edge = h.start_edgestream(self.env, self.cloud, self.kubelet)
+            self.cloud.wait_session("edge-1")
+        except Exception:
+            self.env.close(keep=True)
+            raise
+
+    def close(self):
+        self.cloud.stop()
+        self.env.close()
+
+
+def base_handshake(c):
+    hdrs = c.cloud.upgrade_headers["edge-1"]
+    check(hdrs.get("sessionhostnameoverride") == "edge-1", "headers: %r" % hdrs)
+    check("origin" not in hdrs, "an Origin header went to a Go server: %r" % hdrs)
+    check(tp.EXT_HEADER.lower() in hdrs, "our offer is missing")  # offered, never echoed
+
+
+def base_exec(c):
+    st = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=greet&input=1",
+                      {"Connection": ["Upgrade"], "Upgrade": ["SPDY/3.1"],
+                       "X-Stream-Protocol-Version": ["v4.channel.k8s.io"]}, method="POST")
+    buf = st.read_until(lambda b: b"hello from default/pod-a/ctr\n" in b)
+    check(buf.startswith(b"HTTP/1.1 101 "), "exec: %r" % buf[:60])
+    payload = bytes(range(256)) * 100
+    st.send(payload)
+    st.read_until(lambda b: b.endswith(payload))
+    st.remove()
+
+
+def base_logs_body_only(c):
+    st = c.cloud.open(tp.LOGS, "/containerLogs/default/pod-a/ctr", "tailLines=4",
+                      {"Accept": ["*/*"]})
+    body = st.read_all()
+    check(body == b"line 1\nline 2\nline 3\nline 4\n", "logs: %r" % body)
+
+
+def base_metrics_body_only(c):
+    st = c.cloud.open(tp.METRIC, "/metrics", "", {})
+    body = st.read_all()
+    _, _, direct = cst.kubelet_direct(c.env, c.kubelet, "/metrics")
+    check(body == direct, "metrics: %d bytes vs %d" % (len(body), len(direct)))
+
+
+def base_refusal(c):
+    """A path outside the allow-list: an HTTP error on upgrades, a bare REMOVE otherwise."""
+    st = c.cloud.open(tp.EXEC, "/ports/22/", "", {"Connection": ["Upgrade"],
+                                                   "Upgrade": ["SPDY/3.1"]}, method="POST")
+    body = st.read_all()
+    check(body.startswith(b"HTTP/1.1 502 ") and b"allow-list" in body, "refusal: %r" % body)
+    st = c.cloud.open(tp.METRIC, "/ports/22/metrics", "", {})
+    check(st.read_all() == b"", "refusal: a body for a base METRIC")
+
+
+def base_unknown_ids_and_binary(c):
+    c.cloud.send(999, tp.DATA, b"for nobody")      # ignored, like KubeEdge does
+    c.cloud.raw_binary_frame(tp.encode(998, tp.REMOVE))  # BINARY accepted too
+    base_metrics_body_only(c)
+
+
+def base_no_extension_sent(c):
+    check(c.cloud.opcodes == {1}, "frames other than TEXT: %r" % c.cloud.opcodes)
+    ext = [t for t in c.cloud.types if t >= 64]
+    check(not ext, "extension messages to a base cloud: %r" % ext)
+
+
+def group_base():
+    c = BaseChain()
+    try:
+        return h.run(cst.named("base", [
+            ("handshake", lambda: base_handshake(c)),
+            ("exec", lambda: base_exec(c)),
+            ("logs_body_only", lambda: base_logs_body_only(c)),
+            ("metrics_body_only", lambda: base_metrics_body_only(c)),
+            ("refusal", lambda: base_refusal(c)),
+            ("unknown_ids_and_binary", lambda: base_unknown_ids_and_binary(c)),
+            ("no_extension_sent", lambda: base_no_extension_sent(c)),
+        ]))
+    finally:
+        c.close()
+
+
+# ---- ops ----------------------------------------------------------------------------------
+
+def dial_delays(logpath):
+    with open(logpath, "rb") as f:
+        text = f.read().decode(errors="replace")
+    return [int(x) for x in re.findall(r"next dial in (\d+) ms", text)]
+
+
+def redial_with_backoff(env):
+    kubelet = h.start_kubelet(env, name="kubelet-redial")
+    cloud = h.start_cloudstream(env, name="cloud-redial")
+    tport = cloud.ports["tunnel"]
+    edge = h.start_edgestream(env, cloud, kubelet, name="edge-redial",
+                              extra=["--backoff-initial", "200ms", "--backoff-max", "1600ms"])
+    env.stop(cloud)
+    time.sleep(4.5)
+    delays = dial_delays(edge.logpath)
+    check(len(delays) >= 4, "redial: delays %r" % delays)
+    # Equal jitter: the n-th delay lies in [d/2, d], d = 200 * 2^n capped at 1600.
+    for i, d in enumerate(delays):
+        cap = min(200 * 2 ** i, 1600)
+        check(cap // 2 <= d <= cap, "redial: delay %d = %d ms outside [%d, %d] (%r)"
+              % (i, d, cap // 2, cap, delays))
+    check(len(set(delays)) > 1, "redial: no jitter %r" % delays)
+    # The cloud comes back on the same port: the tunnel returns and carries new requests.
+    cloud2 = h.start_cloudstream(env, ["--tunnel-listen", "127.0.0.1:%d" % tport],
+                                 name="cloud-redial-2")
+    api = h.Api(env, cloud2.ports["stream"])
+    deadline = time.monotonic() + 10
+    while True:
+        st, _, body, s = api.request("GET", "/metrics", [("Host", "edge-1:10350")])
+        s.close()
+        if st == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    check(st == 200, "redial: after the cloud came back %d %r" % (st, body[:100]))
+    for p in (edge, cloud2, kubelet):
+        env.stop(p)
+
+
+def refuses_cloud(env, name, extra, want):
+    """edgestream must not bring the tunnel up; its log says why."""
+    kubelet = h.start_kubelet(env, name="kubelet-" + name)
+    cloud = h.start_cloudstream(env, name="cloud-" + name, extra=extra)
+    try:
+        h.start_edgestream(env, cloud, kubelet, name="edge-" + name, timeout=3,
+                           extra=["--backoff-initial", "100ms"])
+    except h.Fail:
+        pass
+    else:
+        raise h.Fail("%s: the tunnel came up" % name)
+    log = open(os.path.join(env.dir, "edge-%s.log" % name), "rb").read().decode(errors="replace")
+    check(want in log, "%s: %r not in the log:\n%s" % (name, want, log[-1500:]))
+    check(cst.metric_value(cloud, "cloudstream_sessions") == 0, "%s: a session" % name)
+    env.stop(cloud)
+    env.stop(kubelet)
+
+
+def cloud_cert_other_ca(env):
+    env.mint("ca", "--out", env.path("rogue-ca"))
+    env.mint("server", "--ca", env.path("rogue-ca"), "--out", env.path("rogue-cloud"),
+             "--cn", "cloudstream", "--dns", "localhost", "--ip", "127.0.0.1")
+    refuses_cloud(env, "other-ca", ["--tunnel-cert", env.path("rogue-cloud.crt"),
+                                    "--tunnel-key", env.path("rogue-cloud.key")],
+                  "unable to get local issuer certificate")
+
+
+def cloud_cert_wrong_name(env):
+    env.mint("server", "--ca", env.path("tunnel-ca"), "--out", env.path("misnamed-cloud"),
+             "--cn", "cloudstream", "--dns", "cloud.elsewhere.test")
+    refuses_cloud(env, "wrong-name", ["--tunnel-cert", env.path("misnamed-cloud.crt"),
+                                      "--tunnel-key", env.path("misnamed-cloud.key")],
+                  "hostname mismatch")
+
+
+def cert_reload_and_sigterm(env):
+    kubelet = h.start_kubelet(env, name="kubelet-reload")
+    cloud = h.start_cloudstream(env, name="cloud-reload")
+    edge = h.start_edgestream(env, cloud, kubelet, name="edge-reload")
+    # Rotate the node certificate in place; SIGHUP makes edgestream look now.
+    env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-1"),
+             "--node", "edge-1", "--force")
+    edge.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while b"reloaded the tunnel certificate" not in open(edge.logpath, "rb").read():
+        check(time.monotonic() < deadline, "reload: not in the log")
+        time.sleep(0.05)
+    st, text = admin_get(edge.ports["admin"], "/metrics")
+    check("edgestream_cert_reloads_total 1" in text, "reload: counter")
+    check(env.stop(edge) == 0, "SIGTERM: exit status %s" % edge.returncode)
+    env.stop(cloud)
+    env.stop(kubelet)
+
+
+def embedding_example(env):
+    """The example program embeds the library (both ways of running it) and carries a request."""
+    kubelet = h.start_kubelet(env, name="kubelet-embed")
+    cloud = h.start_cloudstream(env, name="cloud-embed")
+    api = h.Api(env, cloud.ports["stream"])
+    for drive in ("thread", "host"):
+        argv = [os.path.join(h.BIN, "edgestream", "edgestream-embed-example"), "--drive", drive,
+                "cloud-url=wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+                "cloud-server-name=localhost",
+                "tunnel-cert=" + env.path("node-edge-1.crt"),
+                "tunnel-key=" + env.path("node-edge-1.key"),
+                "tunnel-ca=" + env.path("tunnel-ca.crt"),
+                "kubelet-url=https://127.0.0.1:%d" % kubelet.port,
+                "kubelet-cert=" + env.path("edgestream-kubelet-client.crt"),
+                "kubelet-key=" + env.path("edgestream-kubelet-client.key"),
+                "kubelet-ca=" + env.path("kubelet-ca.crt"), "admin-listen="]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             preexec_fn=h._die_with_parent)
+        try:
+            line = p.stdout.readline().decode()
+            check(line.startswith("connected node=edge-1 protocol=extended"),
+                  "embed %s: %r" % (drive, line))
+            st, _, body, s = api.request("GET", "/containerLogs/default/pod-a/ctr?tailLines=3",
+                                         [("Host", "edge-1:10350")])
+            s.close()
+            check(st == 200 and body == b"line 1\nline 2\nline 3\n", "embed: %d %r" % (st, body))
+            p.send_signal(signal.SIGTERM)
+            out = p.communicate(timeout=10)[0].decode()
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        check(p.returncode == 0, "embed %s: exit %s" % (drive, p.returncode))
+        m = re.search(r"stopped connects=1 streams=(\d+)", out)
+        check(m and int(m.group(1)) >= 1, "embed %s: %r" % (drive, out))
+    env.stop(cloud)
+    env.stop(kubelet)
+
+
+def bad_config(env):
+    exe = os.path.join(h.BIN, "edgestream", "edgestream")
+    r = subprocess.run([exe, "--tunnel-cert", env.path("node-edge-1.crt")],
+                       capture_output=True, timeout=10)
+    check(r.returncode == 2 and b"cloud-url is required" in r.stderr, "no url: %r" % r.stderr)
+    r = subprocess.run([exe, "--cloud-url", "wss://x:1/", "--tunnel-cert",
+                        env.path("node-edge-1.crt"), "--tunnel-key", env.path("kubelet.key"),
+                        "--tunnel-ca", env.path("tunnel-ca.crt")], capture_output=True, timeout=10)
+    check(r.returncode == 2 and b"does not match" in r.stderr, "key mismatch: %r" % r.stderr)
+    r = subprocess.run([exe, "--local-port", "ssh"], capture_output=True, timeout=10)
+    check(r.returncode == 2, "bad allow-list entry accepted")
+
+
+def group_ops():
+    env = h.Env("es-ops", nodes=("edge-1",))
+    try:
+        return h.run(cst.named("ops", [
+            ("redial_with_backoff", lambda: redial_with_backoff(env)),
+            ("cloud_cert_other_ca", lambda: cloud_cert_other_ca(env)),
+            ("cloud_cert_wrong_name", lambda: cloud_cert_wrong_name(env)),
+            ("cert_reload_and_sigterm", lambda: cert_reload_and_sigterm(env)),
+            ("embedding_example", lambda: embedding_example(env)),
+            ("bad_config", lambda: bad_config(env)),
+        ]))
+    finally:
+        env.close()
+
+
+def main():
+    group = sys.argv[1] if len(sys.argv) > 1 else "cloud"
+    sys.argv = sys.argv[1:]
+    return {"cloud": group_cloud, "base": group_base, "ops": group_ops}[group]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

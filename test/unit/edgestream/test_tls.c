@@ -1,0 +1,228 @@
+/* Unit tests for the memory-BIO TLS client (edgestream/src/tls.h) against an in-memory OpenSSL
+ * server, with certificates minted for the test: the handshake, the peer's name and CA checked,
+ * data both ways, close_notify. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+
+#include <certs/certs.h>
+
+#include "testutil.h"
+#include "tls.h"
+
+static char dir[256];
+static char ca[300], other_ca[300], srv_crt[300], srv_key[300], cli_crt[300], cli_key[300];
+
+struct server {
+	SSL_CTX *ctx;
+	SSL *ssl;
+	BIO *rbio, *wbio;
+};
+
+static int setup(void **state)
+{
+	(void)state;
+	char err[256];
+	if (test_mkdtemp(dir, sizeof dir, "tls") < 0)
+		return -1;
+	char ca_key[300], other_key[300];
+	snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+	snprintf(ca_key, sizeof ca_key, "%s/ca.key", dir);
+	snprintf(other_ca, sizeof other_ca, "%s/other.crt", dir);
+	snprintf(other_key, sizeof other_key, "%s/other.key", dir);
+	snprintf(srv_crt, sizeof srv_crt, "%s/srv.crt", dir);
+	snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
+	snprintf(cli_crt, sizeof cli_crt, "%s/cli.crt", dir);
+	snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+	struct certs_key_opts k = {.type = CERTS_KEY_EC_P256};
+	const char *dns[] = {"kubelet.test"};
+	const char *ips[] = {"127.0.0.1"};
+	struct certs_leaf_opts srv = {.key = k,
+	                              .cn = "kubelet",
+	                              .dns = dns,
+	                              .num_dns = 1,
+	                              .ips = ips,
+	                              .num_ips = 1,
+	                              .usage = CERTS_USAGE_SERVER,
+	                              .days = 1};
+	struct certs_leaf_opts cli = {
+	        .key = k, .cn = "edgestream", .usage = CERTS_USAGE_CLIENT, .days = 1};
+	if (certs_create_ca(ca, ca_key, "test CA", &k, 1, CERTS_WRITE_NEW, err, sizeof err) < 0 ||
+	    certs_create_ca(other_ca, other_key, "other CA", &k, 1, CERTS_WRITE_NEW, err,
+	                    sizeof err) < 0 ||
+	    certs_issue(ca, ca_key, srv_crt, srv_key, &srv, CERTS_WRITE_NEW, err, sizeof err) < 0 ||
+	    certs_issue(ca, ca_key, cli_crt, cli_key, &cli, CERTS_WRITE_NEW, err, sizeof err) < 0) {
+		fprintf(stderr, "minting test certificates: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rmtree(dir);
+	return 0;
+}
+
+static void server_new(struct server *s, bool require_client_cert)
+{
+	s->ctx = SSL_CTX_new(TLS_server_method());
+	assert_non_null(s->ctx);
+	assert_int_equal(SSL_CTX_use_certificate_chain_file(s->ctx, srv_crt), 1);
+	assert_int_equal(SSL_CTX_use_PrivateKey_file(s->ctx, srv_key, SSL_FILETYPE_PEM), 1);
+	if (require_client_cert) {
+		assert_int_equal(SSL_CTX_load_verify_locations(s->ctx, ca, NULL), 1);
+		SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	}
+	s->ssl = SSL_new(s->ctx);
+	s->rbio = BIO_new(BIO_s_mem());
+	s->wbio = BIO_new(BIO_s_mem());
+	BIO_set_mem_eof_return(s->rbio, -1);
+	SSL_set_bio(s->ssl, s->rbio, s->wbio);
+	SSL_set_accept_state(s->ssl);
+}
+
+static void server_free(struct server *s)
+{
+	SSL_free(s->ssl);
+	SSL_CTX_free(s->ctx);
+	ERR_clear_error();
+}
+
+/* Moves bytes both ways until neither side has anything to say; returns the handshake result. */
+static int pump(struct es_tls *c, struct server *s)
+{
+	int hs = 0;
+	uint8_t buf[65536];
+	for (int round = 0; round < 20; round++) {
+		hs = es_tls_handshake(c);
+		size_t n = es_tls_take(c, buf, sizeof buf);
+		if (n)
+			BIO_write(s->rbio, buf, (int)n);
+		SSL_do_handshake(s->ssl);
+		int m = BIO_read(s->wbio, buf, sizeof buf);
+		if (m > 0)
+			assert_int_equal(es_tls_feed(c, buf, (size_t)m), 0);
+		if (hs != 0 || (n == 0 && m <= 0))
+			break;
+	}
+	return hs != 0 ? hs : es_tls_handshake(c);
+}
+
+static void test_es_tls__handshake_data_and_close(void **state)
+{
+	(void)state;
+	char err[256];
+	SSL_CTX *cctx = es_tls_client_ctx(cli_crt, cli_key, ca, err, sizeof err);
+	assert_non_null(cctx);
+	struct server s;
+	server_new(&s, true);
+	struct es_tls c;
+	assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+	assert_int_equal(pump(&c, &s), 1);
+	/* client → server */
+	const char req[] = "GET /metrics HTTP/1.1\r\n\r\n";
+	assert_int_equal(es_tls_write(&c, (const uint8_t *)req, sizeof req - 1), 0);
+	uint8_t buf[65536];
+	size_t n = es_tls_take(&c, buf, sizeof buf);
+	BIO_write(s.rbio, buf, (int)n);
+	char got[128];
+	int r = SSL_read(s.ssl, got, sizeof got);
+	assert_int_equal(r, sizeof req - 1);
+	assert_memory_equal(got, req, sizeof req - 1);
+	/* server → client, more than one record, then close_notify */
+	static uint8_t big[100000];
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (uint8_t)(i * 7);
+	assert_int_equal(SSL_write(s.ssl, big, sizeof big), (int)sizeof big);
+	SSL_shutdown(s.ssl);
+	size_t total = 0;
+	uint8_t out[16384];
+	for (;;) {
+		int m = BIO_read(s.wbio, buf, sizeof buf);
+		if (m <= 0)
+			break;
+		assert_int_equal(es_tls_feed(&c, buf, (size_t)m), 0);
+	}
+	ssize_t k;
+	while ((k = es_tls_read(&c, out, sizeof out)) > 0) {
+		assert_memory_equal(out, big + total, (size_t)k);
+		total += (size_t)k;
+	}
+	assert_int_equal(total, sizeof big);
+	assert_int_equal(k, -EPIPE);
+	es_tls_close_notify(&c);
+	assert_true(es_tls_pending(&c) > 0);
+	es_tls_free(&c);
+	server_free(&s);
+	SSL_CTX_free(cctx);
+}
+
+static void test_es_tls__refuses_wrong_name_and_other_ca(void **state)
+{
+	(void)state;
+	char err[256];
+	SSL_CTX *cctx = es_tls_client_ctx(cli_crt, cli_key, ca, err, sizeof err);
+	SSL_CTX *other = es_tls_client_ctx(cli_crt, cli_key, other_ca, err, sizeof err);
+	assert_non_null(cctx);
+	assert_non_null(other);
+	struct {
+		SSL_CTX *ctx;
+		const char *host;
+		const char *why;
+	} cases[] = {
+	        {cctx, "127.0.0.1", NULL},
+	        {cctx, "wrong.test", "hostname mismatch"},
+	        {cctx, "127.0.0.2", "IP address mismatch"},
+	        {other, "kubelet.test", "unable to get local issuer certificate"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct server s;
+		server_new(&s, false);
+		struct es_tls c;
+		assert_int_equal(es_tls_start(&c, cases[i].ctx, cases[i].host), 0);
+		int hs = pump(&c, &s);
+		if (cases[i].why == NULL) {
+			assert_int_equal(hs, 1);
+		} else {
+			assert_int_equal(hs, -EPROTO);
+			assert_non_null(strstr(c.error, cases[i].why));
+		}
+		es_tls_free(&c);
+		server_free(&s);
+	}
+	SSL_CTX_free(cctx);
+	SSL_CTX_free(other);
+}
+
+static void test_es_tls_client_ctx__bad_files(void **state)
+{
+	(void)state;
+	char err[512];
+	assert_null(es_tls_client_ctx(cli_crt, srv_key, ca, err, sizeof err)); /* key mismatch */
+	assert_non_null(strstr(err, "client certificate"));
+	assert_null(es_tls_client_ctx(NULL, NULL, "/nonexistent/ca.crt", err, sizeof err));
+	assert_non_null(strstr(err, "/nonexistent/ca.crt"));
+	SSL_CTX *ctx = es_tls_client_ctx(NULL, NULL, ca, err, sizeof err); /* no client cert */
+	assert_non_null(ctx);
+	SSL_CTX_free(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_es_tls__handshake_data_and_close),
+	        cmocka_unit_test(test_es_tls__refuses_wrong_name_and_other_ca),
+	        cmocka_unit_test(test_es_tls_client_ctx__bad_files),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
