@@ -17,6 +17,7 @@
 #include <stream/admin.h>
 #include <stream/buf.h>
 #include <stream/ext.h>
+#include <stream/reasm.h>
 #include <stream/session.h>
 
 #include "config.h"
@@ -87,10 +88,8 @@ struct cs_tunnel {
 	uint64_t ordinal;
 	uint32_t caps; /* agreed extensions; 0 = base protocol */
 	uint64_t next_stream_id;
-	struct cs_front *fronts; /* apiserver connections with a stream here (list) */
-	uint8_t *rx;             /* reassembly of a fragmented message (lazily allocated) */
-	size_t rx_len, rx_cap;
-	bool rx_overflow;         /* the message being received is over the limit */
+	struct cs_front *fronts;  /* apiserver connections with a stream here (list) */
+	struct st_reasm rx;       /* reassembly of a fragmented message */
 	uint64_t buffered;        /* bytes of its streams queued toward apiservers */
 	unsigned blocking_fronts; /* base protocol: fronts whose queue is above the high mark */
 	bool rx_paused;           /* lws_rx_flow_control(wsi, 0) is in effect */

@@ -22,6 +22,7 @@
 #include <stream/err.h>
 #include <stream/frame.h>
 #include <stream/log.h>
+#include <stream/reasm.h>
 #include <stream/status.h>
 
 #define TUNNEL_PATH "/v1/kubeedge/connect"
@@ -359,7 +360,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	       (unsigned long long)st.streams_total, (unsigned long long)st.data_bytes_in,
 	       (unsigned long long)st.data_bytes_out);
 	st_session_free(t->sess);
-	free(t->rx);
+	st_reasm_cleanup(&t->rx);
 	srv->n_tunnels--;
 	free(t);
 	cs_maybe_finish_drain(srv);
@@ -381,47 +382,17 @@ static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
 static int tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first,
                           bool final)
 {
-	if (first) {
-		t->rx_len = 0;
-		t->rx_overflow = false;
-	}
-	if (first && final)
-		return tunnel_message(t, in, len); /* whole message in one piece: no copy */
-	if (!t->rx_overflow && t->rx_len + len > ST_MAX_MESSAGE_BYTES)
-		t->rx_overflow = true;
-	if (!t->rx_overflow) {
-		if (t->rx_len + len > t->rx_cap) {
-			size_t cap = t->rx_cap ? t->rx_cap : 64 * 1024;
-			while (cap < t->rx_len + len)
-				cap *= 2;
-			if (cap > ST_MAX_MESSAGE_BYTES)
-				cap = ST_MAX_MESSAGE_BYTES;
-			uint8_t *p = realloc(t->rx, cap);
-			if (p == NULL) {
-				st_log(ST_LOG_ERROR, t->node, 0, "tunnel dropped: out of memory");
-				return -1;
-			}
-			t->rx = p;
-			t->rx_cap = cap;
-		}
-		memcpy(t->rx + t->rx_len, in, len);
-		t->rx_len += len;
-	}
-	if (!final)
+	const uint8_t *msg;
+	size_t msg_len;
+	int rc = st_reasm_feed(&t->rx, in, len, first, final, &msg, &msg_len);
+	if (rc == 0)
 		return 0;
-	if (t->rx_overflow) {
-		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: a message over %u bytes",
-		       ST_MAX_MESSAGE_BYTES);
+	if (rc < 0) {
+		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s",
+		       rc == -EMSGSIZE ? "a message over 1 MiB" : "out of memory");
 		return -1;
 	}
-	int rc = tunnel_message(t, t->rx, t->rx_len);
-	t->rx_len = 0;
-	if (t->rx_cap > 256 * 1024) { /* a burst of big messages: give the memory back */
-		free(t->rx);
-		t->rx = NULL;
-		t->rx_cap = 0;
-	}
-	return rc;
+	return tunnel_message(t, msg, msg_len);
 }
 
 static int tunnel_writeable(struct cs_tunnel *t)

@@ -22,6 +22,7 @@
 #include <stream/admin.h>
 #include <stream/buf.h>
 #include <stream/connect.h>
+#include <stream/reasm.h>
 #include <stream/session.h>
 
 #include "answer.h"
@@ -70,9 +71,7 @@ struct edgestream {
 	struct st_session *sess;
 	uint32_t caps;
 	bool extended, connected, dialing;
-	uint8_t *rx; /* reassembly of a fragmented message */
-	size_t rx_len, rx_cap;
-	bool rx_overflow;
+	struct st_reasm rx; /* reassembly of a fragmented message */
 	bool want_ping;
 	bool rx_paused;            /* base protocol: tunnel reading paused */
 	unsigned blocking_streams; /* base protocol: streams whose backend queue is over the mark */

@@ -503,7 +503,7 @@ void edgestream_free(struct edgestream *es)
 	while (es->streams)
 		es_stream_tunnel_gone(es->streams);
 	st_session_free(es->sess);
-	free(es->rx);
+	st_reasm_cleanup(&es->rx);
 	if (es->kubelet_ctx)
 		SSL_CTX_free(es->kubelet_ctx);
 	free(es->tx);

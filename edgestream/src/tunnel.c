@@ -363,9 +363,7 @@ static void down(struct edgestream *es, int err, const char *why)
 		st_session_free(es->sess);
 		es->sess = NULL;
 	}
-	free(es->rx);
-	es->rx = NULL;
-	es->rx_cap = es->rx_len = 0;
+	st_reasm_cleanup(&es->rx);
 	if (es->close_reason[0]) {
 		why = es->close_reason;
 		err = es->close_err ? es->close_err : err;
@@ -405,41 +403,18 @@ static int tunnel_message(struct edgestream *es, const uint8_t *msg, size_t len)
 static int tunnel_receive(struct edgestream *es, const uint8_t *in, size_t len, bool first,
                           bool final)
 {
-	if (first) {
-		es->rx_len = 0;
-		es->rx_overflow = false;
-	}
-	if (first && final)
-		return tunnel_message(es, in, len);
-	if (!es->rx_overflow && es->rx_len + len > ST_MAX_MESSAGE_BYTES)
-		es->rx_overflow = true;
-	if (!es->rx_overflow) {
-		if (es->rx_len + len > es->rx_cap) {
-			size_t cap = es->rx_cap ? es->rx_cap : 64 * 1024;
-			while (cap < es->rx_len + len)
-				cap *= 2;
-			if (cap > ST_MAX_MESSAGE_BYTES)
-				cap = ST_MAX_MESSAGE_BYTES;
-			uint8_t *p = realloc(es->rx, cap);
-			if (p == NULL) {
-				es_tunnel_close(es, -ENOMEM, "out of memory");
-				return -1;
-			}
-			es->rx = p;
-			es->rx_cap = cap;
-		}
-		memcpy(es->rx + es->rx_len, in, len);
-		es->rx_len += len;
-	}
-	if (!final)
+	const uint8_t *msg;
+	size_t msg_len;
+	int rc = st_reasm_feed(&es->rx, in, len, first, final, &msg, &msg_len);
+	if (rc == 0)
 		return 0;
-	if (es->rx_overflow) {
-		es_tunnel_close(es, -EMSGSIZE, "a message over 1 MiB from the cloud");
+	if (rc < 0) {
+		es_tunnel_close(es, rc,
+		                rc == -EMSGSIZE ? "a message over 1 MiB from the cloud"
+		                                : "out of memory");
 		return -1;
 	}
-	int rc = tunnel_message(es, es->rx, es->rx_len);
-	es->rx_len = 0;
-	return rc;
+	return tunnel_message(es, msg, msg_len);
 }
 
 static int tunnel_writeable(struct edgestream *es)
