@@ -432,6 +432,58 @@ def embedding_example(env):
     env.stop(kubelet)
 
 
+def dead_peer(env):
+    """A cloud that stops answering (SIGSTOP: the TCP connection stays, nothing comes back) is
+    detected by the pings within the dead-peer timeout, and the edge redials."""
+    kubelet = h.start_kubelet(env, name="kubelet-dead")
+    cloud = h.start_cloudstream(env, name="cloud-dead")
+    edge = h.start_edgestream(env, cloud, kubelet, name="edge-dead",
+                              extra=["--ping-interval", "200ms", "--dead-peer-timeout", "1s",
+                                     "--backoff-initial", "100ms"])
+    cloud.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 6
+        while b"(dead peer)" not in open(edge.logpath, "rb").read():
+            check(time.monotonic() < deadline, "dead peer not detected:\n" + env.tail(edge))
+            time.sleep(0.05)
+    finally:
+        cloud.send_signal(signal.SIGCONT)
+    api = h.Api(env, cloud.ports["stream"])
+    deadline = time.monotonic() + 10
+    while True:  # the redial lands on the same (resumed) cloud
+        st, _, body, s = api.request("GET", "/healthz", [("Host", "edge-1:10350")])
+        s.close()
+        if st == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    check(st == 200, "after the dead peer: %d %r" % (st, body[:100]))
+    for p in (edge, cloud, kubelet):
+        env.stop(p)
+
+
+def backend_handshake_timeout(env):
+    """A "kubelet" that accepts TCP and never answers TLS: a 504 after the handshake timeout."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    cloud = h.start_cloudstream(env, name="cloud-silent")
+
+    class Silent:
+        port = silent.getsockname()[1]
+    edge = h.start_edgestream(env, cloud, Silent, name="edge-silent",
+                              extra=["--backend-handshake-timeout", "300ms"])
+    api = h.Api(env, cloud.ports["stream"])
+    t0 = time.monotonic()
+    st, _, body, s = api.request("GET", "/metrics", [("Host", "edge-1:10350")])
+    s.close()
+    took = time.monotonic() - t0
+    silent.close()
+    check(st == 504 and b"TLS handshake timed out" in body, "silent kubelet: %d %r" % (st, body))
+    check(took < 3, "silent kubelet: answered after %.1f s" % took)
+    env.stop(edge)
+    env.stop(cloud)
+
+
 def bad_config(env):
     exe = os.path.join(h.BIN, "edgestream", "edgestream")
     r = subprocess.run([exe, "--tunnel-cert", env.path("node-edge-1.crt")],
@@ -454,6 +506,8 @@ def group_ops():
             ("cloud_cert_wrong_name", lambda: cloud_cert_wrong_name(env)),
             ("cert_reload_and_sigterm", lambda: cert_reload_and_sigterm(env)),
             ("embedding_example", lambda: embedding_example(env)),
+            ("dead_peer", lambda: dead_peer(env)),
+            ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),
             ("bad_config", lambda: bad_config(env)),
         ]))
     finally:
