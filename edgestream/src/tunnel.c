@@ -280,7 +280,7 @@ static void append_headers(struct edgestream *es, unsigned char **p, unsigned ch
 	struct st_ext_offer offer = {.version = ST_EXT_VERSION,
 	                             .caps = ST_CAP_ALL,
 	                             .window_bytes = (uint32_t)es->cfg.stream_window_bytes};
-	snprintf(offer.replica_id, sizeof offer.replica_id, "%s", es->node);
+	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
 	char v[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(v, sizeof v, &offer);
 	if (n > 0 && lws_add_http_header_by_name(es->wsi, (const unsigned char *)ST_EXT_HEADER ":",

@@ -74,8 +74,8 @@ class Chain:
         hdrs = [("Host", "%s:10350" % node)] + list(headers)
         return self.api.request("GET", target, hdrs, sock=sock)
 
-    def close(self):
-        self.env.close()
+    def close(self, failed=False):
+        h.close_env(self.env, failed)
 
 
 # ---- shared checks --------------------------------------------------------------------------
@@ -360,6 +360,7 @@ def sighup_reload(chain):
 
 def group_base():
     chain = Chain("cs-base", "base")
+    rc = 1
     try:
         rc = h.run(named("base", [
             ("exec_echo", lambda: exec_echo(chain)),
@@ -374,7 +375,7 @@ def group_base():
         check_clean_exit(chain)
         return rc
     finally:
-        chain.close()
+        chain.close(rc != 0)
 
 
 def named(prefix, pairs):
@@ -387,6 +388,7 @@ def named(prefix, pairs):
 
 def group_ext():
     chain = Chain("cs-ext", "ext")
+    rc = 1
     try:
         rc = h.run(named("ext", [
             ("exec_echo", lambda: exec_echo(chain)),
@@ -405,7 +407,7 @@ def group_ext():
         ]))
         return rc
     finally:
-        chain.close()
+        chain.close(rc != 0)
 
 
 def raw_upgrade(env, port, cert, headers, path="/v1/kubeedge/connect"):

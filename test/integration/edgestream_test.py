@@ -94,15 +94,7 @@ class Chain:
     def close(self, failed=False):
         self.allowed.close()
         self.forbidden.close()
-        close_env(self.env, failed)
-
-
-def close_env(env, failed):
-    """On failure the daemons' last log lines are printed (CI keeps nothing else)."""
-    if failed:
-        for p in env.procs:
-            print("---- %s (last lines) ----\n%s" % (p.name, env.tail(p, 25)), flush=True)
-    env.close(keep=failed)
+        h.close_env(self.env, failed)
 
 
 def upgrade_echo(chain, method, target):

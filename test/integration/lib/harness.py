@@ -106,6 +106,15 @@ class Env:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def close_env(env, failed):
+    """Stops everything; on failure prints the daemons' last log lines (CI keeps nothing else)
+    and keeps the directory."""
+    if failed:
+        for p in env.procs:
+            print("---- %s (last lines) ----\n%s" % (p.name, env.tail(p, 25)), flush=True)
+    env.close(keep=failed)
+
+
 def ready_ports(text):
     ports = {}
     for line in text.splitlines():
