@@ -10,6 +10,7 @@ Each group starts its own processes and stops them by PID at the end.
 import hashlib
 import json
 import os
+import select
 import socket
 import ssl
 import sys
@@ -171,7 +172,9 @@ def edge_end_closes_fast(chain):
 
 def exec_bulk(chain, n):
     """n bytes through an exec stream and back (a KubeEdge edge relays them in 256-byte DATA
-    messages), compared by sha256."""
+    messages), compared by sha256. One thread drives both directions with select(): an SSL
+    socket must never be read and written from two threads at once (OpenSSL objects are not
+    thread-safe, and Python releases the GIL around both calls)."""
     s = chain.api.connect(timeout=60)
     s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=sh&input=1",
                      [("Host", "edge-1:10350")] + UPGRADE_SPDY))
@@ -179,21 +182,29 @@ def exec_bulk(chain, n):
     check(status == 101, "exec bulk: status %d" % status)
     payload = os.urandom(n)
     got = bytearray(rest)
-
-    def reader():
-        while len(got) < n:
-            c = s.recv(1 << 18)
-            if not c:
-                break
-            got.extend(c)
-
-    t = threading.Thread(target=reader)
-    t.start()
-    s.sendall(payload)
-    t.join(120)
+    sent = 0
+    s.setblocking(False)
+    deadline = time.monotonic() + 120
+    while len(got) < n and time.monotonic() < deadline:
+        r, w, _ = select.select([s], [s] if sent < n else [], [], 5)
+        try:
+            while r or s.pending():
+                c = s.recv(1 << 18)
+                if not c:
+                    deadline = 0  # closed early: the check below says how far it got
+                    break
+                got.extend(c)
+                r = []
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        if w and sent < n:
+            try:
+                sent += s.send(payload[sent:sent + 65536])
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                pass
     s.close()
     check(h.sha256(bytes(got[:n])) == h.sha256(payload) and len(got) == n,
-          "exec bulk: %d of %d bytes, sha256 differs" % (len(got), n))
+          "exec bulk: %d of %d bytes back (%d sent), sha256 differs" % (len(got), n, sent))
 
 
 def big_body(chain, n=100 << 20):
