@@ -1,0 +1,138 @@
+"""A real containerd (Debian's 1.6, CRI plugin) for the tests, entirely under one directory:
+its own config, root, state, socket and runc root; host-network pods only (no CNI); started
+with PR_SET_PDEATHSIG and stopped by PID, with what it left behind swept away (runc containers,
+shims, mounts). Learned from the lab recipe in ../shared/lab/containerd.sh.
+
+    ctd = Containerd(dir).start()      # ctd.socket, ctd.stream_port
+    ...
+    ctd.stop()
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+CONFIG = """version = 2
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{d}/run/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:1"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "{port}"
+  enable_tls_streaming = false
+  max_container_log_line_size = 16384
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        Root = "{d}/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{d}/cni-conf"
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Containerd:
+    def __init__(self, base):
+        self.dir = os.path.join(base, "containerd")
+        self.socket = os.path.join(self.dir, "run", "containerd.sock")
+        self.stream_port = free_port()
+        self.proc = None
+
+    def start(self, timeout=30.0):
+        for sub in ("root", "state", "run", "runc", "cni-conf", "opt"):
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        with open(os.path.join(self.dir, "config.toml"), "w") as f:
+            f.write(CONFIG.format(d=self.dir, port=self.stream_port))
+        self.log = open(os.path.join(self.dir, "containerd.log"), "wb")
+
+        def child():
+            import ctypes
+            os.setsid()
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # dies with the test
+
+        self.proc = subprocess.Popen(["containerd", "--config",
+                                      os.path.join(self.dir, "config.toml")],
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, preexec_fn=child)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("containerd exited: " + self.tail())
+            if os.path.exists(self.socket) and self.cri_ready():
+                return self
+            time.sleep(0.2)
+        raise RuntimeError("containerd not ready: " + self.tail())
+
+    def cri_ready(self):
+        r = subprocess.run(["ctr", "-a", self.socket, "plugins", "ls"], capture_output=True,
+                           timeout=10)
+        return any(line.split()[:2] == [b"io.containerd.grpc.v1", b"cri"] and b"ok" in line
+                   for line in r.stdout.splitlines())
+
+    def tail(self, n=20):
+        try:
+            with open(os.path.join(self.dir, "containerd.log"), "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc is None:
+            return
+        ctr = ["ctr", "-a", self.socket, "-n", "k8s.io"]
+        if self.proc.poll() is None:
+            tasks = subprocess.run(ctr + ["tasks", "ls", "-q"], capture_output=True,
+                                   timeout=20).stdout.split()
+            if tasks:
+                subprocess.run(ctr + ["tasks", "delete", "-f"] + [t.decode() for t in tasks],
+                               capture_output=True, timeout=30)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        runc_root = os.path.join(self.dir, "runc", "k8s.io")
+        if os.path.isdir(runc_root):
+            ids = subprocess.run(["runc", "--root", runc_root, "list", "-q"],
+                                 capture_output=True).stdout.split()
+            for i in ids:
+                subprocess.run(["runc", "--root", runc_root, "delete", "-f", i.decode()],
+                               capture_output=True)
+        state = os.path.join(self.dir, "state") + "/"
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if (open("/proc/%s/comm" % pid).read().strip() == "containerd-shim" and
+                        os.readlink("/proc/%s/cwd" % pid).startswith(state)):
+                    os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        mounts = [line.split()[4] for line in open("/proc/self/mountinfo")
+                  if line.split()[4].startswith(self.dir + "/")]
+        for m in sorted(mounts, reverse=True):
+            if subprocess.run(["umount", m], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", m], capture_output=True)
+        self.proc = None
