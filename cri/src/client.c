@@ -3,6 +3,7 @@
  */
 #include <cri/client.h>
 #include <cri/grpc.h>
+#include <cri/pb.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -163,6 +164,11 @@ int cri_call(struct cri_client *c, const char *method, const uint8_t *req, size_
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, &call);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	/* One connection per call: Debian's libcurl 7.88 fails the second call on a reused h2c
+	 * connection over a unix socket ("Error in the HTTP2 framing layer"), and a unix-socket
+	 * connect costs microseconds. */
+	curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
 	CURLcode cc = curl_easy_perform(e);
 	curl_slist_free_all(h);
 	free(framed);
@@ -351,4 +357,92 @@ int cri_port_forward_url(struct cri_client *c, const char *sandbox_id, const int
 	return unary(c, "PortForward", req,
 	             cri_encode_port_forward_request(req, sizeof req, sandbox_id, ports, nports),
 	             dec_url, &u, err, errlen);
+}
+
+/* ---- pod life cycle ---------------------------------------------------------------------- */
+
+struct id_out {
+	char *id;
+	size_t cap;
+};
+
+static int dec_id(const uint8_t *p, size_t len, void *out)
+{
+	struct id_out *o = out;
+	return cri_decode_id_response(p, len, o->id, o->cap);
+}
+
+/* Responses with nothing we read: still well-formed protobuf. */
+static int dec_empty(const uint8_t *p, size_t len, void *out)
+{
+	(void)out;
+	struct cri_pb_reader r;
+	struct cri_pb_field f;
+	int rc;
+	cri_pb_reader_init(&r, p, len);
+	while ((rc = cri_pb_next(&r, &f)) > 0)
+		;
+	return rc;
+}
+
+int cri_run_pod_sandbox(struct cri_client *c, const struct cri_pod_spec *pod, char *id, size_t cap,
+                        char *err, size_t errlen)
+{
+	uint8_t req[16384];
+	struct id_out o = {id, cap};
+	return unary(c, "RunPodSandbox", req,
+	             cri_encode_run_pod_sandbox_request(req, sizeof req, pod), dec_id, &o, err,
+	             errlen);
+}
+
+int cri_create_container(struct cri_client *c, const char *sandbox_id,
+                         const struct cri_pod_spec *pod, const struct cri_container_spec *spec,
+                         char *id, size_t cap, char *err, size_t errlen)
+{
+	uint8_t *req = malloc(CRI_REQUEST_MAX);
+	if (req == NULL)
+		return -ENOMEM;
+	struct id_out o = {id, cap};
+	int rc = unary(
+	        c, "CreateContainer", req,
+	        cri_encode_create_container_request(req, CRI_REQUEST_MAX, sandbox_id, pod, spec),
+	        dec_id, &o, err, errlen);
+	free(req);
+	return rc;
+}
+
+static int by_id(struct cri_client *c, const char *method, const char *id, char *err, size_t errlen)
+{
+	uint8_t req[256];
+	return unary(c, method, req, cri_encode_id_request(req, sizeof req, id), dec_empty, NULL,
+	             err, errlen);
+}
+
+int cri_start_container(struct cri_client *c, const char *container_id, char *err, size_t errlen)
+{
+	return by_id(c, "StartContainer", container_id, err, errlen);
+}
+
+int cri_stop_container(struct cri_client *c, const char *container_id, int64_t timeout_s, char *err,
+                       size_t errlen)
+{
+	uint8_t req[256];
+	return unary(c, "StopContainer", req,
+	             cri_encode_stop_container_request(req, sizeof req, container_id, timeout_s),
+	             dec_empty, NULL, err, errlen);
+}
+
+int cri_remove_container(struct cri_client *c, const char *container_id, char *err, size_t errlen)
+{
+	return by_id(c, "RemoveContainer", container_id, err, errlen);
+}
+
+int cri_stop_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen)
+{
+	return by_id(c, "StopPodSandbox", sandbox_id, err, errlen);
+}
+
+int cri_remove_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen)
+{
+	return by_id(c, "RemovePodSandbox", sandbox_id, err, errlen);
 }

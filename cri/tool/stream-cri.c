@@ -10,6 +10,10 @@
  *     exec-url CONTAINER_ID CMD [ARG...]   a streaming URL for exec (stdin, stdout, stderr)
  *     attach-url CONTAINER_ID              a streaming URL for attach (stdout, stderr)
  *     port-forward-url SANDBOX_ID [PORT...]
+ *     run-pod NS POD UID LOG_DIR           a host-network pod sandbox; prints its id
+ *     create-container NS POD UID LOG_DIR SANDBOX_ID NAME IMAGE [--stdin] [--tty] [-- CMD...]
+ *                                          create and start a container (log NAME/0.log)
+ *     remove-pod SANDBOX_ID                stop and remove its containers, then the sandbox
  *
  * Exit status: 0 success, 1 the call failed (the runtime's message on stderr), 2 usage.
  */
@@ -37,7 +41,11 @@ static int usage(void)
 	fprintf(stderr,
 	        "usage: stream-cri [--socket PATH] [--timeout MS] COMMAND [ARGS]\n"
 	        "  version | sandboxes [NS [POD]] | containers [SANDBOX [NAME]] | status ID |\n"
-	        "  exec-url ID CMD [ARG...] | attach-url ID | port-forward-url SANDBOX [PORT...]\n"
+	        "  exec-url ID CMD [ARG...] | attach-url ID | port-forward-url SANDBOX [PORT...] "
+	        "|\n"
+	        "  run-pod NS POD UID LOG_DIR | remove-pod SANDBOX |\n"
+	        "  create-container NS POD UID LOG_DIR SANDBOX NAME IMAGE [--stdin] [--tty] [-- "
+	        "CMD...]\n"
 	        "socket default %s\n",
 	        DEFAULT_SOCKET);
 	return 2;
@@ -105,6 +113,50 @@ static int run(struct cri_client *c, int argc, char **argv)
 		if ((rc = cri_port_forward_url(c, argv[1], ports, (size_t)argc - 2, url, sizeof url,
 		                               err, sizeof err)) == 0)
 			printf("%s\n", url);
+	} else if (strcmp(cmd, "run-pod") == 0 && argc == 5) {
+		struct cri_pod_spec pod = {argv[2], argv[3], argv[1], argv[4]};
+		char id[CRI_ID_MAX + 1];
+		if ((rc = cri_run_pod_sandbox(c, &pod, id, sizeof id, err, sizeof err)) == 0)
+			printf("%s\n", id);
+	} else if (strcmp(cmd, "create-container") == 0 && argc >= 8) {
+		struct cri_pod_spec pod = {argv[2], argv[3], argv[1], argv[4]};
+		char log_path[CRI_NAME_MAX + 8];
+		snprintf(log_path, sizeof log_path, "%s/0.log", argv[6]);
+		struct cri_container_spec spec = {
+		        .name = argv[6], .image = argv[7], .log_path = log_path};
+		int i = 8;
+		for (; i < argc; i++) {
+			if (strcmp(argv[i], "--stdin") == 0)
+				spec.stdin_ = true;
+			else if (strcmp(argv[i], "--tty") == 0)
+				spec.tty = true;
+			else if (strcmp(argv[i], "--") == 0)
+				break;
+			else
+				return usage();
+		}
+		if (i < argc) {
+			spec.command = (const char *const *)argv + i + 1;
+			spec.ncommand = (size_t)(argc - i - 1);
+		}
+		char id[CRI_ID_MAX + 1];
+		if ((rc = cri_create_container(c, argv[5], &pod, &spec, id, sizeof id, err,
+		                               sizeof err)) == 0 &&
+		    (rc = cri_start_container(c, id, err, sizeof err)) == 0)
+			printf("%s\n", id);
+	} else if (strcmp(cmd, "remove-pod") == 0 && argc == 2) {
+		static struct cri_container ct[256];
+		size_t n = 0;
+		rc = cri_list_containers(c, argv[1], NULL, 0, -1, ct, 256, &n, err, sizeof err);
+		for (size_t i = 0; rc == 0 && i < n; i++) {
+			rc = cri_stop_container(c, ct[i].id, 0, err, sizeof err);
+			if (rc == 0)
+				rc = cri_remove_container(c, ct[i].id, err, sizeof err);
+		}
+		if (rc == 0)
+			rc = cri_stop_pod_sandbox(c, argv[1], err, sizeof err);
+		if (rc == 0)
+			rc = cri_remove_pod_sandbox(c, argv[1], err, sizeof err);
 	} else {
 		return usage();
 	}

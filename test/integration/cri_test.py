@@ -7,12 +7,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
 from containerd import Containerd  # noqa: E402
+import images  # noqa: E402
 
 TOOL = os.path.join(h.BIN, "cri", "stream-cri")
 
@@ -48,6 +50,45 @@ def no_runtime(ctd):
     check(rc == 1 and "Couldn't connect" in err, "no runtime: %d %r" % (rc, err))
 
 
+def pod_life_cycle(ctd, base):
+    """A real host-network pod: create, find by the kubelet's labels, status and CRI log file,
+    an exec URL from the runtime's streaming server, then remove."""
+    logs = os.path.join(base, "pods", "default_demo_demo-uid-1")
+    os.makedirs(logs, exist_ok=True)
+    rc, out, err = cri(ctd, "run-pod", "default", "demo", "demo-uid-1", logs)
+    check(rc == 0 and len(out.strip()) == 64, "run-pod: %d %r %r" % (rc, out, err))
+    sandbox = out.strip()
+    rc, out, err = cri(ctd, "create-container", "default", "demo", "demo-uid-1", logs, sandbox,
+                       "loop", images.BUSYBOX_IMAGE, "--stdin", "--", "sh", "-c",
+                       "echo hello from demo; echo to stderr >&2; exec sleep 600")
+    check(rc == 0, "create-container: %d %r" % (rc, err))
+    container = out.strip()
+    rc, out, err = cri(ctd, "sandboxes", "default", "demo")
+    check(rc == 0 and out.startswith(sandbox + " default/demo uid=demo-uid-1") and "READY" in out,
+          "sandboxes: %r %r" % (out, err))
+    rc, out, err = cri(ctd, "containers", sandbox, "loop")
+    check(rc == 0 and out.startswith(container) and "RUNNING" in out, "containers: %r" % out)
+    log_path = os.path.join(logs, "loop", "0.log")
+    deadline = time.monotonic() + 10
+    text = ""
+    while time.monotonic() < deadline and "to stderr" not in text:
+        text = open(log_path).read() if os.path.exists(log_path) else ""
+        time.sleep(0.1)
+    lines = sorted(l.split(" ", 1)[1] for l in text.splitlines())  # drop the timestamps
+    check(lines == ["stderr F to stderr", "stdout F hello from demo"], "log file: %r" % text)
+    rc, out, err = cri(ctd, "status", container)
+    check(rc == 0 and "RUNNING" in out and ("log=" + log_path) in out, "status: %r" % out)
+    rc, out, err = cri(ctd, "exec-url", container, "echo", "hi")
+    want = "http://127.0.0.1:%d/exec/" % ctd.stream_port
+    check(rc == 0 and out.startswith(want), "exec-url: %r %r" % (out, err))
+    rc, out, err = cri(ctd, "port-forward-url", sandbox, "8080")
+    check(rc == 0 and "/portforward/" in out, "port-forward-url: %r %r" % (out, err))
+    rc, out, err = cri(ctd, "remove-pod", sandbox)
+    check(rc == 0, "remove-pod: %r" % err)
+    rc, out, err = cri(ctd, "sandboxes")
+    check(rc == 0 and out == "", "after remove-pod: %r" % out)
+
+
 def main():
     if os.geteuid() != 0 or shutil.which("containerd") is None:
         print("skipped: needs root and containerd")
@@ -57,11 +98,15 @@ def main():
     rc = 1
     try:
         ctd.start()
+        images.import_into(ctd, images.build(os.path.join(base, "images")))
         tests = []
         for fn in (version, empty_lists, not_found, no_runtime):
             t = (lambda f: lambda: f(ctd))(fn)
             t.__name__ = "cri." + fn.__name__
             tests.append(t)
+        t = (lambda: pod_life_cycle(ctd, base))
+        t.__name__ = "cri.pod_life_cycle"
+        tests.append(t)
         rc = h.run(tests)
         return rc
     finally:

@@ -5,10 +5,10 @@
  * timeouts well, and the daemons link it anyway; a call is a dozen options.
  *
  * Blocking: call it from a worker (stream/workq.h), never from the event loop. One client per
- * thread (it keeps its connection open between calls); the functions are not thread-safe on one
- * client. Errors are negative errno values with a message in @err: the runtime's grpc-message
- * for call failures (-ENOENT for NOT_FOUND, -ETIMEDOUT, ... see cri_grpc_errno), the transport's
- * reason otherwise (-ECONNREFUSED: no runtime on that socket).
+ * thread; the functions are not thread-safe on one client. Each call opens its own connection
+ * (see client.c). Errors are negative errno values with a message in @err: the runtime's
+ * grpc-message for call failures (-ENOENT for NOT_FOUND, -ETIMEDOUT, ... see cri_grpc_errno),
+ * the transport's reason otherwise (-ECONNREFUSED: no runtime on that socket).
  */
 #ifndef CRI_CLIENT_H
 #define CRI_CLIENT_H
@@ -50,5 +50,18 @@ int cri_attach_url(struct cri_client *c, const char *container_id, bool in, bool
                    bool err_stream, char *url, size_t cap, char *err, size_t errlen);
 int cri_port_forward_url(struct cri_client *c, const char *sandbox_id, const int32_t *ports,
                          size_t nports, char *url, size_t cap, char *err, size_t errlen);
+
+/* Pod life cycle (the CLI and the tests make real pods with these). */
+int cri_run_pod_sandbox(struct cri_client *c, const struct cri_pod_spec *pod, char *id, size_t cap,
+                        char *err, size_t errlen);
+int cri_create_container(struct cri_client *c, const char *sandbox_id,
+                         const struct cri_pod_spec *pod, const struct cri_container_spec *spec,
+                         char *id, size_t cap, char *err, size_t errlen);
+int cri_start_container(struct cri_client *c, const char *container_id, char *err, size_t errlen);
+int cri_stop_container(struct cri_client *c, const char *container_id, int64_t timeout_s, char *err,
+                       size_t errlen);
+int cri_remove_container(struct cri_client *c, const char *container_id, char *err, size_t errlen);
+int cri_stop_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen);
+int cri_remove_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen);
 
 #endif /* CRI_CLIENT_H */

@@ -64,7 +64,38 @@ ssize_t cri_encode_list_containers_request(uint8_t *out, size_t cap, const char 
                                            int state);
 ssize_t cri_encode_container_status_request(uint8_t *out, size_t cap, const char *container_id);
 
+/* A pod for RunPodSandbox and CreateContainer's sandbox_config (the CLI and the tests create
+ * real pods with it). Host network only: such sandboxes need no CNI, and must have no hostname. */
+struct cri_pod_spec {
+	const char *name, *uid, *namespace_;
+	const char *log_directory; /* absolute; created beforehand */
+};
+
+struct cri_container_spec {
+	const char *name, *image;
+	const char *const *command; /* entrypoint override; may be NULL */
+	size_t ncommand;
+	const char *const *args;
+	size_t nargs;
+	const char *log_path; /* relative to the pod's log_directory, e.g. "app/0.log" */
+	bool stdin_, stdin_once, tty;
+};
+
+ssize_t cri_encode_run_pod_sandbox_request(uint8_t *out, size_t cap,
+                                           const struct cri_pod_spec *pod);
+ssize_t cri_encode_create_container_request(uint8_t *out, size_t cap, const char *sandbox_id,
+                                            const struct cri_pod_spec *pod,
+                                            const struct cri_container_spec *c);
+/* { string id = 1; } requests: StartContainer, RemoveContainer, StopPodSandbox,
+ * RemovePodSandbox, ContainerStatus. */
+ssize_t cri_encode_id_request(uint8_t *out, size_t cap, const char *id);
+ssize_t cri_encode_stop_container_request(uint8_t *out, size_t cap, const char *container_id,
+                                          int64_t timeout_s);
+
 /* ---- responses -------------------------------------------------------------------------- */
+
+/* RunPodSandboxResponse, CreateContainerResponse: { string id = 1; }. -ENODATA when empty. */
+int cri_decode_id_response(const uint8_t *p, size_t len, char *id, size_t cap);
 
 struct cri_version {
 	char version[CRI_TEXT_MAX], runtime_name[CRI_TEXT_MAX], runtime_version[CRI_TEXT_MAX],
