@@ -56,7 +56,7 @@ static bool has_token(const char *value, const char *token)
 }
 
 ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req, const char *path,
-                        size_t path_len, const char *host_header, bool *upgrade)
+                        size_t path_len, const char *host_header, bool keep_query, bool *upgrade)
 {
 	bool conn_upgrade = false, has_upgrade = false;
 	for (size_t i = 0; i < req->num_headers; i++) {
@@ -79,7 +79,7 @@ ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req,
 	puts_(&o, req->method[0] ? req->method : "GET");
 	put(&o, " ", 1);
 	put(&o, path, path_len);
-	if (req->raw_query[0]) {
+	if (keep_query && req->raw_query[0]) {
 		put(&o, "?", 1);
 		puts_(&o, req->raw_query);
 	}

@@ -25,12 +25,13 @@
 
 /*
  * es_request_head() - write the backend request head for @req, sent to @path (the routed
- * path, @path_len bytes) on backend @host_header. Returns the length; -EMSGSIZE when it does not
- * fit @cap; -EBADMSG when a header name or value could split the head (CR, LF). *@upgrade says
- * whether the request asks for an upgrade (Connection: upgrade + Upgrade).
+ * path, @path_len bytes) on backend @host_header, with the request's query when @keep_query (a
+ * runtime's streaming URL carries none: the options are in the CRI request). Returns the
+ * length; -EMSGSIZE when it does not fit @cap; -EBADMSG when a header name or value could split
+ * the head (CR, LF). *@upgrade says whether the request asks for an upgrade.
  */
 ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req, const char *path,
-                        size_t path_len, const char *host_header, bool *upgrade);
+                        size_t path_len, const char *host_header, bool keep_query, bool *upgrade);
 
 struct es_body_only {
 	uint8_t *head; /* the response head being gathered (lazily allocated, bounded) */

@@ -31,7 +31,8 @@
 #include "es_route.h"
 #include "tls.h"
 
-#define ES_NODE_NAME_MAX 253u
+#define ES_NODE_NAME_MAX  253u
+#define ES_CRI_SOCKET_MAX 512u
 
 struct edgestream_config {
 	struct es_config c;
@@ -56,6 +57,9 @@ struct edgestream {
 	SSL_CTX *tunnel_ctx;  /* the client vhost's, captured at its creation */
 	SSL_CTX *kubelet_ctx; /* ours, for the kubelet leg (refcounted by live SSLs) */
 	struct es_allow allow;
+	bool cri_enabled; /* --cri-socket: exec/attach/portForward go to the runtime */
+	struct st_workq *wq;
+	uint64_t next_stream_serial;
 	char cloud_host[256], cloud_path[256];
 	int cloud_port;
 	char cloud_name[256]; /* what the cloud's certificate must name */
@@ -114,9 +118,15 @@ struct es_stream {
 	bool use_tls;
 	struct es_tls tls;
 	struct st_buf to_backend; /* plaintext: the request head, then the cloud's DATA */
-	size_t uncredited;        /* cloud DATA bytes not yet written to the backend socket */
-	struct st_buf to_cloud;   /* backend bytes the session could not take yet */
-	bool body_only;           /* base-protocol LOGS/METRIC: relay the body only */
+	uint8_t *head; /* the request head for the backend, sent before the cloud's bytes */
+	size_t head_len, head_off;
+	struct st_connect_req req; /* CRI: kept until the runtime's URL is known */
+	bool cri_pending;          /* a runtime call is under way for it */
+	char dial_host[256];
+	int dial_port;
+	uint64_t serial; /* unique in the process: a finished worker job finds its stream by it */
+	struct st_buf to_cloud; /* backend bytes the session could not take yet */
+	bool body_only;         /* base-protocol LOGS/METRIC: relay the body only */
 	struct es_body_only bo;
 	bool backend_paused; /* lws_rx_flow_control(wsi, 0) for a full to_cloud */
 	bool blocking;       /* counted in es->blocking_streams */

@@ -224,6 +224,25 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "Deadline for the TLS handshake with the kubelet.",
          .since = "0.1"},
+        {.name = "cri-socket",
+         .type = ST_OPT_STRING,
+         .offset = OFF(cri_socket),
+         .value_name = "PATH",
+         .help = "The container runtime's CRI socket (e.g. /run/containerd/containerd.sock). "
+                 "When set, exec, attach and portForward are served through the runtime: the "
+                 "edge finds the pod and container by the kubelet's labels, asks the runtime "
+                 "for a streaming URL per request and relays the upgrade to it. Empty: they go "
+                 "to the kubelet.",
+         .since = "0.1"},
+        {.name = "cri-timeout",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(cri_timeout_ms),
+         .default_value = "10s",
+         .min = 100,
+         .max = 600000,
+         .value_name = "DURATION",
+         .help = "Deadline for each call to the runtime (the cloud gets ERROR timeout).",
+         .since = "0.1"},
         /* ---- limits and flow control ---- */
         {.name = "max-streams",
          .type = ST_OPT_U64,

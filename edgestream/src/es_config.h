@@ -33,6 +33,8 @@ struct es_config {
 	char *kubelet_cert, *kubelet_key, *kubelet_ca;
 	struct st_strlist local_ports; /* name=port */
 	uint64_t backend_dial_timeout_ms, backend_handshake_timeout_ms;
+	char *cri_socket; /* "" = no CRI backend */
+	uint64_t cri_timeout_ms;
 	/* limits and flow control */
 	uint64_t max_streams;
 	uint64_t stream_window_bytes, stream_queue_bytes, data_payload_bytes;

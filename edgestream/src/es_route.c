@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <stream/ext.h>
+#include <stream/query.h>
 
 static bool name_char(char c)
 {
@@ -87,8 +88,8 @@ static const struct es_local_port *find_entry(const struct es_allow *a, const ch
 	return NULL;
 }
 
-int es_route_request(const struct es_allow *a, bool kubelet_enabled, const char *path,
-                     size_t path_len, struct es_target *out)
+int es_route_request(const struct es_allow *a, bool kubelet_enabled, bool cri_enabled,
+                     const char *path, size_t path_len, struct es_target *out)
 {
 	memset(out, 0, sizeof *out);
 	const size_t plen = sizeof ES_PORTS_PREFIX - 1;
@@ -113,6 +114,17 @@ int es_route_request(const struct es_allow *a, bool kubelet_enabled, const char 
 		out->path = slash ? slash : "/";
 		out->path_len = slash ? path_len - plen - nlen : 1;
 		return 0;
+	}
+	if (cri_enabled) {
+		struct st_kubelet_path kp;
+		if (st_kubelet_path_parse(path, path_len, &kp) == 0 &&
+		    (kp.kind == ST_KUBELET_EXEC || kp.kind == ST_KUBELET_ATTACH ||
+		     kp.kind == ST_KUBELET_PORT_FORWARD)) {
+			out->kind = ES_TARGET_CRI;
+			out->path = path;
+			out->path_len = path_len;
+			return 0;
+		}
 	}
 	if (!kubelet_enabled) {
 		refuse(out, ST_EXT_ERR_REFUSED, "no kubelet backend on this node for ", path,

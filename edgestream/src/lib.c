@@ -12,10 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include <certs/certs.h>
 #include <stream/err.h>
 #include <stream/log.h>
 #include <stream/loop.h>
+#include <stream/workq.h>
 
 void es_tunnel_start_timers(struct edgestream *es);
 
@@ -207,8 +210,11 @@ static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	(void)len;
 	if (reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED) {
 		struct edgestream *es = lws_context_user(lws_get_context(wsi));
-		if (es)
+		if (es) {
 			handle_requests(es);
+			if (es->wq)
+				st_workq_run_completions(es->wq); /* finished runtime calls */
+		}
 	}
 	return 0;
 }
@@ -280,6 +286,13 @@ static int check_config(struct edgestream *es, char *err, size_t errlen)
 		return rc;
 	if ((rc = identity(es, err, errlen)) < 0)
 		return rc;
+	if (c->cri_socket && c->cri_socket[0]) {
+		if (strlen(c->cri_socket) >= ES_CRI_SOCKET_MAX) {
+			snprintf(err, errlen, "cri-socket: path too long");
+			return -EINVAL;
+		}
+		es->cri_enabled = true;
+	}
 	if (c->backoff_max_ms < c->backoff_initial_ms) {
 		snprintf(err, errlen, "backoff-max is below backoff-initial");
 		return -EINVAL;
@@ -413,11 +426,19 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 		fclose(ur);
 	}
 	es_backoff_init(&es->backoff, es->cfg.backoff_initial_ms, es->cfg.backoff_max_ms, seed);
+	/* Runtime calls block (libcurl): they run on two workers, never on the loop. */
+	if (es->cri_enabled && (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+	                        st_workq_new(&es->wq, es->ctx, 2, 256) < 0)) {
+		snprintf(err, errlen, "cannot start the worker pool for CRI calls");
+		edgestream_free(es);
+		return -ENOMEM;
+	}
 	es_tunnel_start_timers(es);
 	st_info("edgestream %s: node %s, cloud wss://%s:%d%s (verified as %s), kubelet %s, %zu "
-	        "local ports allowed, admin %s",
+	        "local ports allowed, CRI %s, admin %s",
 	        EDGESTREAM_VERSION, es->node, es->cloud_host, es->cloud_port, es->cloud_path,
 	        es->cloud_name, es->kubelet_port ? es->cfg.kubelet_url : "off", es->allow.n,
+	        es->cri_enabled ? es->cfg.cri_socket : "off",
 	        es->vh_admin ? es->cfg.admin_listen : "off");
 	es_publish_stats(es);
 	*out = es;
@@ -492,6 +513,8 @@ void edgestream_free(struct edgestream *es)
 		pthread_join(es->thread, NULL);
 	}
 	es->stopped = true;
+	st_workq_free(es->wq); /* before the context: completions look at streams */
+	es->wq = NULL;
 	if (es->ctx) {
 		lws_sul_cancel(&es->sul_dial);
 		lws_sul_cancel(&es->sul_certs);
@@ -510,5 +533,7 @@ void edgestream_free(struct edgestream *es)
 	free(es->scratch);
 	st_config_cleanup(&es_config_spec, &es->cfg);
 	pthread_mutex_destroy(&es->stats_lock);
+	if (es->cri_enabled)
+		curl_global_cleanup();
 	free(es);
 }

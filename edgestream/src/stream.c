@@ -30,6 +30,11 @@
 #include <stream/frame.h>
 #include <stream/log.h>
 #include <stream/status.h>
+#include <stream/workq.h>
+
+#include <cri/client.h>
+
+#include "cri_plan.h"
 
 #define RELAY_WRITE_MAX (64u * 1024u)
 #define BASE_QUEUE_HIGH (1024u * 1024u) /* base protocol: pause the tunnel above this */
@@ -48,6 +53,9 @@ static const char *backend_name(const struct es_stream *st, char *buf, size_t ca
 {
 	if (st->target.kind == ES_TARGET_KUBELET)
 		snprintf(buf, cap, "kubelet %.100s:%d", st->es->kubelet_host, st->es->kubelet_port);
+	else if (st->target.kind == ES_TARGET_CRI)
+		snprintf(buf, cap, "the runtime's streaming server %.100s:%d", st->dial_host,
+		         st->dial_port);
 	else
 		snprintf(buf, cap, "local port %s (127.0.0.1:%u)", st->target.local_name,
 		         st->target.port);
@@ -87,6 +95,8 @@ static void stream_free(struct es_stream *st)
 		es_tls_free(&st->tls);
 	st_buf_cleanup(&st->to_backend);
 	st_buf_cleanup(&st->to_cloud);
+	free(st->head);
+	st_connect_req_cleanup(&st->req);
 	es_body_only_cleanup(&st->bo);
 	es->m.streams_open--;
 	free(st);
@@ -253,13 +263,8 @@ static int dial(struct es_stream *st)
 	memset(&i, 0, sizeof i);
 	i.context = es->ctx;
 	i.vhost = es->vh_client;
-	if (st->target.kind == ES_TARGET_KUBELET) {
-		i.address = es->kubelet_host;
-		i.port = es->kubelet_port;
-	} else {
-		i.address = "127.0.0.1";
-		i.port = st->target.port;
-	}
+	i.address = st->dial_host;
+	i.port = st->dial_port;
 	i.host = i.address;
 	i.method = "RAW";
 	i.local_protocol_name = es_backend_protocol.name;
@@ -275,6 +280,223 @@ static int dial(struct es_stream *st)
 	return 0;
 }
 
+/* The backend request head for @req sent to @path on @host_header (kept apart from the cloud's
+ * bytes so it goes first whenever they arrive). Fails the stream and returns -1 when it cannot
+ * be written as HTTP/1.1. */
+static int make_head(struct es_stream *st, const struct st_connect_req *req, const char *path,
+                     size_t path_len, const char *host_header, bool keep_query)
+{
+	struct edgestream *es = st->es;
+	char *head = malloc(ST_MAX_HTTP_HEAD_BYTES);
+	char *p = malloc(path_len + 1);
+	ssize_t n = -ENOMEM;
+	bool upgrade = false;
+	if (head && p && path_len > 0) {
+		memcpy(p, path, path_len); /* @path may be a view into @req */
+		n = es_request_head(head, ST_MAX_HTTP_HEAD_BYTES, req, p, path_len, host_header,
+		                    keep_query, &upgrade);
+	}
+	free(p);
+	if (n <= 0) {
+		free(head);
+		es->m.streams_refused++;
+		stream_fail(st, ST_EXT_ERR_BAD_REQUEST,
+		            n == -EMSGSIZE ? "request head too large for the backend"
+		                           : "request cannot be sent as HTTP/1.1");
+		return -1;
+	}
+	st->head = (uint8_t *)head;
+	st->head_len = (size_t)n;
+	st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE) && !upgrade &&
+	                (st->type == ST_MSG_LOGS_CONNECT || st->type == ST_MSG_METRIC_CONNECT);
+	return 0;
+}
+
+static void start_dial(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	char name[160];
+	st_dbg_ns(es->node, st->id, "%s → %s", st_msg_type_name(st->type),
+	          backend_name(st, name, sizeof name));
+	uint64_t id = st->id;
+	if (dial(st) < 0 && es->sess && st_session_stream_user(es->sess, id) == st) {
+		char why[256];
+		snprintf(why, sizeof why, "%.150s unreachable",
+		         backend_name(st, name, sizeof name));
+		es->m.backend_failures++;
+		stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+	}
+}
+
+/* ---- the CRI backend: ask the runtime on a worker, then dial its streaming server ------- */
+
+struct cri_job {
+	struct edgestream *es;
+	struct es_stream *st;
+	uint64_t id, serial;
+	char socket[ES_CRI_SOCKET_MAX];
+	uint64_t timeout_ms;
+	struct es_cri_plan plan;
+	int rc;
+	char url[CRI_URL_MAX];
+	char err[512];
+};
+
+/* The newest READY sandbox of the pod (the kubelet's labels), or -ENOENT. */
+static int find_sandbox(struct cri_client *c, const struct es_cri_plan *p, char *id, size_t cap,
+                        char *err, size_t errlen)
+{
+	struct cri_label l[3] = {{CRI_LABEL_POD_NAMESPACE, p->namespace_},
+	                         {CRI_LABEL_POD_NAME, p->pod},
+	                         {CRI_LABEL_POD_UID, p->uid}};
+	struct cri_sandbox sb[16]; /* a worker's stack */
+	size_t n;
+	int rc = cri_list_sandboxes(c, l, p->uid[0] ? 3 : 2, CRI_SANDBOX_READY, sb, 16, &n, err,
+	                            errlen);
+	if (rc < 0)
+		return rc;
+	size_t best = n;
+	for (size_t i = 0; i < n; i++)
+		if (best == n || sb[i].created_at > sb[best].created_at)
+			best = i;
+	if (best == n) {
+		snprintf(err, errlen, "pod %.120s/%.120s has no ready sandbox on this node",
+		         p->namespace_, p->pod);
+		return -ENOENT;
+	}
+	snprintf(id, cap, "%s", sb[best].id);
+	return 0;
+}
+
+static void cri_work(void *arg)
+{
+	struct cri_job *j = arg;
+	struct es_cri_plan *p = &j->plan;
+	struct cri_client *c;
+	char sandbox[CRI_ID_MAX + 1];
+	j->rc = cri_client_new(&c, j->socket, j->timeout_ms);
+	if (j->rc < 0) {
+		snprintf(j->err, sizeof j->err, "cannot set up a CRI client");
+		return;
+	}
+	j->rc = find_sandbox(c, p, sandbox, sizeof sandbox, j->err, sizeof j->err);
+	if (j->rc == 0 && p->kind == ST_KUBELET_PORT_FORWARD) {
+		j->rc = cri_port_forward_url(c, sandbox, p->ports, p->nports, j->url, sizeof j->url,
+		                             j->err, sizeof j->err);
+	} else if (j->rc == 0) {
+		struct cri_label l = {CRI_LABEL_CONTAINER_NAME, p->container};
+		struct cri_container ct[4];
+		size_t n = 0;
+		j->rc = cri_list_containers(c, sandbox, &l, 1, CRI_CONTAINER_RUNNING, ct, 4, &n,
+		                            j->err, sizeof j->err);
+		if (j->rc == 0 && n == 0) {
+			snprintf(j->err, sizeof j->err,
+			         "container %.120s is not running in pod %.120s/%.120s",
+			         p->container, p->namespace_, p->pod);
+			j->rc = -ENOENT;
+		}
+		if (j->rc == 0 && p->kind == ST_KUBELET_EXEC)
+			j->rc = cri_exec_url(c, ct[0].id, p->cmd, p->ncmd, p->tty, p->in, p->out,
+			                     p->err, j->url, sizeof j->url, j->err, sizeof j->err);
+		else if (j->rc == 0)
+			j->rc = cri_attach_url(c, ct[0].id, p->in, p->tty, p->out, p->err, j->url,
+			                       sizeof j->url, j->err, sizeof j->err);
+	}
+	cri_client_free(c);
+}
+
+static uint64_t cri_error_code(int rc)
+{
+	switch (rc) {
+	case -ENOENT:
+		return ST_EXT_ERR_NOT_FOUND;
+	case -ETIMEDOUT:
+		return ST_EXT_ERR_TIMEOUT;
+	case -EINVAL:
+		return ST_EXT_ERR_BAD_REQUEST;
+	case -EAGAIN:
+		return ST_EXT_ERR_LIMIT;
+	default:
+		return ST_EXT_ERR_UNREACHABLE;
+	}
+}
+
+static void cri_done(void *arg, int status)
+{
+	struct cri_job *j = arg;
+	struct edgestream *es = j->es;
+	struct es_stream *st = es->sess ? st_session_stream_user(es->sess, j->id) : NULL;
+	if (status < 0 || st != j->st || st->serial != j->serial) {
+		free(j); /* the stream ended meanwhile */
+		return;
+	}
+	st->cri_pending = false;
+	if (j->rc < 0) {
+		es->m.backend_failures++;
+		stream_fail(st, cri_error_code(j->rc), j->err);
+		free(j);
+		return;
+	}
+	char path[CRI_URL_MAX];
+	if (es_parse_url(j->url, "http", 80, st->dial_host, sizeof st->dial_host, &st->dial_port,
+	                 path, sizeof path) < 0) {
+		char why[CRI_URL_MAX + 64];
+		snprintf(why, sizeof why,
+		         "the runtime's streaming URL %.200s is not plain http "
+		         "(enable_tls_streaming is not supported)",
+		         j->url);
+		stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+		free(j);
+		return;
+	}
+	free(j);
+	char host_header[300];
+	snprintf(host_header, sizeof host_header, "%.255s:%d", st->dial_host, st->dial_port);
+	/* The options travel in the CRI request; the URL's path names them by token. */
+	if (make_head(st, &st->req, path, strlen(path), host_header, false) < 0)
+		return;
+	st_connect_req_cleanup(&st->req);
+	start_dial(st);
+}
+
+static void cri_start(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	struct cri_job *j = calloc(1, sizeof *j);
+	struct st_kubelet_path kp;
+	char why[256] = "";
+	int rc = -ENOMEM;
+	if (j != NULL && st_kubelet_path_parse(st->req.path, strlen(st->req.path), &kp) == 0)
+		rc = es_cri_plan_make(&j->plan, &kp, st->req.raw_query, strlen(st->req.raw_query),
+		                      why, sizeof why);
+	else if (j != NULL)
+		rc = -EINVAL;
+	if (rc < 0) {
+		free(j);
+		es->m.streams_refused++;
+		stream_fail(st, rc == -ENOMEM ? ST_EXT_ERR_INTERNAL : ST_EXT_ERR_BAD_REQUEST,
+		            why[0]            ? why
+		            : rc == -EMSGSIZE ? "request over the CRI limits"
+		                              : "not a streaming request");
+		return;
+	}
+	j->es = es;
+	j->st = st;
+	j->id = st->id;
+	j->serial = st->serial;
+	j->timeout_ms = es->cfg.cri_timeout_ms;
+	snprintf(j->socket, sizeof j->socket, "%s", es->cfg.cri_socket);
+	st->cri_pending = true;
+	st_dbg_ns(es->node, st->id, "%s → the container runtime (%s)", st_msg_type_name(st->type),
+	          j->socket);
+	rc = st_workq_submit(es->wq, cri_work, cri_done, j);
+	if (rc < 0) {
+		free(j);
+		st->cri_pending = false;
+		stream_fail(st, ST_EXT_ERR_LIMIT, "too many runtime calls waiting");
+	}
+}
+
 int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint8_t *payload,
                    size_t len)
 {
@@ -285,13 +507,12 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 	st->id = id;
 	st->type = type;
 	st->started_ms = es_now_ms();
+	st->serial = ++es->next_stream_serial;
 	st_buf_init(&st->to_cloud, TO_CLOUD_CAP);
 	st_buf_set_watermarks(&st->to_cloud, TO_CLOUD_HIGH, TO_CLOUD_LOW);
 	/* With credit the cloud never sends more than the window; without, bound it hard. */
 	bool flow = es->caps & ST_CAP_FLOW;
-	st_buf_init(&st->to_backend,
-	            flow ? (size_t)es->cfg.stream_window_bytes + ST_MAX_HTTP_HEAD_BYTES
-	                 : BASE_QUEUE_CAP);
+	st_buf_init(&st->to_backend, flow ? (size_t)es->cfg.stream_window_bytes : BASE_QUEUE_CAP);
 	if (!flow)
 		st_buf_set_watermarks(&st->to_backend, BASE_QUEUE_HIGH, BASE_QUEUE_LOW);
 	es_body_only_init(&st->bo);
@@ -321,8 +542,8 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 			stream_fail(st, ST_EXT_ERR_BAD_REQUEST, why);
 			return 0;
 		}
-		es_route_request(&es->allow, es->kubelet_port > 0, req.path, strlen(req.path),
-		                 &st->target);
+		es_route_request(&es->allow, es->kubelet_port > 0, es->cri_enabled, req.path,
+		                 strlen(req.path), &st->target);
 	}
 	if (st->target.kind == ES_TARGET_REFUSE) {
 		es->m.streams_refused++;
@@ -330,45 +551,34 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 		stream_fail(st, st->target.refuse_code, st->target.reason);
 		return 0;
 	}
+	if (st->target.kind == ES_TARGET_CRI) {
+		st->req = req; /* the head is written once the runtime gave its URL */
+		cri_start(st);
+		return 0;
+	}
 	if (type != ST_MSG_TCP_CONNECT) {
-		char head[ST_MAX_HTTP_HEAD_BYTES];
 		char local_host[32];
 		const char *host_header = es->kubelet_host_header;
 		if (st->target.kind == ES_TARGET_LOCAL_PORT) {
 			snprintf(local_host, sizeof local_host, "127.0.0.1:%u", st->target.port);
 			host_header = local_host;
 		}
-		/* The path is a view into req: copy it before req goes. */
-		char path[ST_MAX_CONNECT_STRINGS_BYTES];
-		size_t plen = st->target.path_len < sizeof path ? st->target.path_len : 0;
-		memcpy(path, st->target.path, plen);
-		bool upgrade = false;
-		ssize_t n =
-		        es_request_head(head, sizeof head, &req, path, plen, host_header, &upgrade);
+		int rc = make_head(st, &req, st->target.path, st->target.path_len, host_header,
+		                   true);
 		st_connect_req_cleanup(&req);
 		st->target.path = NULL;
-		if (n < 0 || plen == 0) {
-			es->m.streams_refused++;
-			stream_fail(st, ST_EXT_ERR_BAD_REQUEST,
-			            n == -EMSGSIZE ? "request head too large for the backend"
-			                           : "request cannot be sent as HTTP/1.1");
+		if (rc < 0)
 			return 0;
-		}
-		st_buf_append(&st->to_backend, head, (size_t)n);
-		st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE) && !upgrade &&
-		                (type == ST_MSG_LOGS_CONNECT || type == ST_MSG_METRIC_CONNECT);
 	}
-	st->use_tls = st->target.kind == ES_TARGET_KUBELET;
-	char name[160];
-	st_dbg_ns(es->node, id, "%s → %s", st_msg_type_name(type),
-	          backend_name(st, name, sizeof name));
-	if (dial(st) < 0 && st_session_stream_user(es->sess, id) == st) {
-		char why[256];
-		snprintf(why, sizeof why, "%.150s unreachable",
-		         backend_name(st, name, sizeof name));
-		es->m.backend_failures++;
-		stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+	if (st->target.kind == ES_TARGET_KUBELET) {
+		snprintf(st->dial_host, sizeof st->dial_host, "%s", es->kubelet_host);
+		st->dial_port = es->kubelet_port;
+		st->use_tls = true;
+	} else {
+		snprintf(st->dial_host, sizeof st->dial_host, "127.0.0.1");
+		st->dial_port = st->target.port;
 	}
+	start_dial(st);
 	return 0;
 }
 
@@ -382,7 +592,6 @@ int es_stream_on_data(struct es_stream *st, const uint8_t *p, size_t len)
 		st_warn_ns(es->node, st->id, "the cloud sent more than the stream queue holds");
 		return -EMSGSIZE; /* the session resets the stream */
 	}
-	st->uncredited += len;
 	if (!(es->caps & ST_CAP_FLOW) && st_buf_above_high(&st->to_backend) && !st->blocking) {
 		st->blocking = true;
 		es->blocking_streams++;
@@ -434,10 +643,17 @@ static int backend_writeable(struct es_stream *st)
 	uint8_t *out = es->tx + LWS_PRE;
 	size_t n = 0;
 	size_t took = 0;
+	bool from_head = false;
 	if (st->state == ES_STREAM_RELAYING || st->state == ES_STREAM_BACKEND_DONE ||
 	    !st->use_tls) {
 		const uint8_t *p;
-		took = st_buf_peek(&st->to_backend, &p);
+		if (st->head_off < st->head_len) { /* the request head goes first */
+			p = st->head + st->head_off;
+			took = st->head_len - st->head_off;
+			from_head = true;
+		} else {
+			took = st_buf_peek(&st->to_backend, &p);
+		}
 		if (took > RELAY_WRITE_MAX)
 			took = RELAY_WRITE_MAX;
 		if (took && st->use_tls) {
@@ -452,23 +668,20 @@ static int backend_writeable(struct es_stream *st)
 	}
 	if (st->use_tls)
 		n = es_tls_take(&st->tls, out, ST_MAX_MESSAGE_BYTES);
-	if (took) {
+	if (took && from_head) {
+		st->head_off += took;
+	} else if (took) {
+		/* The cloud's bytes reached the socket: their credit goes back. */
 		st_buf_consume(&st->to_backend, took);
-		/* The request head is at the front of the queue and the cloud's bytes behind it,
-		 * so what is still queued of the cloud's is min(uncredited, queue length); the
-		 * rest reached the socket and its credit goes back. */
-		size_t queued = st_buf_len(&st->to_backend);
-		if (st->uncredited > queued) {
-			st_session_consumed(es->sess, st->id, st->uncredited - queued);
-			st->uncredited = queued;
-			es_tunnel_kick(es);
-		}
+		st_session_consumed(es->sess, st->id, took);
+		es_tunnel_kick(es);
 		if (st->blocking && st_buf_below_low(&st->to_backend))
 			unblock_tunnel(st);
 	}
 	if (n > 0 && lws_write(st->wsi, out, n, LWS_WRITE_RAW) < 0)
 		return -1;
-	if (st_buf_len(&st->to_backend) > 0 || (st->use_tls && es_tls_pending(&st->tls) > 0)) {
+	if (st->head_off < st->head_len || st_buf_len(&st->to_backend) > 0 ||
+	    (st->use_tls && es_tls_pending(&st->tls) > 0)) {
 		lws_callback_on_writable(st->wsi);
 	} else if (st->cloud_half_closed && !st->shut_wr_sent && st->state == ES_STREAM_RELAYING) {
 		/* The cloud sent its last byte: half-close toward the backend too. */

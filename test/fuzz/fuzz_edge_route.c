@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nl = strchr(line, '\n');
 	size_t plen = nl ? (size_t)(nl - line) : strlen(line);
 	struct es_target t;
-	es_route_request(&a, plen & 1, line, plen, &t);
+	es_route_request(&a, plen & 1, plen & 2, line, plen, &t);
 	check(&a, &t);
 	if (t.kind == ES_TARGET_LOCAL_PORT && (t.path_len == 0 || t.path[0] != '/'))
 		abort();

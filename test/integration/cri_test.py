@@ -89,6 +89,54 @@ def pod_life_cycle(ctd, base):
     check(rc == 0 and out == "", "after remove-pod: %r" % out)
 
 
+SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")]
+
+
+def edge_streaming(ctd, base):
+    """edgestream's CRI backend behind cloudstream: exec, attach and portForward of a real pod
+    reach containerd's streaming server (its 101 comes back through the tunnel); an unknown pod
+    is a 404 and a bad exec a 400, both with the reason."""
+    logs = os.path.join(base, "pods", "default_edge_edge-uid-1")
+    os.makedirs(logs, exist_ok=True)
+    rc, out, err = cri(ctd, "run-pod", "default", "edge", "edge-uid-1", logs)
+    check(rc == 0, "run-pod: %r" % err)
+    sandbox = out.strip()
+    rc, out, err = cri(ctd, "create-container", "default", "edge", "edge-uid-1", logs, sandbox,
+                       "app", images.BUSYBOX_IMAGE, "--stdin", "--", "sleep", "600")
+    check(rc == 0, "create-container: %r" % err)
+    env = h.Env("cri-edge")
+    try:
+        cloud = h.start_cloudstream(env)
+        h.start_edgestream(env, cloud, None, extra=["--cri-socket", ctd.socket])
+        api = h.Api(env, cloud.ports["stream"])
+        for method, target, proto in (
+                ("POST", "/exec/default/edge/app?command=echo&command=hi&output=1",
+                 "v4.channel.k8s.io"),
+                ("POST", "/attach/default/edge/app?output=1&input=1", "v4.channel.k8s.io"),
+                ("POST", "/portForward/default/edge?port=8080", "portforward.k8s.io")):
+            s = api.connect()
+            s.sendall(h.head(method, target, [("Host", "edge-1:10350"),
+                                              ("X-Stream-Protocol-Version", proto)] + SPDY))
+            status, hdrs, _ = h.read_head(s)
+            s.close()
+            check(status == 101 and hdrs.get("upgrade", "").lower() == "spdy/3.1" and
+                  hdrs.get("x-stream-protocol-version") == proto,
+                  "%s: %d %r" % (target, status, hdrs))
+        st, _, body, s = api.request("POST", "/exec/default/nope/app?command=ls&output=1",
+                                     [("Host", "edge-1:10350")] + SPDY)
+        s.close()
+        check(st == 404 and b"default/nope has no ready sandbox" in body,
+              "unknown pod: %d %r" % (st, body))
+        st, _, body, s = api.request("POST", "/exec/default/edge/app?output=1",
+                                     [("Host", "edge-1:10350")] + SPDY)
+        s.close()
+        check(st == 400 and b"missing required command parameter" in body,
+              "no command: %d %r" % (st, body))
+    finally:
+        h.close_env(env, False)
+        cri(ctd, "remove-pod", sandbox)
+
+
 def main():
     if os.geteuid() != 0 or shutil.which("containerd") is None:
         print("skipped: needs root and containerd")
@@ -104,9 +152,10 @@ def main():
             t = (lambda f: lambda: f(ctd))(fn)
             t.__name__ = "cri." + fn.__name__
             tests.append(t)
-        t = (lambda: pod_life_cycle(ctd, base))
-        t.__name__ = "cri.pod_life_cycle"
-        tests.append(t)
+        for name, fn in (("pod_life_cycle", pod_life_cycle), ("edge_streaming", edge_streaming)):
+            t = (lambda f: lambda: f(ctd, base))(fn)
+            t.__name__ = "cri." + name
+            tests.append(t)
         rc = h.run(tests)
         return rc
     finally:

@@ -53,16 +53,16 @@ static void test_es_route_request__kubelet_paths(void **state)
 	struct es_target t;
 	allow(&a);
 	const char *p = "/exec/default/pod/ctr";
-	assert_int_equal(es_route_request(&a, true, p, strlen(p), &t), 0);
+	assert_int_equal(es_route_request(&a, true, false, p, strlen(p), &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_KUBELET);
 	assert_ptr_equal(t.path, p);
 	assert_int_equal(t.path_len, strlen(p));
 	/* No kubelet backend: refused, never dialled. */
-	assert_int_equal(es_route_request(&a, false, "/metrics", 8, &t), 0);
+	assert_int_equal(es_route_request(&a, false, false, "/metrics", 8, &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_REFUSE);
 	assert_int_equal(t.refuse_code, ST_EXT_ERR_REFUSED);
 	assert_non_null(strstr(t.reason, "/metrics"));
-	assert_int_equal(es_route_request(&a, true, "metrics", 7, &t), 0);
+	assert_int_equal(es_route_request(&a, true, false, "metrics", 7, &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_REFUSE);
 	assert_int_equal(t.refuse_code, ST_EXT_ERR_BAD_REQUEST);
 }
@@ -74,7 +74,7 @@ static void test_es_route_request__local_ports(void **state)
 	struct es_target t;
 	allow(&a);
 	const char *p = "/ports/node-exporter/metrics";
-	assert_int_equal(es_route_request(&a, true, p, strlen(p), &t), 0);
+	assert_int_equal(es_route_request(&a, true, false, p, strlen(p), &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_LOCAL_PORT);
 	assert_int_equal(t.port, 9100);
 	assert_string_equal(t.local_name, "node-exporter");
@@ -82,7 +82,7 @@ static void test_es_route_request__local_ports(void **state)
 	assert_memory_equal(t.path, "/metrics", 8);
 	/* By number, and with no rest of path. */
 	p = "/ports/6060";
-	assert_int_equal(es_route_request(&a, true, p, strlen(p), &t), 0);
+	assert_int_equal(es_route_request(&a, true, false, p, strlen(p), &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_LOCAL_PORT);
 	assert_int_equal(t.port, 6060);
 	assert_int_equal(t.path_len, 1);
@@ -91,11 +91,36 @@ static void test_es_route_request__local_ports(void **state)
 	const char *bad[] = {"/ports/22/", "/ports/ssh/x", "/ports//metrics", "/ports/9100x/m",
 	                     "/ports/node-exporterx/metrics"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		assert_int_equal(es_route_request(&a, true, bad[i], strlen(bad[i]), &t), 0);
+		assert_int_equal(es_route_request(&a, true, false, bad[i], strlen(bad[i]), &t), 0);
 		assert_int_equal(t.kind, ES_TARGET_REFUSE);
 		assert_int_equal(t.refuse_code, ST_EXT_ERR_REFUSED);
 		assert_non_null(strstr(t.reason, "allow-list"));
 	}
+}
+
+static void test_es_route_request__cri(void **state)
+{
+	(void)state;
+	struct es_allow a;
+	struct es_target t;
+	allow(&a);
+	const char *streaming[] = {"/exec/ns/pod/ctr", "/attach/ns/pod/uid/ctr",
+	                           "/portForward/ns/pod"};
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(
+		        es_route_request(&a, true, true, streaming[i], strlen(streaming[i]), &t),
+		        0);
+		assert_int_equal(t.kind, ES_TARGET_CRI);
+	}
+	/* everything else stays with the kubelet (or the allow-list) */
+	const char *other[] = {"/containerLogs/ns/pod/ctr", "/metrics", "/exec/ns/../x"};
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(es_route_request(&a, true, true, other[i], strlen(other[i]), &t),
+		                 0);
+		assert_int_equal(t.kind, ES_TARGET_KUBELET);
+	}
+	assert_int_equal(es_route_request(&a, true, true, "/ports/9100/x", 13, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_LOCAL_PORT);
 }
 
 static void test_es_route_tcp(void **state)
@@ -151,6 +176,7 @@ int main(void)
 	        cmocka_unit_test(test_es_allow_add__rejects_malformed_and_duplicates),
 	        cmocka_unit_test(test_es_route_request__kubelet_paths),
 	        cmocka_unit_test(test_es_route_request__local_ports),
+	        cmocka_unit_test(test_es_route_request__cri),
 	        cmocka_unit_test(test_es_route_tcp),
 	        cmocka_unit_test(test_es_parse_url),
 	};
