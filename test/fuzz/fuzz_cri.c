@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <cri/grpc.h>
+#include <cri/logs.h>
 #include <cri/messages.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,6 +36,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	char text[128];
 	if (cri_grpc_decode_message((const char *)data, size, text, sizeof text) >= sizeof text)
+		abort();
+	/* log records and options: output never exceeds the bound the caller sizes for */
+	struct cri_log_record r;
+	if (cri_log_parse_record((const char *)data, size, &r) == 0) {
+		struct cri_log_opts o;
+		char why[128];
+		int status = cri_log_opts_parse((const char *)data, size > 256 ? 256 : size, 0, &o,
+		                                why, sizeof why);
+		if (status == 0) {
+			struct cri_log_writer w;
+			cri_log_writer_init(&w, &o);
+			static char out[CRI_LOG_PREFIX_BYTES + 70000];
+			if (r.content_len <= 65536 &&
+			    cri_log_format(&w, &r, out) > CRI_LOG_PREFIX_BYTES + r.content_len + 1)
+				abort();
+		}
+	}
+	if (cri_log_tail_start((const char *)data, size, size % 7) > size)
 		abort();
 	return 0;
 }
