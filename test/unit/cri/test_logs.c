@@ -26,9 +26,13 @@ static void test_cri_parse_rfc3339(void **state)
 	assert_true(t == 1714557600ll * NS + 200000000);
 	assert_int_equal(cri_parse_rfc3339("2024-05-01T12:00:00+02:00", 25, &t), 0);
 	assert_true(t == 1714557600ll * NS);
-	const char *bad[] = {"1012-05-22T10:00:40.129Z", "2024-05-01 10:00:00Z",  "2024-13-01T10:00:00Z",
-	                     "2024-05-01T10:00:00",   "2024-05-01T10:00:00.Z",
-	                     "2024-05-01T10:00:00Zx", "x"};
+	const char *bad[] = {"1012-05-22T10:00:40.129Z",
+	                     "2024-05-01 10:00:00Z",
+	                     "2024-13-01T10:00:00Z",
+	                     "2024-05-01T10:00:00",
+	                     "2024-05-01T10:00:00.Z",
+	                     "2024-05-01T10:00:00Zx",
+	                     "x"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		assert_int_equal(cri_parse_rfc3339(bad[i], strlen(bad[i]), &t), -EBADMSG);
 }
