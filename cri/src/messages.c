@@ -390,8 +390,11 @@ static int decode_container(const struct cri_pb_field *item, struct cri_containe
 	return rc;
 }
 
-int cri_decode_list_pod_sandbox_response(const uint8_t *p, size_t len, struct cri_sandbox *out,
-                                         size_t max, size_t *n, size_t *total)
+/* The repeated field 1 of a list response, each item decoded by @item into @out[i] (items of
+ * @size bytes); items past @max are counted, not stored. */
+static int decode_list(const uint8_t *p, size_t len,
+                       int (*item)(const struct cri_pb_field *, void *), void *out, size_t size,
+                       size_t max, size_t *n, size_t *total)
 {
 	struct cri_pb_reader r;
 	struct cri_pb_field f;
@@ -403,7 +406,7 @@ int cri_decode_list_pod_sandbox_response(const uint8_t *p, size_t len, struct cr
 			continue;
 		(*total)++;
 		if (*n < max) {
-			int c = decode_sandbox(&f, &out[*n]);
+			int c = item(&f, (char *)out + *n * size);
 			if (c < 0)
 				return c;
 			(*n)++;
@@ -412,26 +415,26 @@ int cri_decode_list_pod_sandbox_response(const uint8_t *p, size_t len, struct cr
 	return rc;
 }
 
+static int sandbox_item(const struct cri_pb_field *f, void *out)
+{
+	return decode_sandbox(f, out);
+}
+
+static int container_item(const struct cri_pb_field *f, void *out)
+{
+	return decode_container(f, out);
+}
+
+int cri_decode_list_pod_sandbox_response(const uint8_t *p, size_t len, struct cri_sandbox *out,
+                                         size_t max, size_t *n, size_t *total)
+{
+	return decode_list(p, len, sandbox_item, out, sizeof *out, max, n, total);
+}
+
 int cri_decode_list_containers_response(const uint8_t *p, size_t len, struct cri_container *out,
                                         size_t max, size_t *n, size_t *total)
 {
-	struct cri_pb_reader r;
-	struct cri_pb_field f;
-	int rc;
-	*n = *total = 0;
-	cri_pb_reader_init(&r, p, len);
-	while ((rc = cri_pb_next(&r, &f)) > 0) {
-		if (f.number != 1 || f.wire != CRI_PB_LEN)
-			continue;
-		(*total)++;
-		if (*n < max) {
-			int c = decode_container(&f, &out[*n]);
-			if (c < 0)
-				return c;
-			(*n)++;
-		}
-	}
-	return rc;
+	return decode_list(p, len, container_item, out, sizeof *out, max, n, total);
 }
 
 static int decode_status(const struct cri_pb_field *m, struct cri_container_status *s)

@@ -150,6 +150,8 @@ void es_tunnel_kick(struct edgestream *es);
 void es_tunnel_update_rx(struct edgestream *es);
 void es_tunnel_close(struct edgestream *es, int err, const char *why);
 void es_certs_check(struct edgestream *es, bool log_unchanged);
+/* Take the certificate files' stamps, start their check timer and the first dial. */
+void es_tunnel_start_timers(struct edgestream *es);
 
 /* stream.c */
 extern const struct lws_protocols es_backend_protocol;

@@ -20,8 +20,6 @@
 #include <stream/loop.h>
 #include <stream/workq.h>
 
-void es_tunnel_start_timers(struct edgestream *es);
-
 uint64_t es_now_ms(void)
 {
 	struct timespec ts;
@@ -56,24 +54,7 @@ int edgestream_config_set(struct edgestream_config *cfg, const char *name, const
 int edgestream_config_load_file(struct edgestream_config *cfg, const char *path, char *err,
                                 size_t errlen)
 {
-	FILE *f = fopen(path, "re");
-	if (f == NULL) {
-		int rc = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-		return rc;
-	}
-	char *buf = malloc(ST_CONFIG_MAX_FILE_BYTES + 1);
-	size_t n = buf ? fread(buf, 1, ST_CONFIG_MAX_FILE_BYTES + 1, f) : 0;
-	fclose(f);
-	if (buf == NULL)
-		return -ENOMEM;
-	int rc = n > ST_CONFIG_MAX_FILE_BYTES ? -EMSGSIZE
-	                                      : st_config_parse_json(&es_config_spec, &cfg->c, buf,
-	                                                             n, path, err, errlen);
-	if (rc == -EMSGSIZE)
-		snprintf(err, errlen, "%s: over %u bytes", path, ST_CONFIG_MAX_FILE_BYTES);
-	free(buf);
-	return rc;
+	return st_config_load_file(&es_config_spec, &cfg->c, path, err, errlen);
 }
 
 void edgestream_config_free(struct edgestream_config *cfg)

@@ -128,17 +128,19 @@ static void stamp_of(const char *path, struct es_file_stamp *out)
 	}
 }
 
+/* The stamps of the tunnel certificate, key and CA now. */
+static void stamps_now(const struct edgestream *es, struct es_file_stamp out[3])
+{
+	stamp_of(es->cfg.tunnel_cert, &out[0]);
+	stamp_of(es->cfg.tunnel_key, &out[1]);
+	stamp_of(es->cfg.tunnel_ca, &out[2]);
+}
+
 void es_certs_check(struct edgestream *es, bool log_unchanged)
 {
-	const char *files[3] = {es->cfg.tunnel_cert, es->cfg.tunnel_key, es->cfg.tunnel_ca};
 	struct es_file_stamp now[3];
-	bool changed = false;
-	for (int i = 0; i < 3; i++) {
-		stamp_of(files[i], &now[i]);
-		if (memcmp(&now[i], &es->stamps[i], sizeof now[i]) != 0)
-			changed = true;
-	}
-	if (!changed) {
+	stamps_now(es, now);
+	if (memcmp(now, es->stamps, sizeof now) == 0) {
 		if (log_unchanged)
 			st_info("certificate files unchanged");
 		return;
@@ -514,14 +516,9 @@ const struct lws_protocols es_tunnel_protocol = {
         .tx_packet_size = 65536,
 };
 
-/* Needed for the certificate timer to start with the loop. */
-void es_tunnel_start_timers(struct edgestream *es);
 void es_tunnel_start_timers(struct edgestream *es)
 {
-	for (int i = 0; i < 3; i++) {
-		const char *f[3] = {es->cfg.tunnel_cert, es->cfg.tunnel_key, es->cfg.tunnel_ca};
-		stamp_of(f[i], &es->stamps[i]);
-	}
+	stamps_now(es, es->stamps);
 	lws_sul_schedule(es->ctx, 0, &es->sul_certs, on_certs_timer,
 	                 (lws_usec_t)es->cfg.cert_check_interval_ms * LWS_US_PER_MS);
 	es_tunnel_schedule_dial(es, 0);

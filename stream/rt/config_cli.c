@@ -55,6 +55,19 @@ static int read_file(const char *path, char **out, size_t *len, char *err, size_
 	return 0;
 }
 
+int st_config_load_file(const struct st_config_spec *spec, void *cfg, const char *path, char *err,
+                        size_t err_len)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int rc = read_file(path, &buf, &len, err, err_len);
+	if (rc < 0)
+		return rc;
+	rc = st_config_parse_json(spec, cfg, buf, len, path, err, err_len);
+	free(buf);
+	return rc;
+}
+
 static const struct st_opt *find_opt(const struct st_config_spec *spec, const char *name,
                                      size_t len)
 {
@@ -81,13 +94,7 @@ int st_config_load(const struct st_config_spec *spec, void *cfg, int argc, char 
 			path = argv[i] + 9;
 		if (path == NULL)
 			continue;
-		char *buf = NULL;
-		size_t len = 0;
-		rc = read_file(path, &buf, &len, err, err_len);
-		if (rc < 0)
-			return rc;
-		rc = st_config_parse_json(spec, cfg, buf, len, path, err, err_len);
-		free(buf);
+		rc = st_config_load_file(spec, cfg, path, err, err_len);
 		if (rc < 0)
 			return rc;
 	}

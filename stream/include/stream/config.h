@@ -105,6 +105,10 @@ void st_config_cleanup(const struct st_config_spec *spec, void *cfg);
 int st_config_load(const struct st_config_spec *spec, void *cfg, int argc, char **argv,
                    enum st_config_action *action, char *err, size_t err_len);
 
+/* st_config_load_file() - apply the JSON file @path (at most ST_CONFIG_MAX_FILE_BYTES) as
+ * st_config_parse_json() does. 0 or a negative errno with the file named in @err. */
+int st_config_load_file(const struct st_config_spec *spec, void *cfg, const char *path, char *err,
+                        size_t err_len);
 /* st_config_act() - print what @action asks for to @out. 0 or -EIO. */
 int st_config_act(const struct st_config_spec *spec, const void *cfg, enum st_config_action action,
                   FILE *out);

@@ -57,23 +57,6 @@ class Containerd:
         self.dir = os.path.join(base, "containerd")
         self.socket = os.path.join(self.dir, "run", "containerd.sock")
         self.stream_port = free_port()
-        # containerd 1.6 always puts shim sockets in /run/containerd/s: drop those nobody
-        # listens on, then the directories if empty (they did not exist before the test).
-        shim_dir = "/run/containerd/s"
-        if os.path.isdir(shim_dir):
-            live = subprocess.run(["ss", "-xlnH"], capture_output=True).stdout.decode()
-            for name in os.listdir(shim_dir):
-                path = os.path.join(shim_dir, name)
-                if path not in live:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
-            for d in (shim_dir, "/run/containerd"):
-                try:
-                    os.rmdir(d)
-                except OSError:
-                    pass
         self.proc = None
 
     def start(self, timeout=30.0):
