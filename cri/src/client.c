@@ -437,6 +437,12 @@ int cri_remove_container(struct cri_client *c, const char *container_id, char *e
 	return by_id(c, "RemoveContainer", container_id, err, errlen);
 }
 
+int cri_reopen_container_log(struct cri_client *c, const char *container_id, char *err,
+                             size_t errlen)
+{
+	return by_id(c, "ReopenContainerLog", container_id, err, errlen);
+}
+
 int cri_stop_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen)
 {
 	return by_id(c, "StopPodSandbox", sandbox_id, err, errlen);

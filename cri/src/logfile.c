@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #define TAIL_BLOCK 4096u
-#define READ_BLOCK (64u * 1024u)
+#define BLOCK      (CRI_LOGFILE_MAX_LINE + 1u) /* the longest record and its '\n' */
 
 off_t cri_log_tail_offset(int fd, off_t size, uint64_t n)
 {
@@ -43,100 +43,162 @@ off_t cri_log_tail_offset(int fd, off_t size, uint64_t n)
 	return 0;
 }
 
-struct reader {
-	struct cri_log_writer *w;
-	cri_log_sink sink;
-	void *user;
-	char *out;
-	uint64_t records; /* written under tailLines */
-	bool stop;
-};
-
-/* One line (without '\n'): parse, format, hand over. */
-static int record(struct reader *rd, const char *line, size_t len)
+/* One record (a line without its '\n'): parse, format into @out, count. Returns bytes written. */
+static size_t emit(struct cri_log_cursor *c, const char *line, size_t len, char *out)
 {
 	struct cri_log_record r;
 	if (cri_log_parse_record(line, len, &r) < 0)
 		return 0; /* skipped, as the kubelet does */
-	size_t n = cri_log_format(rd->w, &r, rd->out);
-	if (rd->w->opts.has_tail && ++rd->records >= rd->w->opts.tail_lines)
-		rd->stop = true;
-	if (rd->w->done)
-		rd->stop = true;
-	return n ? rd->sink(rd->out, n, rd->user) : 0;
+	size_t n = cri_log_format(&c->w, &r, out);
+	if (c->limited && --c->records_left == 0)
+		c->complete = true;
+	if (c->w.done)
+		c->complete = true;
+	return n;
 }
 
-int cri_log_read_file(const char *path, struct cri_log_writer *w, cri_log_sink sink, void *user,
-                      off_t *end)
+static int open_at(struct cri_log_cursor *c, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	int rc = 0;
 	struct stat sb;
-	char *line = malloc(CRI_LOGFILE_MAX_LINE);
-	char *block = malloc(READ_BLOCK);
-	struct reader rd = {.w = w,
-	                    .sink = sink,
-	                    .user = user,
-	                    .out = malloc(CRI_LOG_PREFIX_BYTES + CRI_LOGFILE_MAX_LINE + 1)};
-	if (line == NULL || block == NULL || rd.out == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
 	if (fstat(fd, &sb) < 0) {
-		rc = -errno;
-		goto out;
+		int rc = -errno;
+		close(fd);
+		return rc;
 	}
-	off_t pos = 0;
-	if (w->opts.has_tail) {
-		if (w->opts.tail_lines == 0) {
-			if (end)
-				*end = sb.st_size;
-			goto out; /* tailLines=0: nothing */
-		}
-		pos = cri_log_tail_offset(fd, sb.st_size, w->opts.tail_lines);
-		if (pos < 0) {
+	c->fd = fd;
+	c->dev = sb.st_dev;
+	c->ino = sb.st_ino;
+	c->pos = 0;
+	return 0;
+}
+
+int cri_log_cursor_open(struct cri_log_cursor *c, const char *path, const struct cri_log_opts *o)
+{
+	memset(c, 0, sizeof *c);
+	c->fd = -1;
+	cri_log_writer_init(&c->w, o);
+	/* With follow, tailLines only picks the starting point (kubelet). */
+	c->limited = o->has_tail && !o->follow;
+	c->records_left = o->tail_lines;
+	c->block = malloc(BLOCK);
+	if (c->block == NULL)
+		return -ENOMEM;
+	int rc = open_at(c, path);
+	if (rc == 0 && o->has_tail) {
+		struct stat sb;
+		off_t pos = fstat(c->fd, &sb) < 0
+		                    ? -errno
+		                    : cri_log_tail_offset(c->fd, sb.st_size, o->tail_lines);
+		if (pos < 0)
 			rc = (int)pos;
-			goto out;
-		}
+		else
+			c->pos = pos;
+		if (c->limited && o->tail_lines == 0)
+			c->complete = true; /* tailLines=0: nothing */
 	}
-	size_t line_len = 0;
-	bool overlong = false;
-	off_t line_start = pos;
-	while (!rd.stop && rc == 0) {
-		ssize_t r = pread(fd, block, READ_BLOCK, pos);
-		if (r < 0) {
-			rc = -errno;
+	if (rc < 0)
+		cri_log_cursor_close(c);
+	return rc;
+}
+
+ssize_t cri_log_cursor_read(struct cri_log_cursor *c, char *out, size_t cap, bool final,
+                            bool *at_eof)
+{
+	size_t used = 0;
+	*at_eof = false;
+	while (!c->complete && cap - used >= CRI_LOGFILE_MIN_OUT) {
+		ssize_t r = pread(c->fd, c->block, BLOCK, c->pos);
+		if (r < 0)
+			return -errno;
+		if (r == 0) {
+			*at_eof = true;
 			break;
 		}
-		if (r == 0)
-			break;
-		for (ssize_t i = 0; i < r && !rd.stop && rc == 0; i++) {
-			if (block[i] != '\n') {
-				if (line_len < CRI_LOGFILE_MAX_LINE)
-					line[line_len++] = block[i];
-				else
-					overlong = true;
-				continue;
-			}
-			if (!overlong)
-				rc = record(&rd, line, line_len);
-			line_len = 0;
-			overlong = false;
-			line_start = pos + i + 1;
+		size_t start = 0;
+		const char *nl;
+		while (!c->complete && cap - used >= CRI_LOGFILE_MIN_OUT &&
+		       (nl = memchr(c->block + start, '\n', (size_t)r - start)) != NULL) {
+			size_t len = (size_t)(nl - (c->block + start));
+			if (c->skipping)
+				c->skipping = false; /* the end of an overlong record */
+			else
+				used += emit(c, c->block + start, len, out + used);
+			start += len + 1;
+			c->pos += (off_t)(len + 1);
 		}
-		pos += r;
+		if (start == (size_t)r || start > 0)
+			continue; /* read on from the next record (or stop: full or complete) */
+		/* No '\n' in what is left of the file. */
+		if ((size_t)r == BLOCK || c->skipping) {
+			/* A record longer than any we take: drop it up to its '\n'. */
+			c->skipping = true;
+			c->pos += r;
+			continue;
+		}
+		*at_eof = true; /* an unterminated last record: the runtime is still writing it */
+		if (final) {
+			used += emit(c, c->block, (size_t)r, out + used);
+			c->pos += r;
+		}
+		break;
 	}
-	if (end)
-		*end = line_start;
-	/* An unterminated last record is written once (the runtime is still writing it). */
-	if (rc == 0 && !rd.stop && line_len > 0 && !overlong)
-		rc = record(&rd, line, line_len);
-out:
-	free(line);
-	free(block);
-	free(rd.out);
-	close(fd);
+	if (c->complete)
+		*at_eof = true;
+	return (ssize_t)used;
+}
+
+int cri_log_cursor_rotated(const struct cri_log_cursor *c, const char *path)
+{
+	struct stat sb;
+	if (stat(path, &sb) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return sb.st_dev != c->dev || sb.st_ino != c->ino;
+}
+
+int cri_log_cursor_reopen(struct cri_log_cursor *c, const char *path)
+{
+	int old = c->fd;
+	int rc = open_at(c, path);
+	if (rc < 0)
+		return rc;
+	close(old);
+	c->skipping = false;
+	return 0;
+}
+
+void cri_log_cursor_close(struct cri_log_cursor *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(c->block);
+	c->block = NULL;
+}
+
+int cri_log_read_file(const char *path, const struct cri_log_opts *o, cri_log_sink sink, void *user)
+{
+	struct cri_log_opts once = *o;
+	once.follow = false;
+	struct cri_log_cursor c;
+	int rc = cri_log_cursor_open(&c, path, &once);
+	if (rc < 0)
+		return rc;
+	const size_t cap = 2 * CRI_LOGFILE_MIN_OUT;
+	char *out = malloc(cap);
+	bool eof = false;
+	if (out == NULL)
+		rc = -ENOMEM;
+	while (rc == 0 && !eof) {
+		ssize_t n = cri_log_cursor_read(&c, out, cap, true, &eof);
+		if (n < 0)
+			rc = (int)n;
+		else if (n > 0)
+			rc = sink(out, (size_t)n, user);
+	}
+	free(out);
+	cri_log_cursor_close(&c);
 	return rc;
 }

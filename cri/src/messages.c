@@ -217,6 +217,7 @@ ssize_t cri_encode_create_container_request(uint8_t *out, size_t cap, const char
 		return pn;
 	struct cri_pb_writer m = writer(meta, sizeof meta);
 	cri_pb_put_string(&m, 1, c->name);
+	cri_pb_put_uint(&m, 2, c->attempt);
 	struct cri_pb_writer im = writer(image, sizeof image);
 	cri_pb_put_string(&im, 1, c->image);
 	if (m.overflow || im.overflow)

@@ -11,13 +11,16 @@
  *     attach-url CONTAINER_ID              a streaming URL for attach (stdout, stderr)
  *     port-forward-url SANDBOX_ID [PORT...]
  *     run-pod NS POD UID LOG_DIR           a host-network pod sandbox; prints its id
- *     create-container NS POD UID LOG_DIR SANDBOX_ID NAME IMAGE [--stdin] [--tty] [-- CMD...]
- *                                          create and start a container (log NAME/0.log)
+ *     create-container NS POD UID LOG_DIR SANDBOX_ID NAME IMAGE [--attempt N] [--stdin] [--tty]
+ *                      [-- CMD...]         create and start a container (log NAME/N.log)
+ *     stop-container CONTAINER_ID          stop it now
+ *     reopen-log CONTAINER_ID              the runtime reopens the log file (after a rotation)
  *     remove-pod SANDBOX_ID                stop and remove its containers, then the sandbox
  *
  * Exit status: 0 success, 1 the call failed (the runtime's message on stderr), 2 usage.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +46,10 @@ static int usage(void)
 	        "  version | sandboxes [NS [POD]] | containers [SANDBOX [NAME]] | status ID |\n"
 	        "  exec-url ID CMD [ARG...] | attach-url ID | port-forward-url SANDBOX [PORT...] "
 	        "|\n"
-	        "  run-pod NS POD UID LOG_DIR | remove-pod SANDBOX |\n"
-	        "  create-container NS POD UID LOG_DIR SANDBOX NAME IMAGE [--stdin] [--tty] [-- "
-	        "CMD...]\n"
+	        "  run-pod NS POD UID LOG_DIR | remove-pod SANDBOX | stop-container ID |\n"
+	        "  reopen-log ID |\n"
+	        "  create-container NS POD UID LOG_DIR SANDBOX NAME IMAGE [--attempt N] [--stdin]\n"
+	        "                   [--tty] [-- CMD...]\n"
 	        "socket default %s\n",
 	        DEFAULT_SOCKET);
 	return 2;
@@ -120,13 +124,17 @@ static int run(struct cri_client *c, int argc, char **argv)
 			printf("%s\n", id);
 	} else if (strcmp(cmd, "create-container") == 0 && argc >= 8) {
 		struct cri_pod_spec pod = {argv[2], argv[3], argv[1], argv[4]};
-		char log_path[CRI_NAME_MAX + 8];
-		snprintf(log_path, sizeof log_path, "%s/0.log", argv[6]);
-		struct cri_container_spec spec = {
-		        .name = argv[6], .image = argv[7], .log_path = log_path};
+		char log_path[CRI_NAME_MAX + 16];
+		struct cri_container_spec spec = {.name = argv[6], .image = argv[7]};
 		int i = 8;
 		for (; i < argc; i++) {
-			if (strcmp(argv[i], "--stdin") == 0)
+			if (strcmp(argv[i], "--attempt") == 0 && i + 1 < argc) {
+				char *end;
+				unsigned long a = strtoul(argv[++i], &end, 10);
+				if (*end || a > UINT32_MAX)
+					return usage();
+				spec.attempt = (uint32_t)a;
+			} else if (strcmp(argv[i], "--stdin") == 0)
 				spec.stdin_ = true;
 			else if (strcmp(argv[i], "--tty") == 0)
 				spec.tty = true;
@@ -135,6 +143,9 @@ static int run(struct cri_client *c, int argc, char **argv)
 			else
 				return usage();
 		}
+		/* The kubelet's layout: <container>/<attempt>.log under the pod's directory. */
+		snprintf(log_path, sizeof log_path, "%s/%u.log", argv[6], spec.attempt);
+		spec.log_path = log_path;
 		if (i < argc) {
 			spec.command = (const char *const *)argv + i + 1;
 			spec.ncommand = (size_t)(argc - i - 1);
@@ -144,6 +155,10 @@ static int run(struct cri_client *c, int argc, char **argv)
 		                               sizeof err)) == 0 &&
 		    (rc = cri_start_container(c, id, err, sizeof err)) == 0)
 			printf("%s\n", id);
+	} else if (strcmp(cmd, "stop-container") == 0 && argc == 2) {
+		rc = cri_stop_container(c, argv[1], 0, err, sizeof err);
+	} else if (strcmp(cmd, "reopen-log") == 0 && argc == 2) {
+		rc = cri_reopen_container_log(c, argv[1], err, sizeof err);
 	} else if (strcmp(cmd, "remove-pod") == 0 && argc == 2) {
 		static struct cri_container ct[256];
 		size_t n = 0;

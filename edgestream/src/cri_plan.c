@@ -41,7 +41,7 @@ int es_cri_plan_make(struct es_cri_plan *p, const struct st_kubelet_path *path, 
 	memset(p, 0, sizeof *p);
 	why[0] = '\0';
 	if (path->kind != ST_KUBELET_EXEC && path->kind != ST_KUBELET_ATTACH &&
-	    path->kind != ST_KUBELET_PORT_FORWARD)
+	    path->kind != ST_KUBELET_PORT_FORWARD && path->kind != ST_KUBELET_CONTAINER_LOGS)
 		return -ENOTSUP;
 	p->kind = path->kind;
 	if (query == NULL) {
@@ -53,6 +53,8 @@ int es_cri_plan_make(struct es_cri_plan *p, const struct st_kubelet_path *path, 
 	    copy_segment(p->uid, sizeof p->uid, path->uid) < 0 ||
 	    copy_segment(p->container, sizeof p->container, path->container) < 0)
 		return -EMSGSIZE;
+	if (p->kind == ST_KUBELET_CONTAINER_LOGS)
+		return 0; /* its options are read by cri_log_opts_parse() */
 	if (p->kind == ST_KUBELET_PORT_FORWARD) {
 		struct st_query_iter it;
 		const char *k, *v;

@@ -4,7 +4,8 @@
  * From a kubelet streaming path (/exec, /attach, /portForward) and its query, with the
  * kubelet's rules: exec needs at least one `command`; `input`, `output`, `error`, `tty` are
  * Kubernetes bools; at least one of stdin/stdout/stderr; tty and stderr together are refused (a
- * tty merges them); port-forward takes optional `port` values. Names are bounded copies, so the
+ * tty merges them); port-forward takes optional `port` values; containerLogs takes the names
+ * only (its options are cri/logs.h's). Names are bounded copies, so the
  * plan can travel to a worker thread.
  */
 #ifndef EDGESTREAM_CRI_PLAN_H
@@ -22,7 +23,7 @@
 #define ES_CRI_MAX_PORTS 32u
 
 struct es_cri_plan {
-	enum st_kubelet_kind kind; /* EXEC, ATTACH or PORT_FORWARD */
+	enum st_kubelet_kind kind; /* EXEC, ATTACH, PORT_FORWARD or CONTAINER_LOGS */
 	char namespace_[ES_CRI_NAME_MAX + 1], pod[ES_CRI_NAME_MAX + 1], uid[ES_CRI_NAME_MAX + 1],
 	        container[ES_CRI_NAME_MAX + 1];
 	char cmd_bytes[ES_CRI_CMD_BYTES];

@@ -46,6 +46,9 @@ struct es_file_stamp {
 };
 
 struct es_stream;
+struct es_logs;
+struct es_cri_plan;
+struct cri_client;
 
 struct edgestream {
 	struct es_config cfg;
@@ -59,6 +62,8 @@ struct edgestream {
 	struct es_allow allow;
 	bool cri_enabled; /* --cri-socket: exec/attach/portForward go to the runtime */
 	struct st_workq *wq;
+	int inotify_fd;          /* containerLogs followers' watches; -1 until the first */
+	struct lws *inotify_wsi; /* its adoption into the loop */
 	uint64_t next_stream_serial;
 	char cloud_host[256], cloud_path[256];
 	int cloud_port;
@@ -137,6 +142,7 @@ struct es_stream {
 	bool kill_backend;
 	lws_sorted_usec_list_t sul_timeout;
 	uint64_t started_ms;
+	struct es_logs *logs; /* containerLogs from the runtime's files (logs.c) */
 };
 
 /* lib.c */
@@ -163,5 +169,20 @@ void es_stream_on_cloud_close(struct es_stream *st, uint64_t code, const char *r
                               size_t reason_len);
 void es_stream_on_writable(struct es_stream *st);
 void es_stream_tunnel_gone(struct es_stream *st);
+/* For the backends that answer from the edge itself (logs.c). */
+int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n); /* -1: stream gone */
+void es_stream_fail(struct es_stream *st, uint64_t code, const char *reason);
+void es_stream_backend_done(struct es_stream *st); /* REMOVE once the queue is out */
+/* The newest sandbox of the plan's pod (READY ones only when @ready_only), or -ENOENT. For
+ * workers. */
+int es_cri_find_sandbox(struct cri_client *c, const struct es_cri_plan *p, bool ready_only,
+                        char *id, size_t cap, char *err, size_t errlen);
+
+/* logs.c */
+void es_logs_start(struct es_stream *st, const struct es_cri_plan *plan);
+void es_logs_stream_gone(struct es_stream *st);
+void es_logs_on_drained(struct es_stream *st);
+void es_logs_on_inotify(struct edgestream *es);
+void es_logs_on_inotify_closed(struct edgestream *es);
 
 #endif /* EDGESTREAM_ES_H */

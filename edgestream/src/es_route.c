@@ -119,7 +119,7 @@ int es_route_request(const struct es_allow *a, bool kubelet_enabled, bool cri_en
 		struct st_kubelet_path kp;
 		if (st_kubelet_path_parse(path, path_len, &kp) == 0 &&
 		    (kp.kind == ST_KUBELET_EXEC || kp.kind == ST_KUBELET_ATTACH ||
-		     kp.kind == ST_KUBELET_PORT_FORWARD)) {
+		     kp.kind == ST_KUBELET_PORT_FORWARD || kp.kind == ST_KUBELET_CONTAINER_LOGS)) {
 			out->kind = ES_TARGET_CRI;
 			out->path = path;
 			out->path_len = path_len;

@@ -38,7 +38,7 @@ enum es_target_kind {
 	ES_TARGET_REFUSE = 0,
 	ES_TARGET_KUBELET,
 	ES_TARGET_LOCAL_PORT,
-	ES_TARGET_CRI, /* exec/attach/portForward through the container runtime */
+	ES_TARGET_CRI, /* exec/attach/portForward through the runtime, containerLogs from its files */
 };
 
 struct es_target {
@@ -53,9 +53,9 @@ struct es_target {
 
 /*
  * es_route_request() - the backend for a JSON connect request with @path (decoded, starts with
- * '/'). Paths under /ports/ go to the named allow-listed port (or are refused); exec, attach
- * and portForward go to the container runtime when @cri_enabled; any other path goes to the
- * kubelet when @kubelet_enabled. Returns 0 (see out->kind).
+ * '/'). Paths under /ports/ go to the named allow-listed port (or are refused); exec, attach,
+ * portForward and containerLogs go to the container runtime when @cri_enabled; any other path
+ * goes to the kubelet when @kubelet_enabled. Returns 0 (see out->kind).
  */
 int es_route_request(const struct es_allow *a, bool kubelet_enabled, bool cri_enabled,
                      const char *path, size_t path_len, struct es_target *out);

@@ -189,6 +189,16 @@ static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	(void)user;
 	(void)in;
 	(void)len;
+	if (reason == LWS_CALLBACK_RAW_RX_FILE || reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
+		struct edgestream *es = lws_get_opaque_user_data(wsi); /* the inotify fd */
+		if (es == NULL || wsi != es->inotify_wsi)
+			return 0;
+		if (reason == LWS_CALLBACK_RAW_RX_FILE)
+			es_logs_on_inotify(es);
+		else
+			es_logs_on_inotify_closed(es);
+		return 0;
+	}
 	if (reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED) {
 		struct edgestream *es = lws_context_user(lws_get_context(wsi));
 		if (es) {
@@ -373,6 +383,7 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	struct edgestream *es = calloc(1, sizeof *es);
 	if (es == NULL)
 		return -ENOMEM;
+	es->inotify_fd = -1;
 	pthread_mutex_init(&es->stats_lock, NULL);
 	if (cb)
 		es->cb = *cb;

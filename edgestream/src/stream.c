@@ -85,6 +85,7 @@ static void stream_free(struct es_stream *st)
 	if (es->sess && st_session_stream_user(es->sess, st->id) == st)
 		st_session_set_stream_user(es->sess, st->id, NULL);
 	unblock_tunnel(st);
+	es_logs_stream_gone(st);
 	lws_sul_cancel(&st->sul_timeout);
 	if (st->wsi) {
 		lws_set_opaque_user_data(st->wsi, NULL);
@@ -166,8 +167,12 @@ static void flush_to_cloud(struct es_stream *st)
 		st_dbg_ns(es->node, st->id, "backend resumed");
 		lws_rx_flow_control(st->wsi, 1);
 	}
-	if (st->state == ES_STREAM_BACKEND_DONE && st_buf_len(&st->to_cloud) == 0)
-		stream_finish(st);
+	if (st->state == ES_STREAM_BACKEND_DONE) {
+		if (st_buf_len(&st->to_cloud) == 0)
+			stream_finish(st);
+	} else if (st->logs) {
+		es_logs_on_drained(st);
+	}
 }
 
 /* Backend bytes for the cloud. Returns 0, or -1 when the stream is gone. */
@@ -342,17 +347,16 @@ struct cri_job {
 	char err[512];
 };
 
-/* The newest READY sandbox of the pod (the kubelet's labels), or -ENOENT. */
-static int find_sandbox(struct cri_client *c, const struct es_cri_plan *p, char *id, size_t cap,
-                        char *err, size_t errlen)
+int es_cri_find_sandbox(struct cri_client *c, const struct es_cri_plan *p, bool ready_only,
+                        char *id, size_t cap, char *err, size_t errlen)
 {
 	struct cri_label l[3] = {{CRI_LABEL_POD_NAMESPACE, p->namespace_},
 	                         {CRI_LABEL_POD_NAME, p->pod},
 	                         {CRI_LABEL_POD_UID, p->uid}};
 	struct cri_sandbox sb[16]; /* a worker's stack */
 	size_t n;
-	int rc = cri_list_sandboxes(c, l, p->uid[0] ? 3 : 2, CRI_SANDBOX_READY, sb, 16, &n, err,
-	                            errlen);
+	int rc = cri_list_sandboxes(c, l, p->uid[0] ? 3 : 2, ready_only ? CRI_SANDBOX_READY : -1,
+	                            sb, 16, &n, err, errlen);
 	if (rc < 0)
 		return rc;
 	size_t best = n;
@@ -360,8 +364,8 @@ static int find_sandbox(struct cri_client *c, const struct es_cri_plan *p, char 
 		if (best == n || sb[i].created_at > sb[best].created_at)
 			best = i;
 	if (best == n) {
-		snprintf(err, errlen, "pod %.120s/%.120s has no ready sandbox on this node",
-		         p->namespace_, p->pod);
+		snprintf(err, errlen, "pod %.120s/%.120s has no %ssandbox on this node",
+		         p->namespace_, p->pod, ready_only ? "ready " : "");
 		return -ENOENT;
 	}
 	snprintf(id, cap, "%s", sb[best].id);
@@ -379,7 +383,7 @@ static void cri_work(void *arg)
 		snprintf(j->err, sizeof j->err, "cannot set up a CRI client");
 		return;
 	}
-	j->rc = find_sandbox(c, p, sandbox, sizeof sandbox, j->err, sizeof j->err);
+	j->rc = es_cri_find_sandbox(c, p, true, sandbox, sizeof sandbox, j->err, sizeof j->err);
 	if (j->rc == 0 && p->kind == ST_KUBELET_PORT_FORWARD) {
 		j->rc = cri_port_forward_url(c, sandbox, p->ports, p->nports, j->url, sizeof j->url,
 		                             j->err, sizeof j->err);
@@ -478,6 +482,11 @@ static void cri_start(struct es_stream *st)
 		            why[0]            ? why
 		            : rc == -EMSGSIZE ? "request over the CRI limits"
 		                              : "not a streaming request");
+		return;
+	}
+	if (j->plan.kind == ST_KUBELET_CONTAINER_LOGS) { /* answered from the runtime's files */
+		es_logs_start(st, &j->plan);
+		free(j);
 		return;
 	}
 	j->es = es;
@@ -580,6 +589,21 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 	}
 	start_dial(st);
 	return 0;
+}
+
+int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
+{
+	return to_cloud(st, p, n);
+}
+
+void es_stream_fail(struct es_stream *st, uint64_t code, const char *reason)
+{
+	stream_fail(st, code, reason);
+}
+
+void es_stream_backend_done(struct es_stream *st)
+{
+	backend_done(st);
 }
 
 /* ---- from the cloud -------------------------------------------------------------------- */

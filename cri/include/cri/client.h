@@ -61,6 +61,10 @@ int cri_start_container(struct cri_client *c, const char *container_id, char *er
 int cri_stop_container(struct cri_client *c, const char *container_id, int64_t timeout_s, char *err,
                        size_t errlen);
 int cri_remove_container(struct cri_client *c, const char *container_id, char *err, size_t errlen);
+/* ReopenContainerLog: the runtime reopens the container's log file at its path (what the
+ * kubelet calls after renaming a file it rotates). */
+int cri_reopen_container_log(struct cri_client *c, const char *container_id, char *err,
+                             size_t errlen);
 int cri_stop_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen);
 int cri_remove_pod_sandbox(struct cri_client *c, const char *sandbox_id, char *err, size_t errlen);
 

@@ -78,6 +78,7 @@ struct cri_container_spec {
 	const char *const *args;
 	size_t nargs;
 	const char *log_path; /* relative to the pod's log_directory, e.g. "app/0.log" */
+	uint32_t attempt;     /* restart count: the kubelet's <attempt>.log, `logs --previous` */
 	bool stdin_, stdin_once, tty;
 };
 
@@ -87,7 +88,7 @@ ssize_t cri_encode_create_container_request(uint8_t *out, size_t cap, const char
                                             const struct cri_pod_spec *pod,
                                             const struct cri_container_spec *c);
 /* { string id = 1; } requests: StartContainer, RemoveContainer, StopPodSandbox,
- * RemovePodSandbox, ContainerStatus. */
+ * RemovePodSandbox, ContainerStatus, ReopenContainerLog. */
 ssize_t cri_encode_id_request(uint8_t *out, size_t cap, const char *id);
 ssize_t cri_encode_stop_container_request(uint8_t *out, size_t cap, const char *container_id,
                                           int64_t timeout_s);

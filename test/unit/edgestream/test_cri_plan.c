@@ -59,7 +59,13 @@ static void test_es_cri_plan__kubelet_refusals(void **state)
 	assert_true(p.out);
 	assert_int_equal(plan(&p, "/exec/ns/pod/c", "command=a%00b&output=1", why), -EINVAL);
 	assert_int_equal(plan(&p, "/exec/ns/pod/c", "command=%zz&output=1", why), -EINVAL);
-	assert_int_equal(plan(&p, "/containerLogs/ns/pod/c", NULL, why), -ENOTSUP);
+	assert_int_equal(plan(&p, "/run/ns/pod/c", "cmd=ls", why), -ENOTSUP);
+	/* containerLogs: the names only (the log options are cri/logs.h's) */
+	assert_int_equal(plan(&p, "/containerLogs/ns/pod/c", "tailLines=x", why), 0);
+	assert_int_equal(p.kind, ST_KUBELET_CONTAINER_LOGS);
+	assert_string_equal(p.namespace_, "ns");
+	assert_string_equal(p.pod, "pod");
+	assert_string_equal(p.container, "c");
 }
 
 static void test_es_cri_plan__port_forward_and_limits(void **state)

@@ -105,15 +105,15 @@ static void test_es_route_request__cri(void **state)
 	struct es_target t;
 	allow(&a);
 	const char *streaming[] = {"/exec/ns/pod/ctr", "/attach/ns/pod/uid/ctr",
-	                           "/portForward/ns/pod"};
-	for (size_t i = 0; i < 3; i++) {
+	                           "/portForward/ns/pod", "/containerLogs/ns/pod/ctr"};
+	for (size_t i = 0; i < 4; i++) {
 		assert_int_equal(
 		        es_route_request(&a, true, true, streaming[i], strlen(streaming[i]), &t),
 		        0);
 		assert_int_equal(t.kind, ES_TARGET_CRI);
 	}
 	/* everything else stays with the kubelet (or the allow-list) */
-	const char *other[] = {"/containerLogs/ns/pod/ctr", "/metrics", "/exec/ns/../x"};
+	const char *other[] = {"/run/ns/pod/ctr", "/metrics", "/exec/ns/../x"};
 	for (size_t i = 0; i < 3; i++) {
 		assert_int_equal(es_route_request(&a, true, true, other[i], strlen(other[i]), &t),
 		                 0);

@@ -1,0 +1,526 @@
+/*
+ * edgestream/src/logs.c — /containerLogs served from the CRI log files, with the kubelet's
+ * semantics (spec/kubelet-http.md §5), for nodes whose streams go to the container runtime.
+ *
+ * The loop never touches a file or the runtime: every step that blocks is one job on the worker
+ * pool, and a stream has at most one job in flight.
+ *   1. The first job resolves the container (sandbox and container by the kubelet's labels, the
+ *      newest attempt or, with `previous`, the one before), asks ContainerStatus for the log
+ *      path, opens a cursor (cri/logfile.h) and reads the first buffer.
+ *   2. The loop answers 200 at once (the kubelet flushes its headers before any line, which a
+ *      follower needs), then one chunk per buffer. The next read is queued only when the stream's
+ *      queue toward the cloud has drained below its low mark, so a slow client holds one buffer,
+ *      never the file.
+ *   3. At the end of the file a follower waits: inotify on the log directory (shared by all
+ *      followers, adopted into the loop) wakes it on a write or a new file (rotation: the cursor
+ *      moves to the new file once the old one is read to its end), and a 1 s timer has the next
+ *      job ask ContainerStatus; a container that is no longer RUNNING (or gone) is read to its
+ *      end once more and the answer ends. An Unavailable runtime counts as running, as in the
+ *      kubelet.
+ * Errors before the answer are Status responses with the kubelet's codes and texts: 400 and 422
+ * for options, 404 for an unknown pod or container, 400 for the container's state.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cri/client.h>
+#include <cri/logfile.h>
+#include <cri/logs.h>
+#include <stream/err.h>
+#include <stream/ext.h>
+#include <stream/log.h>
+#include <stream/status.h>
+#include <stream/workq.h>
+
+#include "cri_plan.h"
+#include "es.h"
+
+/* One job's output: big enough that 100 MiB costs few jobs, small enough that a job plus the
+ * queue's low mark fits the stream's queue toward the cloud. */
+#define LOGS_OUT_BYTES    (128u * 1024u + CRI_LOGFILE_MIN_OUT)
+#define LOGS_STATUS_EVERY (1000u) /* ms between ContainerStatus checks while following */
+#define CHUNK_HEAD_MAX    24u
+
+struct es_logs {
+	struct edgestream *es;
+	struct es_stream *st; /* NULL once the stream ended while a job ran */
+	struct es_cri_plan plan;
+	struct cri_log_opts opts;
+	char socket[ES_CRI_SOCKET_MAX];
+	uint64_t timeout_ms;
+	/* worker side (only while busy, or before the first job) */
+	bool opened;
+	char container_id[CRI_ID_MAX + 1];
+	char path[CRI_PATH_MAX];
+	struct cri_log_cursor cur;
+	char *out;
+	size_t out_len;
+	bool at_eof;
+	bool check_status; /* this job asks the runtime whether the container still runs */
+	bool ending;       /* the container stopped: read to the end, then finish */
+	int rc;            /* the first job's failure: an HTTP status */
+	char why[1024];
+	/* loop side */
+	bool busy, wake, waiting, status_due, head_sent, finished;
+	int wd; /* inotify watch on the log directory, -1 when none */
+	char dir[CRI_PATH_MAX];
+	lws_sorted_usec_list_t sul_status;
+};
+
+static uint64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- worker side ----------------------------------------------------------------------- */
+
+/* The container the kubelet would show: the newest attempt, or with @previous the newest one
+ * before it. Sets l->rc (an HTTP status) and l->why on failure. */
+static int resolve(struct es_logs *l, struct cri_client *c)
+{
+	const struct es_cri_plan *p = &l->plan;
+	char sandbox[CRI_ID_MAX + 1], err[400] = "";
+	int rc = es_cri_find_sandbox(c, p, false, sandbox, sizeof sandbox, err, sizeof err);
+	if (rc == -ENOENT) {
+		l->rc = 404;
+		snprintf(l->why, sizeof l->why, "pod \"%s\" does not exist", p->pod);
+		return rc;
+	}
+	struct cri_label lab = {CRI_LABEL_CONTAINER_NAME, p->container};
+	struct cri_container ct[32]; /* a worker's stack */
+	size_t n = 0;
+	if (rc == 0)
+		rc = cri_list_containers(c, sandbox, &lab, 1, -1, ct, 32, &n, err, sizeof err);
+	if (rc < 0) {
+		l->rc = rc == -ETIMEDOUT ? 504 : 503;
+		snprintf(l->why, sizeof l->why, "container runtime: %s", err);
+		return rc;
+	}
+	size_t cur = n, prev = n;
+	for (size_t i = 0; i < n; i++)
+		if (cur == n || ct[i].attempt > ct[cur].attempt ||
+		    (ct[i].attempt == ct[cur].attempt && ct[i].created_at > ct[cur].created_at))
+			cur = i;
+	for (size_t i = 0; i < n; i++)
+		if (i != cur && ct[i].attempt < ct[cur].attempt &&
+		    (prev == n || ct[i].attempt > ct[prev].attempt))
+			prev = i;
+	if (cur == n) {
+		l->rc = 404;
+		snprintf(l->why, sizeof l->why, "container \"%s\" not found in pod \"%s\"",
+		         p->container, p->pod);
+		return -ENOENT;
+	}
+	size_t pick = l->opts.previous ? prev : cur;
+	if (pick == n) {
+		l->rc = 400;
+		snprintf(l->why, sizeof l->why,
+		         "previous terminated container \"%s\" in pod \"%s\" not found",
+		         p->container, p->pod);
+		return -ENOENT;
+	}
+	struct cri_container_status cs;
+	rc = cri_container_status(c, ct[pick].id, &cs, err, sizeof err);
+	if (rc < 0) {
+		l->rc = rc == -ENOENT ? 404 : rc == -ETIMEDOUT ? 504 : 503;
+		snprintf(l->why, sizeof l->why, "container runtime: %s", err);
+		return rc;
+	}
+	if (cs.state == CRI_CONTAINER_CREATED) {
+		l->rc = 400;
+		snprintf(l->why, sizeof l->why,
+		         "container \"%s\" in pod \"%s\" is waiting to start: ContainerCreating",
+		         p->container, p->pod);
+		return -EAGAIN;
+	}
+	if (cs.log_path[0] != '/') {
+		l->rc = 400;
+		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" has no log file",
+		         p->container, p->pod);
+		return -ENOENT;
+	}
+	snprintf(l->container_id, sizeof l->container_id, "%s", ct[pick].id);
+	snprintf(l->path, sizeof l->path, "%s", cs.log_path);
+	/* A follower of a container that is not running reads to the end and stops. */
+	l->ending = cs.state != CRI_CONTAINER_RUNNING;
+	return 0;
+}
+
+/* Whether the container still runs (a runtime that does not answer counts as running). */
+static bool still_running(struct es_logs *l, struct cri_client *c)
+{
+	struct cri_container_status cs;
+	char err[256];
+	int rc = cri_container_status(c, l->container_id, &cs, err, sizeof err);
+	if (rc == -ENOENT)
+		return false;
+	return rc < 0 || cs.state == CRI_CONTAINER_RUNNING;
+}
+
+static void logs_work(void *arg)
+{
+	struct es_logs *l = arg;
+	struct cri_client *c = NULL;
+	l->out_len = 0;
+	if (!l->opened || l->check_status) {
+		if (cri_client_new(&c, l->socket, l->timeout_ms) < 0) {
+			l->rc = 500;
+			snprintf(l->why, sizeof l->why, "cannot set up a CRI client");
+			return;
+		}
+	}
+	if (!l->opened) {
+		if (resolve(l, c) < 0)
+			goto out;
+		int rc = cri_log_cursor_open(&l->cur, l->path, &l->opts);
+		if (rc < 0) {
+			l->rc = 400;
+			snprintf(l->why, sizeof l->why, "failed to open log file \"%.600s\": %s",
+			         l->path, strerror(-rc));
+			goto out;
+		}
+		l->opened = true;
+	}
+	if (l->out == NULL && (l->out = malloc(LOGS_OUT_BYTES)) == NULL) {
+		l->rc = 500;
+		snprintf(l->why, sizeof l->why, "out of memory");
+		goto out;
+	}
+	bool final = !l->opts.follow || l->ending;
+	for (;;) {
+		bool eof;
+		ssize_t n = cri_log_cursor_read(&l->cur, l->out + l->out_len,
+		                                LOGS_OUT_BYTES - l->out_len, final, &eof);
+		if (n < 0) {
+			l->rc = 500;
+			snprintf(l->why, sizeof l->why, "reading \"%.600s\": %s", l->path,
+			         strerror((int)-n));
+			break;
+		}
+		l->out_len += (size_t)n;
+		l->at_eof = eof;
+		if (!eof || l->cur.complete || final)
+			break;
+		/* A follower at the end of the file: a rotated file is finished, go on in the
+		 * new one; else maybe ask whether the container still runs. */
+		if (cri_log_cursor_rotated(&l->cur, l->path) == 1 &&
+		    cri_log_cursor_reopen(&l->cur, l->path) == 0)
+			continue;
+		if (l->check_status && c && !still_running(l, c)) {
+			l->ending = true; /* drain what it wrote last, then stop */
+			final = true;
+			l->check_status = false;
+			continue;
+		}
+		break;
+	}
+out:
+	cri_client_free(c);
+}
+
+/* ---- loop side ------------------------------------------------------------------------- */
+
+static void logs_free(struct es_logs *l)
+{
+	if (l->opened)
+		cri_log_cursor_close(&l->cur);
+	free(l->out);
+	free(l);
+}
+
+/* The watch on @l's directory goes when no other follower uses it. */
+static void unwatch(struct es_logs *l)
+{
+	struct edgestream *es = l->es;
+	if (l->wd < 0)
+		return;
+	int wd = l->wd;
+	l->wd = -1;
+	for (struct es_stream *s = es->streams; s; s = s->next)
+		if (s->logs && s->logs != l && s->logs->wd == wd)
+			return;
+	if (es->inotify_fd >= 0)
+		inotify_rm_watch(es->inotify_fd, wd);
+}
+
+static void on_status_timer(lws_sorted_usec_list_t *sul);
+static void pump(struct es_logs *l);
+
+/* The shared inotify descriptor, made on the first follower and adopted into the loop. */
+static int inotify_ready(struct edgestream *es)
+{
+	if (es->inotify_wsi)
+		return 0;
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	lws_sock_file_fd_type u;
+	u.filefd = fd;
+	es->inotify_wsi = lws_adopt_descriptor_vhost(es->vh_client, LWS_ADOPT_RAW_FILE_DESC, u,
+	                                             "es-aux", NULL);
+	if (es->inotify_wsi == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	lws_set_opaque_user_data(es->inotify_wsi, es);
+	es->inotify_fd = fd;
+	return 0;
+}
+
+/* Waits for the file to grow: inotify on its directory plus the status timer. */
+static int wait_for_more(struct es_logs *l)
+{
+	struct edgestream *es = l->es;
+	if (l->wd < 0) {
+		int rc = inotify_ready(es);
+		if (rc < 0)
+			return rc;
+		/* Writes to the file, and a new file at its name (rotation). */
+		l->wd = inotify_add_watch(es->inotify_fd, l->dir,
+		                          IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF |
+		                                  IN_MOVE_SELF);
+		if (l->wd < 0)
+			return -errno;
+	}
+	l->waiting = true;
+	if (!lws_dll2_is_detached(&l->sul_status.list))
+		return 0;
+	lws_sul_schedule(es->ctx, 0, &l->sul_status, on_status_timer,
+	                 (lws_usec_t)LOGS_STATUS_EVERY * LWS_US_PER_MS);
+	return 0;
+}
+
+static void logs_done(void *arg, int status);
+
+static void pump(struct es_logs *l)
+{
+	struct es_stream *st = l->st;
+	if (st == NULL || l->busy || l->finished || (l->waiting && !l->wake))
+		return;
+	if (!st_buf_below_low(&st->to_cloud))
+		return; /* es_logs_on_drained() comes once the cloud took it */
+	l->busy = true;
+	l->wake = false;
+	l->waiting = false;
+	l->check_status = l->status_due && !l->ending;
+	l->status_due = false;
+	int rc = st_workq_submit(l->es->wq, logs_work, logs_done, l);
+	if (rc < 0) {
+		l->busy = false;
+		l->finished = true;
+		es_stream_fail(st, ST_EXT_ERR_LIMIT, "too many runtime calls waiting");
+	}
+}
+
+static void on_status_timer(lws_sorted_usec_list_t *sul)
+{
+	struct es_logs *l = lws_container_of(sul, struct es_logs, sul_status);
+	l->status_due = true;
+	l->wake = true;
+	pump(l);
+}
+
+void es_logs_on_inotify(struct edgestream *es)
+{
+	union {
+		struct inotify_event ev;
+		char buf[4096];
+	} u;
+	for (;;) {
+		ssize_t n = read(es->inotify_fd, u.buf, sizeof u.buf);
+		if (n <= 0)
+			break;
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev = (const void *)(u.buf + off);
+			for (struct es_stream *s = es->streams; s; s = s->next)
+				if (s->logs && s->logs->wd == ev->wd)
+					s->logs->wake = true;
+			off += (ssize_t)sizeof(struct inotify_event) + ev->len;
+		}
+	}
+	for (struct es_stream *s = es->streams, *next; s; s = next) {
+		next = s->next; /* pump() may end a stream */
+		if (s->logs && s->logs->wake)
+			pump(s->logs);
+	}
+}
+
+void es_logs_on_inotify_closed(struct edgestream *es)
+{
+	es->inotify_wsi = NULL;
+	es->inotify_fd = -1; /* lws closed it with the wsi */
+}
+
+/* An error before the answer: a Status response with the kubelet's code, or (a base-protocol
+ * cloud that only relays bodies) the stream's failure. */
+static void answer_error(struct es_logs *l, int http_status, const char *reason)
+{
+	struct es_stream *st = l->st;
+	struct edgestream *es = l->es;
+	char why[sizeof l->why];
+	snprintf(why, sizeof why, "%s", reason); /* @l goes with the stream */
+	l->finished = true;
+	if (!(es->caps & ST_CAP_RAW_RESPONSE)) {
+		uint64_t code = http_status == 404   ? ST_EXT_ERR_NOT_FOUND
+		                : http_status == 504 ? ST_EXT_ERR_TIMEOUT
+		                : http_status == 503 ? ST_EXT_ERR_UNREACHABLE
+		                : http_status >= 500 ? ST_EXT_ERR_INTERNAL
+		                                     : ST_EXT_ERR_BAD_REQUEST;
+		es_stream_fail(st, code, why);
+		return;
+	}
+	st_warn_ns(es->node, st->id, "containerLogs: %d %s", http_status, why);
+	char resp[ST_MAX_STATUS_JSON_BYTES + 512];
+	ssize_t n = st_http_error_response(resp, sizeof resp, http_status, why);
+	if (n > 0 && es_stream_to_cloud(st, (const uint8_t *)resp, (size_t)n) < 0)
+		return;
+	es_stream_backend_done(st);
+}
+
+/* Output toward the cloud: one chunk (or the bare bytes for a base-protocol cloud). */
+static int send_out(struct es_logs *l, const char *p, size_t n)
+{
+	struct es_stream *st = l->st;
+	if (n == 0)
+		return 0;
+	if (st->body_only)
+		return es_stream_to_cloud(st, (const uint8_t *)p, n);
+	char head[CHUNK_HEAD_MAX];
+	int hn = snprintf(head, sizeof head, "%zx\r\n", n);
+	if (es_stream_to_cloud(st, (const uint8_t *)head, (size_t)hn) < 0 ||
+	    es_stream_to_cloud(st, (const uint8_t *)p, n) < 0 ||
+	    es_stream_to_cloud(st, (const uint8_t *)"\r\n", 2) < 0)
+		return -1;
+	return 0;
+}
+
+static void finish(struct es_logs *l)
+{
+	struct es_stream *st = l->st;
+	l->finished = true;
+	lws_sul_cancel(&l->sul_status);
+	if (!st->body_only && es_stream_to_cloud(st, (const uint8_t *)"0\r\n\r\n", 5) < 0)
+		return;
+	es_stream_backend_done(st); /* REMOVE once the queue is out */
+}
+
+static void logs_done(void *arg, int status)
+{
+	struct es_logs *l = arg;
+	l->busy = false;
+	if (l->st == NULL || status < 0) {
+		if (l->st) { /* the pool is going away: so is the stream */
+			l->st->logs = NULL;
+			lws_sul_cancel(&l->sul_status);
+		}
+		logs_free(l);
+		return;
+	}
+	struct es_stream *st = l->st;
+	if (!l->head_sent && l->rc) {
+		answer_error(l, l->rc, l->why);
+		return;
+	}
+	if (!l->head_sent) {
+		l->head_sent = true;
+		st_dbg_ns(l->es->node, st->id, "containerLogs from %s", l->path);
+		snprintf(l->dir, sizeof l->dir, "%s", l->path);
+		char *slash = strrchr(l->dir, '/');
+		if (slash)
+			*(slash == l->dir ? slash + 1 : slash) = '\0';
+		static const char head[] = "HTTP/1.1 200 OK\r\n"
+		                           "Content-Type: text/plain; charset=utf-8\r\n"
+		                           "Transfer-Encoding: chunked\r\n\r\n";
+		if (!st->body_only &&
+		    es_stream_to_cloud(st, (const uint8_t *)head, sizeof head - 1) < 0)
+			return;
+	}
+	if (send_out(l, l->out, l->out_len) < 0)
+		return;
+	l->out_len = 0;
+	if (l->rc) { /* a read error after the answer began: the body just ends */
+		st_warn_ns(l->es->node, st->id, "containerLogs: %s", l->why);
+		finish(l);
+		return;
+	}
+	bool done = l->cur.complete || (l->at_eof && (!l->opts.follow || l->ending));
+	if (done) {
+		finish(l);
+		return;
+	}
+	if (l->at_eof) {
+		/* Nothing more now: an idle follower keeps no output buffer. */
+		free(l->out);
+		l->out = NULL;
+		int rc = wait_for_more(l);
+		if (rc < 0) {
+			st_warn_ns(l->es->node, st->id, "cannot watch %s: %s", l->dir,
+			           st_strerror(rc));
+			finish(l);
+			return;
+		}
+		if (l->wake)
+			pump(l);
+		return;
+	}
+	pump(l);
+}
+
+void es_logs_start(struct es_stream *st, const struct es_cri_plan *plan)
+{
+	struct edgestream *es = st->es;
+	struct es_logs *l = calloc(1, sizeof *l);
+	if (l == NULL) {
+		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	l->es = es;
+	l->st = st;
+	l->wd = -1;
+	l->plan = *plan;
+	es_cri_plan_fix(&l->plan);
+	snprintf(l->socket, sizeof l->socket, "%s", es->cfg.cri_socket);
+	l->timeout_ms = es->cfg.cri_timeout_ms;
+	st->logs = l;
+	st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE); /* a KubeEdge cloud relays bodies */
+	const char *q = st->req.raw_query ? st->req.raw_query : "";
+	int http = cri_log_opts_parse(q, strlen(q), (int64_t)wall_ns(), &l->opts, l->why,
+	                              sizeof l->why);
+	if (http != 0) {
+		es->m.streams_refused++;
+		answer_error(l, http, l->why);
+		return;
+	}
+	st_dbg_ns(es->node, st->id, "containerLogs %s/%s/%s%s → the container runtime (%s)",
+	          plan->namespace_, plan->pod, plan->container, l->opts.follow ? " (follow)" : "",
+	          l->socket);
+	pump(l);
+}
+
+void es_logs_stream_gone(struct es_stream *st)
+{
+	struct es_logs *l = st->logs;
+	if (l == NULL)
+		return;
+	st->logs = NULL;
+	lws_sul_cancel(&l->sul_status);
+	unwatch(l);
+	l->st = NULL;
+	if (!l->busy)
+		logs_free(l); /* else the job's completion frees it */
+}
+
+void es_logs_on_drained(struct es_stream *st)
+{
+	if (st->logs)
+		pump(st->logs);
+}
