@@ -229,10 +229,11 @@ static const struct st_opt options[] = {
          .offset = OFF(cri_socket),
          .value_name = "PATH",
          .help = "The container runtime's CRI socket (e.g. /run/containerd/containerd.sock). "
-                 "When set, exec, attach and portForward are served through the runtime: the "
+                 "When set, exec, attach and portForward are served through the runtime (the "
                  "edge finds the pod and container by the kubelet's labels, asks the runtime "
-                 "for a streaming URL per request and relays the upgrade to it. Empty: they go "
-                 "to the kubelet.",
+                 "for a streaming URL per request and relays the upgrade to it), and "
+                 "containerLogs from the runtime's log files with the kubelet's semantics. "
+                 "Empty: they go to the kubelet.",
          .since = "0.1"},
         {.name = "cri-timeout",
          .type = ST_OPT_DURATION_MS,
