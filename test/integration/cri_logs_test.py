@@ -7,7 +7,9 @@ Expected bodies come from a small reference of the kubelet's rules (kubelet_logs
 the very log file containerd wrote, so the comparison is byte for byte. Skipped (77) when
 containerd is missing or the test is not root."""
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -276,6 +278,46 @@ def follow(ctd, base, chain):
         pod.remove()
 
 
+def edge_streams(chain):
+    s = socket.create_connection(("127.0.0.1", chain.edge.ports["admin"]), timeout=5)
+    s.sendall(h.head("GET", "/metrics", [("Host", "x")]))
+    status, hdrs, rest = h.read_head(s)
+    text = h.read_body(s, hdrs, rest).decode()
+    s.close()
+    return int(re.search(r"^edgestream_streams (\d+)$", text, re.M).group(1))
+
+
+def client_goes(ctd, base, chain):
+    """Followers of a running container whose clients go away (one before any line, one after
+    some, several at once on one directory): their streams end, the shared watch goes with the
+    last one, and new followers still work."""
+    pod = Pod(ctd, base, "gone")
+    try:
+        pod.container("app", "i=0; while true; do i=$((i+1)); echo g $i; sleep 0.1; done")
+        pod.wait_log("app", b"g 2\n")
+        for round_ in range(2):
+            socks = []
+            for i in range(4):
+                s = chain.api.connect(timeout=10)
+                s.sendall(h.head("GET", "/containerLogs/default/gone/app?follow=true&tailLines=1",
+                                 NODE))
+                st, hdrs, rest = h.read_head(s)
+                check(st == 200, "follower %d: %d" % (i, st))
+                if i % 2:
+                    h.recv_until(s, lambda b: b.count(b"\n") >= 3, rest)  # a few lines first
+                socks.append(s)
+            check(edge_streams(chain) >= 4, "followers not counted")
+            for s in socks:
+                s.close()
+            deadline = time.monotonic() + 10
+            while edge_streams(chain) != 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            check(edge_streams(chain) == 0, "round %d: %d streams left after the clients went"
+                  % (round_, edge_streams(chain)))
+    finally:
+        pod.remove()
+
+
 def rotation(ctd, base, chain):
     """A log rotated while followed (renamed, then ReopenContainerLog as the kubelet does): the
     old file is read to its end, then the new one from its start; nothing lost or repeated."""
@@ -341,7 +383,7 @@ def main():
         images.import_into(ctd, images.build(os.path.join(base, "images")))
         chain = Chain(ctd)
         tests = []
-        for fn in (every_parameter, previous, follow, rotation, errors):
+        for fn in (every_parameter, previous, follow, client_goes, rotation, errors):
             t = (lambda f: lambda: f(ctd, base, chain))(fn)
             t.__name__ = "cri_logs." + fn.__name__
             tests.append(t)
