@@ -2,12 +2,17 @@
 """The CRI client (cri/, through the stream-cri tool) against a real containerd started for the
 test: Version, empty lists, NOT_FOUND with the runtime's message, no runtime on the socket.
 Skipped (77) when containerd is not installed or the test is not root."""
+import json
 import os
+import socket
+import struct
+import threading
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
@@ -137,6 +142,119 @@ def edge_streaming(ctd, base):
         cri(ctd, "remove-pod", sandbox)
 
 
+def ws_session(api_port, ctx, target, sends=(), protocol="v4.channel.k8s.io", timeout=15.0,
+               until=None):
+    """A kubelet websocket stream (channel byte + payload) through cloudstream: sends @sends
+    (channel, bytes, delay before), collects every channel until the server closes (or @until
+    says enough). Returns ({channel: bytes}, negotiated subprotocol)."""
+    import asyncio
+    import websockets
+
+    async def go():
+        got = {}
+        async with websockets.connect(
+                "wss://edge-1:10350" + target, host="127.0.0.1", port=api_port, ssl=ctx,
+                server_hostname="localhost", subprotocols=[protocol], open_timeout=timeout,
+                max_size=None) as ws:
+            async def sender():
+                for ch, data, delay in sends:
+                    await asyncio.sleep(delay)
+                    await ws.send(bytes([ch]) + data)
+            task = asyncio.ensure_future(sender())
+            try:
+                async for msg in ws:
+                    if isinstance(msg, str):
+                        msg = msg.encode()
+                    if msg:
+                        got[msg[0]] = got.get(msg[0], b"") + msg[1:]
+                    if until and until(got):
+                        break
+            except websockets.ConnectionClosed:
+                pass
+            task.cancel()
+            return got, ws.subprotocol
+    return asyncio.run(asyncio.wait_for(go(), timeout))
+
+
+def edge_channels(ctd, base):
+    """The streams themselves, through cloudstream → edgestream → containerd (websocket v4,
+    which containerd speaks too): exec stdout, stderr and exit code, stdin, a tty with a resize,
+    attach both ways, byte for byte."""
+    logs = os.path.join(base, "pods", "default_chan_chan-uid-1")
+    os.makedirs(logs, exist_ok=True)
+    rc, out, err = cri(ctd, "run-pod", "default", "chan", "chan-uid-1", logs)
+    check(rc == 0, "run-pod: %r" % err)
+    sandbox = out.strip()
+    for name, script in (("app", "exec sleep 600"),
+                         ("talker", "while read x; do echo heard:$x; echo err:$x >&2; done")):
+        rc, out, err = cri(ctd, "create-container", "default", "chan", "chan-uid-1", logs,
+                           sandbox, name, images.BUSYBOX_IMAGE, "--stdin", "--", "sh", "-c",
+                           script)
+        check(rc == 0, "create-container %s: %r" % (name, err))
+    env = h.Env("cri-chan")
+    try:
+        cloud = h.start_cloudstream(env)
+        h.start_edgestream(env, cloud, None, extra=["--cri-socket", ctd.socket])
+        api = h.Api(env, cloud.ports["stream"])
+        port = cloud.ports["stream"]
+        q = "command=sh&command=-c&command=" + urllib.parse.quote_plus(
+            "echo out-line; echo err-line >&2; exit 3")
+        got, proto = ws_session(port, api.ctx, "/exec/default/chan/app?%s&output=1&error=1" % q)
+        check(proto == "v4.channel.k8s.io", "subprotocol %r" % proto)
+        check(got.get(1) == b"out-line\n" and got.get(2) == b"err-line\n",
+              "exec stdout/stderr: %r" % got)
+        status = json.loads(got.get(3, b"{}"))
+        check(status.get("status") == "Failure" and status.get("reason") == "NonZeroExitCode" and
+              status["details"]["causes"][0] == {"reason": "ExitCode", "message": "3"},
+              "exit code: %r" % status)
+        got, _ = ws_session(port, api.ctx, "/exec/default/chan/app?command=true&output=1")
+        check(json.loads(got.get(3, b"{}")).get("status") == "Success", "success: %r" % got)
+        # stdin: 64 KiB of random hex through `head`, back on stdout, compared
+        blob = os.urandom(32768).hex().encode()
+        q = "command=head&command=-c&command=%d" % len(blob)
+        got, _ = ws_session(port, api.ctx, "/exec/default/chan/app?%s&input=1&output=1" % q,
+                            sends=[(0, blob[i:i + 8192], 0) for i in range(0, len(blob), 8192)])
+        check(got.get(1) == blob, "stdin echo: %d of %d bytes" % (len(got.get(1, b"")), len(blob)))
+        # a tty and a resize: the terminal size seen inside
+        q = "command=sh&command=-c&command=" + urllib.parse.quote_plus("sleep 1; stty size")
+        got, _ = ws_session(port, api.ctx, "/exec/default/chan/app?%s&input=1&output=1&tty=1" % q,
+                            sends=[(4, b'{"Width":123,"Height":45}', 0.2)])
+        check(got.get(1, b"").strip() == b"45 123", "tty size after resize: %r" % got)
+        # attach: stdin to a running process, its stdout and stderr back
+        got, _ = ws_session(port, api.ctx, "/attach/default/chan/talker?input=1&output=1&error=1",
+                            sends=[(0, b"hello\n", 0.3), (0, b"again\n", 0.1)],
+                            until=lambda g: g.get(1, b"").count(b"\n") >= 2 and
+                            g.get(2, b"").count(b"\n") >= 2)
+        check(got.get(1) == b"heard:hello\nheard:again\n" and
+              got.get(2) == b"err:hello\nerr:again\n", "attach: %r" % got)
+        # port-forward (websocket: channel 0 data, 1 errors, each opened by the port number)
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        pf_port = srv.getsockname()[1]
+
+        def echo_upper():
+            c, _ = srv.accept()
+            c.settimeout(10)
+            data = b""
+            while not data.endswith(b"END"):
+                data += c.recv(65536)
+            c.sendall(data.upper())
+            c.close()
+        threading.Thread(target=echo_upper, daemon=True).start()
+        payload = os.urandom(20000).hex().encode() + b"END"
+        got, _ = ws_session(port, api.ctx, "/portForward/default/chan?port=%d" % pf_port,
+                            sends=[(0, payload, 0.3)],
+                            until=lambda g: len(g.get(0, b"")) >= 2 + len(payload))
+        srv.close()
+        want_port = struct.pack("<H", pf_port)
+        check(got.get(0, b"")[:2] == want_port and got.get(0)[2:] == payload.upper(),
+              "port-forward data: %r…" % got.get(0, b"")[:40])
+    finally:
+        h.close_env(env, False)
+        cri(ctd, "remove-pod", sandbox)
+
+
 def main():
     if os.geteuid() != 0 or shutil.which("containerd") is None:
         print("skipped: needs root and containerd")
@@ -152,7 +270,8 @@ def main():
             t = (lambda f: lambda: f(ctd))(fn)
             t.__name__ = "cri." + fn.__name__
             tests.append(t)
-        for name, fn in (("pod_life_cycle", pod_life_cycle), ("edge_streaming", edge_streaming)):
+        for name, fn in (("pod_life_cycle", pod_life_cycle), ("edge_streaming", edge_streaming),
+                         ("edge_channels", edge_channels)):
             t = (lambda f: lambda: f(ctd, base))(fn)
             t.__name__ = "cri." + name
             tests.append(t)
