@@ -21,9 +21,35 @@ static void openssl_reason(char *out, size_t cap, const char *what)
 	snprintf(out, cap, "%s%s%s", what, buf[0] ? ": " : "", buf);
 }
 
+/*
+ * Session resumption toward the one backend a context serves (the kubelet): the newest session
+ * ticket is kept in the context and offered by the next connection, so a short request pays an
+ * abbreviated handshake (no certificate chain sent or verified again) instead of a full one. The
+ * context belongs to the loop thread, so one slot needs no lock.
+ */
+static int session_slot = -1;
+
+static void free_slot(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+	SSL_SESSION_free(ptr);
+}
+
+static int on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	SSL_CTX *ctx = SSL_get_SSL_CTX(ssl);
+	SSL_SESSION *old = SSL_CTX_get_ex_data(ctx, session_slot);
+	if (SSL_CTX_set_ex_data(ctx, session_slot, sess) != 1)
+		return 0; /* not kept: OpenSSL frees it */
+	SSL_SESSION_free(old);
+	return 1; /* the slot owns it now */
+}
+
 SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, char *err,
                            size_t errlen)
 {
+	if (session_slot < 0) /* a race here only wastes an index: each caller gets a valid one */
+		session_slot = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, free_slot);
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (ctx == NULL) {
 		openssl_reason(err, errlen, "SSL_CTX_new");
@@ -32,6 +58,9 @@ SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, ch
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_session_cache_mode(ctx,
+	                               SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, on_new_session);
 	if (ca && ca[0] ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
 	                : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		char what[300];
@@ -69,6 +98,9 @@ int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host)
 		return -ENOMEM;
 	}
 	BIO_set_mem_eof_return(t->rbio, -1); /* empty means "wait", not EOF */
+	SSL_SESSION *resume = session_slot >= 0 ? SSL_CTX_get_ex_data(ctx, session_slot) : NULL;
+	if (resume && SSL_SESSION_is_resumable(resume))
+		SSL_set_session(t->ssl, resume);
 	SSL_set_bio(t->ssl, t->rbio, t->wbio);
 	SSL_set_connect_state(t->ssl);
 	unsigned char ip[16];
@@ -85,6 +117,13 @@ int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host)
 
 void es_tls_free(struct es_tls *t)
 {
+	/* OpenSSL makes a session unresumable when its connection is freed without a shutdown
+	 * (it cannot tell a clean end from an attack). A connection that finished its handshake
+	 * and met no TLS error keeps its session for the next request: mark it shut down. */
+	if (t->ssl && SSL_is_init_finished(t->ssl) && t->error[0] == '\0') {
+		SSL_set_quiet_shutdown(t->ssl, 1);
+		SSL_shutdown(t->ssl);
+	}
 	SSL_free(t->ssl); /* frees both BIOs */
 	t->ssl = NULL;
 	t->rbio = t->wbio = NULL;

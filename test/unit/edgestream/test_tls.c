@@ -91,6 +91,18 @@ static void server_new(struct server *s, bool require_client_cert)
 	SSL_set_accept_state(s->ssl);
 }
 
+/* Another connection on the same server context (its session tickets stay valid). */
+static void server_again(struct server *s)
+{
+	SSL_free(s->ssl);
+	s->ssl = SSL_new(s->ctx);
+	s->rbio = BIO_new(BIO_s_mem());
+	s->wbio = BIO_new(BIO_s_mem());
+	BIO_set_mem_eof_return(s->rbio, -1);
+	SSL_set_bio(s->ssl, s->rbio, s->wbio);
+	SSL_set_accept_state(s->ssl);
+}
+
 static void server_free(struct server *s)
 {
 	SSL_free(s->ssl);
@@ -167,6 +179,36 @@ static void test_es_tls__handshake_data_and_close(void **state)
 	SSL_CTX_free(cctx);
 }
 
+/* A connection that ended cleanly leaves its session to the next one: an abbreviated handshake
+ * (TLS 1.3 tickets arrive after the handshake, with the first data). */
+static void test_es_tls__resumes_the_last_session(void **state)
+{
+	(void)state;
+	char err[256];
+	SSL_CTX *cctx = es_tls_client_ctx(cli_crt, cli_key, ca, err, sizeof err);
+	assert_non_null(cctx);
+	struct server s;
+	server_new(&s, true);
+	SSL_CTX_set_session_id_context(s.ctx, (const unsigned char *)"t", 1);
+	server_again(&s); /* a connection made after the context is complete */
+	for (int i = 0; i < 3; i++) {
+		struct es_tls c;
+		assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+		assert_int_equal(pump(&c, &s), 1);
+		assert_int_equal(SSL_session_reused(c.ssl), i > 0);
+		assert_int_equal(SSL_write(s.ssl, "ok", 2), 2);
+		uint8_t buf[65536], out[16];
+		int m;
+		while ((m = BIO_read(s.wbio, buf, sizeof buf)) > 0)
+			assert_int_equal(es_tls_feed(&c, buf, (size_t)m), 0);
+		assert_int_equal(es_tls_read(&c, out, sizeof out), 2);
+		es_tls_free(&c);
+		server_again(&s);
+	}
+	server_free(&s);
+	SSL_CTX_free(cctx);
+}
+
 static void test_es_tls__refuses_wrong_name_and_other_ca(void **state)
 {
 	(void)state;
@@ -221,6 +263,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_es_tls__handshake_data_and_close),
+	        cmocka_unit_test(test_es_tls__resumes_the_last_session),
 	        cmocka_unit_test(test_es_tls__refuses_wrong_name_and_other_ca),
 	        cmocka_unit_test(test_es_tls_client_ctx__bad_files),
 	};
