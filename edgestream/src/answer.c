@@ -56,7 +56,8 @@ static bool has_token(const char *value, const char *token)
 }
 
 ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req, const char *path,
-                        size_t path_len, const char *host_header, bool keep_query, bool *upgrade)
+                        size_t path_len, const char *host_header, bool keep_query, bool keep_alive,
+                        bool *upgrade)
 {
 	bool conn_upgrade = false, has_upgrade = false;
 	for (size_t i = 0; i < req->num_headers; i++) {
@@ -100,7 +101,7 @@ ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req,
 		puts_(&o, h->value);
 		puts_(&o, "\r\n");
 	}
-	if (!*upgrade)
+	if (!*upgrade && !keep_alive)
 		puts_(&o, "Connection: close\r\n");
 	puts_(&o, "\r\n");
 	return o.overflow ? -EMSGSIZE : (ssize_t)o.len;

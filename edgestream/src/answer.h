@@ -4,8 +4,8 @@
  *
  * Request: the cloud's JSON connect request becomes an HTTP/1.1 request head for the backend:
  * same method, path (as routed) and query, every header of the apiserver but Host (the backend's
- * own) and, for requests that are not upgrades, "Connection: close", so the backend ends the
- * response by closing and the edge knows the stream is over.
+ * own) and, for requests that are not upgrades, "Connection: close" unless the edge keeps the
+ * connection for the next request (then the response's own framing ends the stream).
  *
  * Body-only relay: a KubeEdge cloud expects LOGS/METRIC DATA to carry the response body only
  * (its edge's HTTP client ate the status line and headers). es_body_only takes the backend's
@@ -26,12 +26,14 @@
 /*
  * es_request_head() - write the backend request head for @req, sent to @path (the routed
  * path, @path_len bytes) on backend @host_header, with the request's query when @keep_query (a
- * runtime's streaming URL carries none: the options are in the CRI request). Returns the
+ * runtime's streaming URL carries none: the options are in the CRI request), and without
+ * "Connection: close" when @keep_alive (not for upgrades, which keep theirs). Returns the
  * length; -EMSGSIZE when it does not fit @cap; -EBADMSG when a header name or value could split
  * the head (CR, LF). *@upgrade says whether the request asks for an upgrade.
  */
 ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req, const char *path,
-                        size_t path_len, const char *host_header, bool keep_query, bool *upgrade);
+                        size_t path_len, const char *host_header, bool keep_query, bool keep_alive,
+                        bool *upgrade);
 
 struct es_body_only {
 	uint8_t *head; /* the response head being gathered (lazily allocated, bounded) */

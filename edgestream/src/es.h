@@ -47,6 +47,15 @@ struct es_file_stamp {
 
 struct es_stream;
 struct es_logs;
+
+/* A kubelet connection kept between plain HTTP requests (stream.c). */
+struct es_idle_conn {
+	struct es_idle_conn *next, *prev;
+	struct edgestream *es;
+	struct lws *wsi;
+	struct es_tls tls;
+	lws_sorted_usec_list_t sul_idle;
+};
 struct es_cri_plan;
 struct cri_client;
 
@@ -91,8 +100,10 @@ struct edgestream {
 	lws_sorted_usec_list_t sul_dial, sul_ping, sul_stable, sul_certs, sul_service;
 	struct lws_protocols protocols[4];
 	struct es_stream *streams; /* list of live streams */
-	uint8_t *tx;               /* LWS_PRE + one message or one TLS flight */
-	uint8_t *scratch;          /* plaintext from a backend (one read) */
+	struct es_idle_conn *idle; /* kept kubelet connections, newest first */
+	unsigned idle_count;
+	uint8_t *tx;      /* LWS_PRE + one message or one TLS flight */
+	uint8_t *scratch; /* plaintext from a backend (one read) */
 	bool ready_written;
 	/* cross-thread requests */
 	atomic_bool stop_requested, reload_requested;
@@ -132,10 +143,13 @@ struct es_stream {
 	uint64_t serial; /* unique in the process: a finished worker job finds its stream by it */
 	struct st_buf to_cloud; /* backend bytes the session could not take yet */
 	bool body_only;         /* base-protocol LOGS/METRIC: relay the body only */
-	struct es_body_only bo;
-	bool backend_paused; /* lws_rx_flow_control(wsi, 0) for a full to_cloud */
-	bool blocking;       /* counted in es->blocking_streams */
-	bool cloud_closed;   /* REMOVE/ERROR from the cloud: tear down */
+	struct es_body_only bo; /* the response's framing (and its body for body_only) */
+	bool keep_alive;        /* the kubelet connection may serve the next request */
+	bool reused;            /* it came from the idle pool */
+	bool body_sent;         /* some of the cloud's bytes reached the backend */
+	bool backend_paused;    /* lws_rx_flow_control(wsi, 0) for a full to_cloud */
+	bool blocking;          /* counted in es->blocking_streams */
+	bool cloud_closed;      /* REMOVE/ERROR from the cloud: tear down */
 	bool cloud_half_closed;
 	bool shut_wr_sent;
 	bool answered; /* some answer byte went toward the cloud */
@@ -169,6 +183,7 @@ void es_stream_on_cloud_close(struct es_stream *st, uint64_t code, const char *r
                               size_t reason_len);
 void es_stream_on_writable(struct es_stream *st);
 void es_stream_tunnel_gone(struct es_stream *st);
+void es_idle_free_all(struct edgestream *es); /* before the context goes */
 /* For the backends that answer from the edge itself (logs.c). */
 int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n); /* -1: stream gone */
 void es_stream_fail(struct es_stream *st, uint64_t code, const char *reason);

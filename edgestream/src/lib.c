@@ -513,6 +513,7 @@ void edgestream_free(struct edgestream *es)
 		lws_sul_cancel(&es->sul_ping);
 		lws_sul_cancel(&es->sul_stable);
 		lws_sul_cancel(&es->sul_service);
+		es_idle_free_all(es);
 		lws_context_destroy(es->ctx); /* closes the tunnel and every backend */
 	}
 	while (es->streams)

@@ -205,28 +205,171 @@ static int to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* Plaintext from the backend: the body only for a base-protocol LOGS/METRIC, else as is. */
+static void backend_done(struct es_stream *st);
+static void start_dial(struct es_stream *st);
+
+/* ---- kept kubelet connections ---------------------------------------------------------- */
+
+static void idle_drop(struct es_idle_conn *c, bool close_wsi)
+{
+	struct edgestream *es = c->es;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		es->idle = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	es->idle_count--;
+	lws_sul_cancel(&c->sul_idle);
+	es_tls_free(&c->tls);
+	if (close_wsi && c->wsi)
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	free(c);
+}
+
+static struct es_idle_conn *idle_find(struct lws *wsi)
+{
+	struct edgestream *es = lws_context_user(lws_get_context(wsi));
+	for (struct es_idle_conn *c = es ? es->idle : NULL; c; c = c->next)
+		if (c->wsi == wsi)
+			return c;
+	return NULL;
+}
+
+static void on_idle_timeout(lws_sorted_usec_list_t *sul)
+{
+	idle_drop(lws_container_of(sul, struct es_idle_conn, sul_idle), true);
+}
+
+void es_idle_free_all(struct edgestream *es)
+{
+	while (es->idle)
+		idle_drop(es->idle, false); /* the context closes the sockets */
+}
+
+/* The response on @st's kubelet connection is complete: keep the connection for the next
+ * request. Returns 0, or -1 when it cannot be kept (the pool is full, TLS bytes unsent). */
+static int pool_put(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	if (st->wsi == NULL || !st->use_tls || st->state != ES_STREAM_RELAYING ||
+	    es->idle_count >= es->cfg.kubelet_idle_connections || es_tls_pending(&st->tls) > 0)
+		return -1;
+	struct es_idle_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return -1;
+	c->es = es;
+	c->wsi = st->wsi;
+	c->tls = st->tls;
+	memset(&st->tls, 0, sizeof st->tls);
+	st->use_tls = false;
+	st->wsi = NULL;
+	lws_set_opaque_user_data(c->wsi, NULL);
+	if (st->backend_paused) { /* an idle connection must still see the kubelet close */
+		st->backend_paused = false;
+		lws_rx_flow_control(c->wsi, 1);
+	}
+	c->next = es->idle;
+	if (es->idle)
+		es->idle->prev = c;
+	es->idle = c;
+	es->idle_count++;
+	lws_sul_schedule(es->ctx, 0, &c->sul_idle, on_idle_timeout,
+	                 (lws_usec_t)es->cfg.kubelet_idle_timeout_ms * LWS_US_PER_MS);
+	return 0;
+}
+
+/* The newest kept connection serves @st: no connect, no handshake. */
+static bool pool_take(struct es_stream *st)
+{
+	struct es_idle_conn *c = st->es->idle;
+	if (c == NULL)
+		return false;
+	struct lws *wsi = c->wsi;
+	st->tls = c->tls;
+	memset(&c->tls, 0, sizeof c->tls);
+	c->wsi = NULL;
+	idle_drop(c, false);
+	st->wsi = wsi;
+	st->use_tls = true;
+	st->reused = true;
+	st->state = ES_STREAM_RELAYING;
+	lws_set_opaque_user_data(wsi, st);
+	st_dbg_ns(st->es->node, st->id, "%s → the kubelet on a kept connection",
+	          st_msg_type_name(st->type));
+	lws_callback_on_writable(wsi);
+	return true;
+}
+
+/* A kept connection the kubelet closed before answering (it may time idle connections out
+ * first): the request goes again on a new connection, as HTTP clients do for idempotent
+ * requests. Only when nothing of the cloud's reached it and nothing came back. */
+static bool retry_on_new_connection(struct es_stream *st)
+{
+	if (!st->reused || st->answered || st->body_sent)
+		return false;
+	st_dbg_ns(st->es->node, st->id, "the kept kubelet connection was closed: dialling anew");
+	if (st->wsi) {
+		lws_set_opaque_user_data(st->wsi, NULL);
+		lws_set_timeout(st->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		st->wsi = NULL;
+	}
+	es_tls_free(&st->tls);
+	st->reused = false;
+	st->head_off = 0;
+	st->state = ES_STREAM_DIALING;
+	es_body_only_cleanup(&st->bo);
+	es_body_only_init(&st->bo);
+	start_dial(st);
+	return true;
+}
+
+/*
+ * Plaintext from the backend: the body only for a base-protocol LOGS/METRIC, else as is. On a
+ * kept-alive connection the response's framing says when it is over. Returns 0; -1 when the
+ * stream is gone (close the backend); 1 when the response is complete and the connection went
+ * back to the pool (stop reading it, keep the socket).
+ */
 static int from_backend(struct es_stream *st, const uint8_t *p, size_t n)
 {
-	if (!st->body_only)
-		return to_cloud(st, p, n);
 	uint8_t *body = st->es->scratch + RELAY_WRITE_MAX;
-	while (n > 0 && !st->bo.done) {
-		size_t piece = n > RELAY_WRITE_MAX ? RELAY_WRITE_MAX : n;
-		ssize_t b = es_body_only_feed(&st->bo, p, piece, body, RELAY_WRITE_MAX);
-		if (b < 0) {
-			char why[128];
-			snprintf(why, sizeof why, "malformed response from the backend: %s",
-			         st_strerror((int)b));
-			stream_fail(st, ST_EXT_ERR_PROTOCOL, why);
-			return -1;
+	if (!st->body_only && !st->keep_alive)
+		return to_cloud(st, p, n);
+	if (!st->body_only) {
+		/* Relay as is; the framing is only watched. */
+		for (size_t off = 0; off < n && !st->bo.done;) {
+			size_t piece = n - off > RELAY_WRITE_MAX ? RELAY_WRITE_MAX : n - off;
+			if (es_body_only_feed(&st->bo, p + off, piece, body, RELAY_WRITE_MAX) < 0) {
+				st->keep_alive =
+				        false; /* unclear where it ends: close at the end */
+				break;
+			}
+			off += piece;
 		}
-		if (b > 0 && to_cloud(st, body, (size_t)b) < 0)
+		if (to_cloud(st, p, n) < 0)
 			return -1;
-		p += piece;
-		n -= piece;
+	} else {
+		while (n > 0 && !st->bo.done) {
+			size_t piece = n > RELAY_WRITE_MAX ? RELAY_WRITE_MAX : n;
+			ssize_t b = es_body_only_feed(&st->bo, p, piece, body, RELAY_WRITE_MAX);
+			if (b < 0) {
+				char why[128];
+				snprintf(why, sizeof why, "malformed response from the backend: %s",
+				         st_strerror((int)b));
+				stream_fail(st, ST_EXT_ERR_PROTOCOL, why);
+				return -1;
+			}
+			if (b > 0 && to_cloud(st, body, (size_t)b) < 0)
+				return -1;
+			p += piece;
+			n -= piece;
+		}
 	}
-	return 0;
+	if (!st->keep_alive || !st->bo.done)
+		return 0;
+	int kept = pool_put(st);
+	backend_done(st); /* may free @st */
+	return kept == 0 ? 1 : -1;
 }
 
 static void backend_done(struct es_stream *st)
@@ -289,7 +432,7 @@ static int dial(struct es_stream *st)
  * bytes so it goes first whenever they arrive). Fails the stream and returns -1 when it cannot
  * be written as HTTP/1.1. */
 static int make_head(struct es_stream *st, const struct st_connect_req *req, const char *path,
-                     size_t path_len, const char *host_header, bool keep_query)
+                     size_t path_len, const char *host_header, bool keep_query, bool keep_alive)
 {
 	struct edgestream *es = st->es;
 	char *head = malloc(ST_MAX_HTTP_HEAD_BYTES);
@@ -299,7 +442,7 @@ static int make_head(struct es_stream *st, const struct st_connect_req *req, con
 	if (head && p && path_len > 0) {
 		memcpy(p, path, path_len); /* @path may be a view into @req */
 		n = es_request_head(head, ST_MAX_HTTP_HEAD_BYTES, req, p, path_len, host_header,
-		                    keep_query, &upgrade);
+		                    keep_query, keep_alive, &upgrade);
 	}
 	free(p);
 	if (n <= 0) {
@@ -312,6 +455,7 @@ static int make_head(struct es_stream *st, const struct st_connect_req *req, con
 	}
 	st->head = (uint8_t *)head;
 	st->head_len = (size_t)n;
+	st->keep_alive = keep_alive && !upgrade;
 	st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE) && !upgrade &&
 	                (st->type == ST_MSG_LOGS_CONNECT || st->type == ST_MSG_METRIC_CONNECT);
 	return 0;
@@ -457,7 +601,7 @@ static void cri_done(void *arg, int status)
 	char host_header[300];
 	snprintf(host_header, sizeof host_header, "%.255s:%d", st->dial_host, st->dial_port);
 	/* The options travel in the CRI request; the URL's path names them by token. */
-	if (make_head(st, &st->req, path, strlen(path), host_header, false) < 0)
+	if (make_head(st, &st->req, path, strlen(path), host_header, false, false) < 0)
 		return;
 	st_connect_req_cleanup(&st->req);
 	start_dial(st);
@@ -572,8 +716,11 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 			snprintf(local_host, sizeof local_host, "127.0.0.1:%u", st->target.port);
 			host_header = local_host;
 		}
+		/* A plain GET to the kubelet may leave its connection for the next request. */
+		bool keep = st->target.kind == ES_TARGET_KUBELET &&
+		            es->cfg.kubelet_idle_connections > 0 && strcmp(req.method, "GET") == 0;
 		int rc = make_head(st, &req, st->target.path, st->target.path_len, host_header,
-		                   true);
+		                   true, keep);
 		st_connect_req_cleanup(&req);
 		st->target.path = NULL;
 		if (rc < 0)
@@ -583,6 +730,8 @@ int es_stream_open(struct edgestream *es, uint64_t id, uint64_t type, const uint
 		snprintf(st->dial_host, sizeof st->dial_host, "%s", es->kubelet_host);
 		st->dial_port = es->kubelet_port;
 		st->use_tls = true;
+		if (st->keep_alive && pool_take(st))
+			return 0;
 	} else {
 		snprintf(st->dial_host, sizeof st->dial_host, "127.0.0.1");
 		st->dial_port = st->target.port;
@@ -696,6 +845,7 @@ static int backend_writeable(struct es_stream *st)
 		st->head_off += took;
 	} else if (took) {
 		/* The cloud's bytes reached the socket: their credit goes back. */
+		st->body_sent = true;
 		st_buf_consume(&st->to_backend, took);
 		st_session_consumed(es->sess, st->id, took);
 		es_tunnel_kick(es);
@@ -748,6 +898,8 @@ static int backend_rx_tls(struct es_stream *st, const uint8_t *in, size_t len)
 		ssize_t n = es_tls_read(&st->tls, st->es->scratch, RELAY_WRITE_MAX);
 		if (n == 0)
 			break;
+		if (n < 0 && retry_on_new_connection(st))
+			return -1; /* closes the old socket; @st went on with a new one */
 		if (n == -EPIPE) { /* close_notify: the backend finished */
 			st_dbg_ns(st->es->node, st->id, "close_notify from the backend");
 			backend_done(st);
@@ -758,8 +910,9 @@ static int backend_rx_tls(struct es_stream *st, const uint8_t *in, size_t len)
 			backend_done(st);
 			return -1;
 		}
-		if (from_backend(st, st->es->scratch, (size_t)n) < 0)
-			return -1;
+		int r = from_backend(st, st->es->scratch, (size_t)n);
+		if (r != 0)
+			return r < 0 ? -1 : 0; /* gone, or kept for the next request */
 	}
 	if (es_tls_pending(&st->tls) > 0)
 		lws_callback_on_writable(st->wsi);
@@ -804,19 +957,34 @@ static int cb_backend(struct lws *wsi, enum lws_callback_reasons reason, void *u
 		lws_callback_on_writable(wsi);
 		return 0;
 	case LWS_CALLBACK_RAW_RX:
-		if (st == NULL)
+		if (st == NULL) {
+			/* Unasked bytes on a kept connection: a close_notify, most likely. */
+			struct es_idle_conn *c = idle_find(wsi);
+			if (c) {
+				c->wsi = NULL;
+				idle_drop(c, false);
+			}
 			return -1;
+		}
 		if (st->use_tls)
 			return backend_rx_tls(st, in, len);
 		return from_backend(st, in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		if (st == NULL)
-			return -1;
+			return idle_find(wsi) ? 0 : -1;
 		return backend_writeable(st);
 	case LWS_CALLBACK_RAW_CLOSE:
-		if (st == NULL)
+		if (st == NULL) {
+			struct es_idle_conn *c = idle_find(wsi);
+			if (c) {
+				c->wsi = NULL;
+				idle_drop(c, false);
+			}
 			return 0;
+		}
 		st->wsi = NULL;
+		if (st->state == ES_STREAM_RELAYING && retry_on_new_connection(st))
+			return 0;
 		if (st->state == ES_STREAM_DIALING || st->state == ES_STREAM_HANDSHAKE) {
 			char name[160], why[300];
 			snprintf(why, sizeof why, "%.150s closed the connection during the %s",

@@ -44,7 +44,7 @@ static void request_head(const uint8_t *data, size_t size)
 	static char out[ST_MAX_HTTP_HEAD_BYTES];
 	bool upgrade;
 	ssize_t n = es_request_head(out, sizeof out, &req, req.path, strlen(req.path),
-	                            "127.0.0.1:10250", true, &upgrade);
+	                            "127.0.0.1:10250", true, false, &upgrade);
 	if (n > 0) {
 		struct st_http_request r;
 		ssize_t h = st_http_parse_request((const uint8_t *)out, (size_t)n, &r);

@@ -97,6 +97,38 @@ class Chain:
         h.close_env(self.env, failed)
 
 
+def kept_kubelet_connections(chain):
+    """Plain GETs leave their kubelet connection for the next request (no Connection: close
+    toward the kubelet, so none reaches the apiserver either): requests one after another, on
+    new apiserver connections or on one kept-alive, ride one kubelet connection; a kubelet that
+    closes its side is dialled anew, and the request still succeeds."""
+    ports = []
+    for _ in range(3):
+        st, hdrs, body, s = chain.get("/conn")
+        s.close()
+        check(st == 200 and "connection" not in hdrs, "/conn: %d %r" % (st, hdrs))
+        ports.append(body)
+    s = None
+    for _ in range(3):
+        st, hdrs, body, s = chain.get("/conn", sock=s)
+        check(st == 200, "/conn on one apiserver connection: %d" % st)
+        ports.append(body)
+    s.close()
+    check(len(set(ports)) == 1, "six requests, kubelet connections %r" % sorted(set(ports)))
+    st, hdrs, body, s = chain.get("/conn?close=1")
+    s.close()
+    check(st == 200 and hdrs.get("connection") == "close", "close: %d %r" % (st, hdrs))
+    for _ in range(3):  # the closed one is never used again
+        st, _, after, s = chain.get("/conn")
+        s.close()
+        check(st == 200 and after != body, "after the kubelet closed: %d %r" % (st, after))
+    # logs and metrics still come whole over kept connections
+    for _ in range(3):
+        st, _, b, s = chain.get("/containerLogs/default/pod-a/ctr?tailLines=3")
+        s.close()
+        check(st == 200 and b == b"line 1\nline 2\nline 3\n", "logs: %d %r" % (st, b))
+
+
 def upgrade_echo(chain, method, target):
     s = chain.api.connect()
     s.sendall(h.head(method, target, [("Host", "edge-1:10350")] + UPGRADE_SPDY))
@@ -185,6 +217,7 @@ def group_cloud():
             ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(chain)),
             ("status_passthrough", lambda: cst.status_passthrough(chain)),
             ("keep_alive", lambda: cst.keep_alive(chain)),
+            ("kept_kubelet_connections", lambda: kept_kubelet_connections(chain)),
             ("refused_upgrade_is_fast", lambda: cst.refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: cst.edge_end_closes_fast(chain)),
             ("big_body_100mib", lambda: cst.big_body(chain)),

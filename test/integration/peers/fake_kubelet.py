@@ -14,6 +14,8 @@ Paths:
         (default 10); with follow, one more line every 100 ms until the client leaves.
   /metrics, /metrics/cadvisor, /metrics/resource   Prometheus text, Content-Length
   /healthz /pods /stats/summary /configz            small bodies
+  /conn[?close]         the client's source port: which connection carried the request
+                        (with close: "Connection: close", then it closes)
   /bytes?n=N&seed=S     N deterministic bytes (see body_bytes), header X-Body-Sha256
   /stream[?n=N]         chunked 64 KiB chunks, endless unless n is given
   /status/CODE          that status, a short body
@@ -143,6 +145,13 @@ async def serve(reader, writer, method, target, headers):
         writer.write(response(200, METRICS, "text/plain; version=0.0.4; charset=utf-8"))
     elif path == "/healthz":
         writer.write(response(200, b"ok"))
+    elif path == "/conn":
+        port = b"%d" % writer.get_extra_info("peername")[1]
+        if "close" in q:  # answer, say so, and close
+            writer.write(response(200, port, extra=["Connection: close"]))
+            await writer.drain()
+            return False
+        writer.write(response(200, port))
     elif path in ("/pods", "/stats/summary", "/configz"):
         writer.write(response(200, b'{"kind":"%s"}' % path[1:].encode(), "application/json"))
     elif path == "/bytes":

@@ -45,7 +45,7 @@ static void test_es_request_head__plain_request_closes(void **state)
 	char out[1024];
 	bool upgrade = true;
 	ssize_t n = es_request_head(out, sizeof out, &req, "/containerLogs/ns/p/c", 21,
-	                            "127.0.0.1:10250", true, &upgrade);
+	                            "127.0.0.1:10250", true, false, &upgrade);
 	assert_true(n > 0);
 	const char want[] = "GET /containerLogs/ns/p/c?tailLines=5&follow=true HTTP/1.1\r\n"
 	                    "Host: 127.0.0.1:10250\r\n"
@@ -56,8 +56,15 @@ static void test_es_request_head__plain_request_closes(void **state)
 	assert_int_equal(n, sizeof want - 1);
 	assert_memory_equal(out, want, sizeof want - 1);
 	assert_false(upgrade);
+	/* Kept alive for the next request: the same head without Connection: close. */
+	n = es_request_head(out, sizeof out, &req, "/containerLogs/ns/p/c", 21, "127.0.0.1:10250",
+	                    true, true, &upgrade);
+	assert_int_equal(n, sizeof want - 1 - strlen("Connection: close\r\n"));
+	assert_memory_equal(out, want, (size_t)n - 2);
+	assert_memory_equal(out + n - 2, "\r\n", 2);
 	/* Too small a buffer: refused whole. */
-	assert_int_equal(es_request_head(out, 40, &req, "/x", 2, "h", true, &upgrade), -EMSGSIZE);
+	assert_int_equal(es_request_head(out, 40, &req, "/x", 2, "h", true, false, &upgrade),
+	                 -EMSGSIZE);
 	st_connect_req_cleanup(&req);
 }
 
@@ -74,7 +81,7 @@ static void test_es_request_head__upgrade_keeps_connection(void **state)
 	char out[1024];
 	bool upgrade = false;
 	ssize_t n = es_request_head(out, sizeof out, &req, "/exec/ns/p/c", 12, "kubelet:10250",
-	                            true, &upgrade);
+	                            true, false, &upgrade);
 	assert_true(n > 0);
 	assert_true(upgrade);
 	out[n] = '\0';
@@ -83,7 +90,7 @@ static void test_es_request_head__upgrade_keeps_connection(void **state)
 	assert_null(strstr(out, "close"));
 	/* to a runtime's streaming URL: the token's path, no query */
 	n = es_request_head(out, sizeof out, &req, "/exec/Xy3_Ab9Q", 14, "127.0.0.1:35001", false,
-	                    &upgrade);
+	                    false, &upgrade);
 	assert_true(n > 0);
 	out[n] = '\0';
 	assert_non_null(strstr(out, "POST /exec/Xy3_Ab9Q HTTP/1.1\r\nHost: 127.0.0.1:35001\r\n"));
@@ -98,21 +105,25 @@ static void test_es_request_head__refuses_head_splitting(void **state)
 	struct st_connect_req req;
 	const struct st_connect_field bad_value[] = {{V("X-A"), V("a\r\nX-Injected: 1")}};
 	make_req(&req, "GET", "", bad_value, 1);
-	assert_int_equal(es_request_head(out, sizeof out, &req, "/x", 2, "h", true, &upgrade),
-	                 -EBADMSG);
+	assert_int_equal(
+	        es_request_head(out, sizeof out, &req, "/x", 2, "h", true, false, &upgrade),
+	        -EBADMSG);
 	st_connect_req_cleanup(&req);
 	const struct st_connect_field bad_name[] = {{V("X A"), V("1")}};
 	make_req(&req, "GET", "", bad_name, 1);
-	assert_int_equal(es_request_head(out, sizeof out, &req, "/x", 2, "h", true, &upgrade),
-	                 -EBADMSG);
+	assert_int_equal(
+	        es_request_head(out, sizeof out, &req, "/x", 2, "h", true, false, &upgrade),
+	        -EBADMSG);
 	st_connect_req_cleanup(&req);
 	make_req(&req, "GET", "a=1 HTTP/1.0", NULL, 0);
-	assert_int_equal(es_request_head(out, sizeof out, &req, "/x", 2, "h", true, &upgrade),
-	                 -EBADMSG);
+	assert_int_equal(
+	        es_request_head(out, sizeof out, &req, "/x", 2, "h", true, false, &upgrade),
+	        -EBADMSG);
 	st_connect_req_cleanup(&req);
 	make_req(&req, "GET", "", NULL, 0);
-	assert_int_equal(es_request_head(out, sizeof out, &req, "/x y", 4, "h", true, &upgrade),
-	                 -EBADMSG);
+	assert_int_equal(
+	        es_request_head(out, sizeof out, &req, "/x y", 4, "h", true, false, &upgrade),
+	        -EBADMSG);
 	st_connect_req_cleanup(&req);
 }
 
