@@ -58,14 +58,6 @@ http {{
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 class Client:
     """One TLS connection, keep-alive, raw reads (the client costs the same either way)."""
 
@@ -123,7 +115,7 @@ def main():
     args = ap.parse_args()
     os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
     import harness as h
-    from containerd import Containerd
+    from containerd import Containerd, free_port
     import images
 
     nbytes = args.mib << 20

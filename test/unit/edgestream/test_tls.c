@@ -73,6 +73,8 @@ static int teardown(void **state)
 	return 0;
 }
 
+static void server_again(struct server *s);
+
 static void server_new(struct server *s, bool require_client_cert)
 {
 	s->ctx = SSL_CTX_new(TLS_server_method());
@@ -83,15 +85,11 @@ static void server_new(struct server *s, bool require_client_cert)
 		assert_int_equal(SSL_CTX_load_verify_locations(s->ctx, ca, NULL), 1);
 		SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	}
-	s->ssl = SSL_new(s->ctx);
-	s->rbio = BIO_new(BIO_s_mem());
-	s->wbio = BIO_new(BIO_s_mem());
-	BIO_set_mem_eof_return(s->rbio, -1);
-	SSL_set_bio(s->ssl, s->rbio, s->wbio);
-	SSL_set_accept_state(s->ssl);
+	s->ssl = NULL;
+	server_again(s);
 }
 
-/* Another connection on the same server context (its session tickets stay valid). */
+/* A (new) connection on the server context (whose session tickets stay valid). */
 static void server_again(struct server *s)
 {
 	SSL_free(s->ssl);
