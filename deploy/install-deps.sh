@@ -14,10 +14,11 @@ build_pkgs=(
 )
 # Real peers the integration and end-to-end tests start: nginx plays kube-apiserver, containerd +
 # runc run real pods, busybox-static fills the test images, iproute2/iptables build the DNAT test's
-# network namespaces, python3-kubernetes is a second real client (websocket v4 exec/port-forward).
+# network namespaces, python3-kubernetes is a second real client (websocket v4 exec/port-forward),
+# python3-yaml reads deploy/kubernetes in the deploy test.
 peer_pkgs=(
   nginx-light containerd runc busybox-static iproute2 iptables conntrack
-  python3 python3-kubernetes python3-websocket python3-websockets curl procps psmisc
+  python3 python3-kubernetes python3-websocket python3-websockets python3-yaml curl procps psmisc
 )
 
 want=("${build_pkgs[@]}")

@@ -1,0 +1,778 @@
+#!/usr/bin/python3
+"""deploy/kubernetes and deploy/systemd checked against the real daemons.
+
+The manifests are read as Kubernetes would read them (YAML, kustomization resources, $(VAR)
+expansion from the container's env), then every volume a container mounts is built in a temp
+directory (the ConfigMaps' files, the Secret's keys as `stream-certs quick` names them, the edge
+host's /etc/edgestream/pki as deploy/README.md installs it, the service-account files, a real
+unix socket for the CRI socket), and the daemons run with exactly the manifests' args, paths
+moved under that directory. As root the daemons run in a network namespace the test creates,
+on the manifests' own listen addresses, so the ready files prove the ports the containerPorts,
+Services and probes name; the probes are then made as the kubelet makes them. Without root the
+listen addresses are moved to 127.0.0.1:0 and the port checks compare the effective
+configuration instead.
+
+Checked: kinds, apiVersions, names, selectors and Service ports; security contexts; RBAC is
+what cloudstream's apiserver calls need; every arg and config key is accepted by the binary
+(--print-config); every file path in the effective configuration is inside a mount; the
+DaemonSet mounts the CRI socket and /var/log/pods (read-only); memory limits above the
+buffer caps; grace periods above the drain time; then cloudstream from the Deployment and
+edgestream from the DaemonSet come up, the edge's tunnel registers (with --node-name from the
+downward API), a request goes through both, and both exit 0 on SIGTERM. The systemd unit: the
+Type matches what the binary offers (no sd_notify: not notify), ExecStart (with the example
+EnvironmentFile) runs the real edgestream with the example config, SIGHUP (ExecReload) keeps
+it up, SIGTERM exits 0 within TimeoutStopSec, the hardening settings are there, and
+`systemd-analyze verify` finds nothing when it is installed.
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+
+import yaml  # noqa: E402  (python3-yaml)
+
+K8S = os.path.join(h.SRC, "deploy", "kubernetes")
+SYSTEMD = os.path.join(h.SRC, "deploy", "systemd")
+CLOUD_BIN = os.path.join(h.BIN, "cloudstream", "cloudstream")
+EDGE_BIN = os.path.join(h.BIN, "edgestream", "edgestream")
+NODE = "edge-1"
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+EXPECTED = {
+    ("v1", "Namespace", "cloudstream"),
+    ("v1", "ServiceAccount", "cloudstream"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "cloudstream-pod-lookup"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "cloudstream-pod-lookup"),
+    ("v1", "ConfigMap", "cloudstream-config"),
+    ("v1", "ConfigMap", "edgestream-config"),
+    ("apps/v1", "Deployment", "cloudstream"),
+    ("v1", "Service", "cloudstream-tunnel"),
+    ("v1", "Service", "cloudstream-stream"),
+    ("apps/v1", "DaemonSet", "edgestream"),
+}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+# deploy/README.md: the Secret cloudstream-pki holds these files of `stream-certs quick` under
+# their own names (never a CA key).
+CLOUD_SECRET_KEYS = {"cloudstream-tunnel.crt", "cloudstream-tunnel.key", "tunnel-ca.crt",
+                     "cloudstream-stream.crt", "cloudstream-stream.key", "stream-ca.crt"}
+# deploy/README.md: what an edge host holds in /etc/edgestream/pki, from which file of
+# `stream-certs quick --node NODE`.
+EDGE_HOST_FILES = {"edge.crt": "node-%s.crt" % NODE, "edge.key": "node-%s.key" % NODE,
+                   "tunnel-ca.crt": "tunnel-ca.crt",
+                   "kubelet-client.crt": "edgestream-kubelet-client.crt",
+                   "kubelet-client.key": "edgestream-kubelet-client.key",
+                   "kubelet-ca.crt": "kubelet-ca.crt"}
+
+PROBE = r'''
+import http.client, sys
+c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=5)
+c.request("GET", sys.argv[3])
+r = c.getresponse()
+print(r.status); sys.stdout.write(r.read().decode(errors="replace"))
+'''
+
+APISERVER = r'''
+import socket, ssl, sys
+pki, port, host_hdr, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context(cafile=pki + "/stream-ca.crt")
+ctx.check_hostname = False
+ctx.load_cert_chain(pki + "/apiserver-kubelet-client.crt", pki + "/apiserver-kubelet-client.key")
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10))
+s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host_hdr)).encode())
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c: break
+    data += c
+sys.stdout.write(data.decode(errors="replace"))
+'''
+
+
+# ---- reading the manifests ----
+
+def load_manifests():
+    with open(os.path.join(K8S, "kustomization.yaml")) as f:
+        kust = yaml.safe_load(f)
+    check(kust.get("apiVersion") == "kustomize.config.k8s.io/v1beta1" and
+          kust.get("kind") == "Kustomization", "kustomization.yaml: %r" % kust)
+    listed = kust["resources"]
+    present = sorted(n for n in os.listdir(K8S)
+                     if n.endswith((".yaml", ".yml")) and n != "kustomization.yaml")
+    check(sorted(listed) == present, "kustomization resources %s != files %s" % (listed, present))
+    objs = []
+    for name in listed:
+        with open(os.path.join(K8S, name)) as f:
+            for doc in yaml.safe_load_all(f):
+                if doc is not None:
+                    doc["_file"] = name
+                    objs.append(doc)
+    return kust, objs
+
+
+def find(objs, kind, name):
+    for o in objs:
+        if o["kind"] == kind and o["metadata"]["name"] == name:
+            return o
+    raise h.Fail("no %s %s" % (kind, name))
+
+
+def quantity(q):
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi)?", str(q))
+    check(m is not None, "quantity %r" % q)
+    return int(m.group(1)) << {None: 0, "Ki": 10, "Mi": 20, "Gi": 30}[m.group(2)]
+
+
+def expand_vars(arg, env):
+    """Kubernetes' $(VAR) expansion in command/args ($$ escapes; unknown names stay)."""
+    def sub(m):
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, arg)
+
+
+def container_env(c):
+    """The container's env as the test node would see it (downward API: spec.nodeName)."""
+    env = {}
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            ref = e["valueFrom"]["fieldRef"]["fieldPath"]
+            check(ref == "spec.nodeName", "unexpected downward API field %s" % ref)
+            env[e["name"]] = NODE
+    return env
+
+
+# ---- building the mounts ----
+
+class Mounts:
+    """The volumes one container mounts, built under @root (a path P of the container is
+    root + P here)."""
+
+    def __init__(self, env, root, objs, pod, c):
+        self.env = env
+        self.root = root
+        self.objs = objs
+        self.vols = {v["name"]: v for v in pod.get("volumes", [])}
+        self.mounts = []  # (mountPath, volume, readOnly)
+        for m in c.get("volumeMounts", []):
+            check(m["name"] in self.vols, "mount of undeclared volume %s" % m["name"])
+            self.mounts.append((m["mountPath"], self.vols[m["name"]], m.get("readOnly", False)))
+        if pod.get("automountServiceAccountToken", True) is not False:
+            self.mounts.append((SA_DIR, {"name": "<service account>", "sa": True}, True))
+        self.mounts.sort(key=lambda t: -len(t[0]))
+        self.socks = []
+
+    def under(self, path):
+        for mp, vol, ro in self.mounts:
+            if path == mp or path.startswith(mp.rstrip("/") + "/"):
+                return mp, vol, ro, os.path.relpath(path, mp) if path != mp else ""
+        return None
+
+    def local(self, path):
+        return self.root + path if self.under(path) else path
+
+    def remap_arg(self, a):
+        if a.startswith("--") and "=" in a:
+            k, v = a.split("=", 1)
+            return k + "=" + self.local(v)
+        return self.local(a) if a.startswith("/") else a
+
+    def remap_json(self, v):
+        if isinstance(v, str) and v.startswith("/"):
+            return self.local(v)
+        if isinstance(v, list):
+            return [self.remap_json(x) for x in v]
+        if isinstance(v, dict):
+            return {k: self.remap_json(x) for k, x in v.items()}
+        return v
+
+    def build(self):
+        """Creates every mount but the Secrets' files (see add_secret_files)."""
+        for mp, vol, _ro in self.mounts:
+            d = self.root + mp
+            if vol.get("sa"):
+                os.makedirs(d, exist_ok=True)
+                for n, text in (("token", "test-token\n"), ("namespace", "cloudstream\n")):
+                    with open(os.path.join(d, n), "w") as f:
+                        f.write(text)
+                shutil.copy(self.env.path("stream-ca.crt"), os.path.join(d, "ca.crt"))
+            elif "configMap" in vol:
+                cm = find(self.objs, "ConfigMap", vol["configMap"]["name"])
+                os.makedirs(d, exist_ok=True)
+                for k, text in cm["data"].items():
+                    if k.endswith(".json"):  # paths in it move under root too
+                        text = json.dumps(self.remap_json(json.loads(text)), indent=1)
+                    with open(os.path.join(d, k), "w") as f:
+                        f.write(text)
+            elif "secret" in vol:
+                os.makedirs(d, exist_ok=True)
+            elif "hostPath" in vol:
+                t = vol["hostPath"].get("type", "")
+                check(vol["hostPath"]["path"] == mp,
+                      "hostPath %s mounted at %s: the paths the runtime reports would not "
+                      "match" % (vol["hostPath"]["path"], mp))
+                if t == "Socket":
+                    os.makedirs(os.path.dirname(d), exist_ok=True)
+                    s = socket.socket(socket.AF_UNIX)
+                    s.bind(d)
+                    self.socks.append(s)
+                elif t == "Directory":
+                    os.makedirs(d, exist_ok=True)
+                    if mp == "/etc/edgestream/pki":
+                        for host_name, quick_name in EDGE_HOST_FILES.items():
+                            shutil.copy(self.env.path(quick_name), os.path.join(d, host_name))
+                else:
+                    raise h.Fail("hostPath %s: type %r (want Directory or Socket, so a missing "
+                                 "path fails the pod instead of being created)" % (mp, t))
+            else:
+                raise h.Fail("volume %s: unexpected kind %s" % (vol["name"], sorted(vol)))
+
+    def add_secret_files(self, eff):
+        """The Secret keys the effective configuration @eff names (paths under root), as
+        deploy/README.md makes them: the files of `stream-certs quick` under their names."""
+        for v in eff.values():
+            if not (isinstance(v, str) and v.startswith(self.root + "/")):
+                continue
+            mp, vol, _ro, rel = self.under(v[len(self.root):])
+            if "secret" in vol:
+                check(rel in CLOUD_SECRET_KEYS,
+                      "%s: not a key of Secret %s (deploy/README.md makes %s)" % (
+                          v[len(self.root):], vol["secret"]["secretName"],
+                          sorted(CLOUD_SECRET_KEYS)))
+                shutil.copy(self.env.path(rel), self.root + mp + "/" + rel)
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+def print_config(binary, args):
+    r = subprocess.run([binary] + args + ["--print-config"], capture_output=True, text=True,
+                       timeout=30)
+    check(r.returncode == 0, "%s %s --print-config: exit %d: %s" % (
+        os.path.basename(binary), " ".join(args), r.returncode, r.stderr.strip()))
+    return json.loads(r.stdout)
+
+
+def check_paths_mounted(m, eff, what):
+    """Every absolute path in the effective configuration is inside a mount and exists there
+    (files written by the daemon, --ready-file, are not configured in the manifests)."""
+    for k, v in eff.items():
+        for s in (v if isinstance(v, list) else [v]):
+            if not (isinstance(s, str) and s.startswith("/")):
+                continue
+            check(s.startswith(m.root), "%s: --%s %s is in no volume the container mounts" % (
+                what, k, s))
+            check(os.path.exists(s), "%s: --%s %s: the mount holds no such file" % (
+                what, k, s[len(m.root):]))
+
+
+def listen_port(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+def duration_ms(v):
+    return int(v)  # --print-config prints durations as ms
+
+
+# ---- running in a namespace (root) or on loopback ----
+
+class Net:
+    def __init__(self):
+        self.ns = None
+        # ST_DEPLOY_NO_NETNS=1 runs the loopback variant as root too.
+        if os.geteuid() == 0 and shutil.which("ip") and not os.environ.get("ST_DEPLOY_NO_NETNS"):
+            self.ns = "csdeploy%d" % os.getpid()
+            subprocess.run(["ip", "netns", "add", self.ns], check=True)
+            subprocess.run(["ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up"],
+                           check=True)
+
+    def prefix(self):
+        return ["ip", "netns", "exec", self.ns] if self.ns else []
+
+    def run_py(self, code, *args):
+        r = subprocess.run(self.prefix() + [h.PY, "-c", code] + [str(a) for a in args],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "client: %s" % (r.stdout + r.stderr))
+        return r.stdout
+
+    def get(self, host, port, path):
+        out = self.run_py(PROBE, host, port, path)
+        status, _, body = out.partition("\n")
+        return int(status), body
+
+    def close(self):
+        if self.ns:
+            subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
+def start_daemon(env, net, name, binary, args, timeout=30):
+    ready = os.path.join(env.dir, name + ".ready")
+    if os.path.exists(ready):
+        os.unlink(ready)
+    p, text = env.start(name, [binary] + args + ["--ready-file", ready], ready,
+                        timeout=timeout, prefix=net.prefix())
+    p.ports = h.ready_ports(text.split("node=")[0])
+    return p
+
+
+def wait_for(fn, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if fn():
+                return
+        except h.Fail as e:
+            last = e
+        time.sleep(0.1)
+    raise h.Fail("%s: not within %.0f s (%s)" % (what, timeout, last))
+
+
+# ---- the checks ----
+
+def test_objects(objs, kust):
+    got = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in objs}
+    check(got == EXPECTED, "objects: missing %s, unexpected %s" % (
+        sorted(EXPECTED - got), sorted(got - EXPECTED)))
+    ns = kust.get("namespace")
+    for o in objs:
+        if o["kind"] not in CLUSTER_SCOPED:
+            check(o["metadata"].get("namespace") == "cloudstream" and ns == "cloudstream",
+                  "%s %s: namespace" % (o["kind"], o["metadata"]["name"]))
+    for kind, name in (("Deployment", "cloudstream"), ("DaemonSet", "edgestream")):
+        w = find(objs, kind, name)
+        sel = w["spec"]["selector"]["matchLabels"]
+        labels = w["spec"]["template"]["metadata"]["labels"]
+        check(all(labels.get(k) == v for k, v in sel.items()), "%s selector %s" % (kind, sel))
+    dep = find(objs, "Deployment", "cloudstream")
+    pod = dep["spec"]["template"]
+    c = pod["spec"]["containers"][0]
+    cports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for svc_name, port in (("cloudstream-tunnel", 10004), ("cloudstream-stream", 10350)):
+        svc = find(objs, "Service", svc_name)
+        check(all(pod["metadata"]["labels"].get(k) == v
+                  for k, v in svc["spec"]["selector"].items()), "%s selector" % svc_name)
+        (sp,) = svc["spec"]["ports"]
+        check(sp["port"] == port and sp["targetPort"] in cports and
+              cports[sp["targetPort"]] == port, "%s ports %s" % (svc_name, sp))
+    # kubectl's kustomize builds the same objects, when kubectl is there.
+    if shutil.which("kubectl"):
+        r = subprocess.run(["kubectl", "kustomize", K8S], capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0, "kubectl kustomize: %s" % r.stderr)
+        built = [d for d in yaml.safe_load_all(r.stdout) if d]
+        check({(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in built} == EXPECTED,
+              "kubectl kustomize built other objects")
+
+
+def test_rbac(objs):
+    # cloudstream's only apiserver call is GET of one pod: find every API path in its sources.
+    paths = set()
+    src = os.path.join(h.SRC, "cloudstream", "src")
+    for n in os.listdir(src):
+        with open(os.path.join(src, n), errors="replace") as f:
+            # URLs are built as "%s/api/..." with --apiserver-url in front.
+            paths |= set(re.findall(r'"%s(/api[^"]*)"', f.read()))
+    check(paths == {"/api/v1/namespaces/%s/pods/%s"}, "cloudstream's API calls changed: %s; "
+          "update the ClusterRole and this test" % sorted(paths))
+    role = find(objs, "ClusterRole", "cloudstream-pod-lookup")
+    check(role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+          "ClusterRole grants more or less than get pods: %s" % role["rules"])
+    b = find(objs, "ClusterRoleBinding", "cloudstream-pod-lookup")
+    check(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "cloudstream-pod-lookup"}, "roleRef %s" % b["roleRef"])
+    check(b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream",
+                             "namespace": "cloudstream"}], "subjects %s" % b["subjects"])
+    spec = find(objs, "Deployment", "cloudstream")["spec"]["template"]["spec"]
+    check(spec.get("serviceAccountName") == "cloudstream", "Deployment's service account")
+
+
+def test_security(objs):
+    for kind, name, non_root in (("Deployment", "cloudstream", True),
+                                 ("DaemonSet", "edgestream", False)):
+        pod = find(objs, kind, name)["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        sc, psc = c.get("securityContext", {}), pod.get("securityContext", {})
+        what = "%s %s" % (kind, name)
+        check(sc.get("readOnlyRootFilesystem") is True, what + ": readOnlyRootFilesystem")
+        check(sc.get("allowPrivilegeEscalation") is False, what + ": allowPrivilegeEscalation")
+        check(not sc.get("privileged"), what + ": privileged")
+        check(sc.get("capabilities") == {"drop": ["ALL"]}, what + ": capabilities %s" %
+              sc.get("capabilities"))
+        seccomp = sc.get("seccompProfile") or psc.get("seccompProfile")
+        check(seccomp == {"type": "RuntimeDefault"}, what + ": seccomp %s" % seccomp)
+        if non_root:
+            check(psc.get("runAsNonRoot") is True and psc.get("runAsUser", 0) > 0,
+                  what + ": runs as root")
+        check(c["image"].startswith("registry.example/"), what + ": image placeholder changed "
+              "(deploy/README.md documents registry.example)")
+
+
+def test_cloudstream(env, net, objs):
+    dep = find(objs, "Deployment", "cloudstream")
+    tmpl = dep["spec"]["template"]
+    pod = tmpl["spec"]
+    (c,) = pod["containers"]
+    check(c["command"] == ["/usr/local/bin/cloudstream"], "command %s" % c["command"])
+    cenv = container_env(c)
+    args = [expand_vars(a, cenv) for a in c["args"]]
+    m = Mounts(env, os.path.join(env.dir, "cloud-root"), objs, pod, c)
+    # The ConfigMap's file alone loads in the real daemon, and says what it says.
+    cm = find(objs, "ConfigMap", "cloudstream-config")
+    raw = os.path.join(env.dir, "cloudstream.json")
+    with open(raw, "w") as f:
+        f.write(cm["data"]["cloudstream.json"])
+    file_cfg = json.loads(cm["data"]["cloudstream.json"])
+    eff = print_config(CLOUD_BIN, ["--config", raw])
+    for k, v in file_cfg.items():
+        if isinstance(v, (str, list)) and not re.fullmatch(r"[\d.]+(ms|s|m|h|KiB|MiB|GiB)?",
+                                                           str(v)):
+            check(eff[k] == v, "config %s: file %r, effective %r" % (k, v, eff[k]))
+    # Every arg is a real flag; every path it names is mounted.
+    m.build()
+    margs = [m.remap_arg(a) for a in args]
+    eff = print_config(CLOUD_BIN, margs)
+    m.add_secret_files(eff)
+    check_paths_mounted(m, eff, "cloudstream")
+    check(eff["apiserver-url"] == "https://kubernetes.default.svc",
+          "apiserver-url %s (pod lookup for upgrades)" % eff["apiserver-url"])
+    # Ports: containerPorts, probes, Prometheus.
+    cports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for key, pname in (("tunnel-listen", "tunnel"), ("stream-listen", "stream"),
+                       ("admin-listen", "admin")):
+        check(listen_port(eff[key]) == cports[pname], "--%s %s vs containerPort %s=%d" % (
+            key, eff[key], pname, cports[pname]))
+        check(eff[key].startswith("0.0.0.0:"), "--%s %s: not reachable on the pod IP" % (
+            key, eff[key]))
+    check(c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"},
+          "liveness %s" % c["livenessProbe"])
+    check(c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"},
+          "readiness %s" % c["readinessProbe"])
+    ann = tmpl["metadata"]["annotations"]
+    check(ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/path") ==
+          "/metrics" and int(ann["prometheus.io/port"]) == cports["admin"],
+          "Prometheus annotations %s" % ann)
+    limit = quantity(c["resources"]["limits"]["memory"])
+    check(eff["process-buffer-bytes"] < limit, "process-buffer-bytes %d >= memory limit %d" % (
+        eff["process-buffer-bytes"], limit))
+    check(pod["terminationGracePeriodSeconds"] * 1000 > duration_ms(eff["drain-timeout"]),
+          "terminationGracePeriodSeconds not above drain-timeout")
+    # Run it as the Deployment does.
+    if not net.ns:
+        margs += ["--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
+                  "--admin-listen", "127.0.0.1:0"]
+    cloud = start_daemon(env, net, "cloudstream", CLOUD_BIN, margs)
+    cloud.mounts = m
+    if net.ns:
+        check(cloud.ports == cports, "ready file %s vs containerPorts %s" % (cloud.ports, cports))
+    for probe, want in (("livenessProbe", 200), ("readinessProbe", 200)):
+        st, body = net.get("127.0.0.1", cloud.ports["admin"], c[probe]["httpGet"]["path"])
+        check(st == want, "cloudstream %s: %d %s" % (probe, st, body))
+    st, body = net.get("127.0.0.1", cloud.ports["admin"], ann["prometheus.io/path"])
+    check(st == 200 and "cloudstream_sessions 0" in body, "metrics: %d %s" % (st, body[:200]))
+    return cloud
+
+
+def test_edgestream(env, net, objs, cloud, kubelet):
+    ds = find(objs, "DaemonSet", "edgestream")
+    pod = ds["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    check(c["command"] == ["/usr/local/bin/edgestream"], "command %s" % c["command"])
+    check(pod.get("hostNetwork") is True, "hostNetwork: the kubelet and the runtime's streaming "
+          "server are on the node's loopback")
+    check(pod["nodeSelector"] == {"node-role.kubernetes.io/edge": ""},
+          "nodeSelector %s" % pod["nodeSelector"])
+    tol = {(t["key"], t.get("operator"), t.get("effect")) for t in pod["tolerations"]}
+    check(("node-role.kubernetes.io/edge", "Exists", "NoSchedule") in tol, "tolerations %s" % tol)
+    check(pod.get("automountServiceAccountToken") is False, "edgestream needs no API token")
+    cenv = container_env(c)
+    check(cenv.get("NODE_NAME") == NODE, "NODE_NAME from the downward API")
+    args = [expand_vars(a, cenv) for a in c["args"]]
+    check(not any("$(" in a for a in args), "unexpanded $(VAR) in %s" % args)
+    check("--node-name=%s" % NODE in args, "--node-name from the downward API: %s" % args)
+    m = Mounts(env, os.path.join(env.dir, "edge-root"), objs, pod, c)
+    cm = find(objs, "ConfigMap", "edgestream-config")
+    raw = os.path.join(env.dir, "edgestream.json")
+    with open(raw, "w") as f:
+        f.write(cm["data"]["edgestream.json"])
+    print_config(EDGE_BIN, ["--config", raw])
+    m.build()
+    margs = [m.remap_arg(a) for a in args]
+    eff = print_config(EDGE_BIN, margs)
+    m.add_secret_files(eff)
+    check_paths_mounted(m, eff, "edgestream")
+    # The CRI socket and the log files, from the host at the host's paths.
+    cri = eff["cri-socket"][len(m.root):]
+    u = m.under(cri)
+    check(u and u[1].get("hostPath", {}).get("type") == "Socket" and u[3] == "",
+          "--cri-socket %s is not a hostPath Socket mount" % cri)
+    u = m.under("/var/log/pods/ns_pod_uid/c/0.log")
+    check(u and u[0] == "/var/log/pods" and u[2] and
+          u[1].get("hostPath", {}).get("path") == "/var/log/pods",
+          "/var/log/pods is not mounted read-only from the host")
+    # Probes: the kubelet probes a hostNetwork pod from the node, at the admin address.
+    adm = eff["admin-listen"]
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        g = c[probe]["httpGet"]
+        check(g["path"] == path and "%s:%d" % (g.get("host", ""), g["port"]) == adm,
+              "%s %s vs --admin-listen %s" % (probe, g, adm))
+    limit = quantity(c["resources"]["limits"]["memory"])
+    need = eff["max-streams"] * (eff["stream-window-bytes"] + eff["stream-queue-bytes"])
+    check(need < limit, "max-streams x (window + queue) = %d >= memory limit %d" % (need, limit))
+    # Run it as the DaemonSet does, against the cloudstream above, with a kubelet stand-in.
+    margs += ["--cloud-url", "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+              "--cloud-server-name", "localhost",
+              "--kubelet-url", "https://127.0.0.1:%d" % kubelet.port]
+    if not net.ns:
+        margs += ["--admin-listen", "127.0.0.1:0"]
+    edge = start_daemon(env, net, "edgestream", EDGE_BIN, margs)
+    aport = edge.ports["admin"]
+    if net.ns:
+        check(aport == listen_port(adm), "admin port %d vs %s" % (aport, adm))
+    for probe in ("livenessProbe", "readinessProbe"):
+        st, body = net.get("127.0.0.1", aport, c[probe]["httpGet"]["path"])
+        check(st == 200, "edgestream %s: %d %s" % (probe, st, body))
+    st, body = net.get("127.0.0.1", cloud.ports["admin"], "/metrics")
+    check("cloudstream_sessions 1" in body, "the tunnel did not register: %s" % body[:300])
+    # kube-apiserver → cloudstream → tunnel → edgestream → the kubelet.
+    out = net.run_py(APISERVER, env.pki, cloud.ports["stream"], NODE + ":10250", "/healthz")
+    check(out.startswith("HTTP/1.1 200") and out.endswith("ok"), "through the chain: %s" % out)
+    rc = env.stop(edge, pod["terminationGracePeriodSeconds"])
+    check(rc == 0, "edgestream exit %s after SIGTERM" % rc)
+    m.close()
+    m.args = margs
+    return m
+
+
+def metric(net, port, name):
+    _, body = net.get("127.0.0.1", port, "/metrics")
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise h.Fail("no metric %s" % name)
+
+
+def test_wrong_node(env, net, objs, cloud, m):
+    """The DaemonSet's --node-name=$(NODE_NAME) on a host whose certificate names another node:
+    cloudstream refuses the tunnel (403) rather than registering the node under either name."""
+    args = [a if not a.startswith("--node-name=") else "--node-name=edge-2" for a in m.args]
+    before = metric(net, cloud.ports["admin"], "cloudstream_sessions_rejected_total")
+    log = open(os.path.join(env.dir, "edgestream-wrong-node.log"), "wb")
+    p = subprocess.Popen(net.prefix() + [EDGE_BIN] + args + ["--admin-listen", "127.0.0.1:0"],
+                         stdout=log, stderr=subprocess.STDOUT, preexec_fn=h._die_with_parent)
+    p.name, p.logpath = "edgestream-wrong-node", log.name
+    env.procs.append(p)
+    wait_for(lambda: metric(net, cloud.ports["admin"], "cloudstream_sessions_rejected_total") >
+             before, "cloudstream rejects the tunnel")
+    check(metric(net, cloud.ports["admin"], "cloudstream_sessions") == 0, "a session registered")
+    check(p.poll() is None, "edgestream exited instead of redialling: %s" % env.tail(p))
+    check(env.stop(p) == 0, "edgestream exit status after SIGTERM")
+    check("403" in env.tail(p, 200), "no 403 in edgestream's log:\n%s" % env.tail(p))
+
+
+# ---- systemd ----
+
+def parse_unit(path):
+    sections, cur, pending = {}, None, ""
+    with open(path) as f:
+        for line in f:
+            line = pending + line.rstrip("\n")
+            pending = ""
+            if line.endswith("\\"):
+                pending = line[:-1] + " "
+                continue
+            s = line.strip()
+            if not s or s[0] in "#;":
+                continue
+            if s.startswith("["):
+                cur = sections.setdefault(s.strip("[]"), {})
+                continue
+            k, _, v = s.partition("=")
+            cur.setdefault(k.strip(), []).append(v.strip())
+    return sections
+
+
+def parse_env_file(path):
+    env = {}
+    with open(path) as f:
+        for line in f:
+            s = line.strip()
+            if s and not s.startswith("#"):
+                (kv,) = shlex.split(s)
+                k, _, v = kv.partition("=")
+                env[k] = v
+    return env
+
+
+def expand_exec(line, env):
+    """systemd's ExecStart: $VAR splits into words, ${VAR} is one word, unset is empty."""
+    out = []
+    for w in shlex.split(line):
+        m = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", w)
+        if m:
+            out += env.get(m.group(1), "").split()
+            continue
+        out.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda x: env.get(x.group(1), ""),
+                          w))
+    return out
+
+
+def test_systemd(env, net, cloud, kubelet, edge_mounts):
+    unit_path = os.path.join(SYSTEMD, "edgestream.service")
+    u = parse_unit(unit_path)
+    svc = u["Service"]
+
+    def one(k):
+        check(k in svc and len(svc[k]) == 1, "[Service] %s: %s" % (k, svc.get(k)))
+        return svc[k][0]
+
+    with open(EDGE_BIN, "rb") as f:
+        binary = f.read()
+    notify = b"NOTIFY_SOCKET" in binary or b"sd_notify" in binary
+    check(one("Type") == ("notify" if notify else "simple"),
+          "Type=%s but the binary %s sd_notify" % (one("Type"),
+                                                   "has" if notify else "has no"))
+    check(one("Restart") == "on-failure", "Restart")
+    check(one("ExecReload") == "/bin/kill -HUP $MAINPID", "ExecReload: SIGHUP reloads certs")
+    check(svc.get("KillSignal", ["SIGTERM"]) == ["SIGTERM"], "KillSignal: SIGTERM stops")
+    for k, v in (("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"),
+                 ("ProtectHome", "yes"), ("PrivateTmp", "yes"), ("PrivateDevices", "yes"),
+                 ("CapabilityBoundingSet", ""), ("RestrictSUIDSGID", "yes"),
+                 ("MemoryDenyWriteExecute", "yes"), ("ProtectKernelModules", "yes")):
+        check(svc.get(k) == [v], "hardening: %s=%s expected, got %s" % (k, v, svc.get(k)))
+    check(u["Install"]["WantedBy"] == ["multi-user.target"], "[Install]")
+    (envfile,) = svc["EnvironmentFile"]
+    check(envfile == "-/etc/default/edgestream", "EnvironmentFile %s" % envfile)
+    uenv = parse_env_file(os.path.join(SYSTEMD, "edgestream.env"))
+    argv = expand_exec(one("ExecStart"), uenv)
+    check(argv[0] == "/usr/local/bin/edgestream", "ExecStart binary %s" % argv[0])
+    check(argv[1:3] == ["--config", "/etc/edgestream/edgestream.json"], "ExecStart %s" % argv)
+    # Without the EnvironmentFile, the unit still starts (it is optional: "-").
+    check(expand_exec(one("ExecStart"), {})[1:] == argv[1:3], "ExecStart without the env file")
+    # The example config as /etc/edgestream/edgestream.json; its certificate paths are those
+    # the edge host holds (the same /etc/edgestream/pki as the DaemonSet's hostPath).
+    with open(os.path.join(SYSTEMD, "edgestream.json")) as f:
+        example = json.load(f)
+    root = edge_mounts.root
+    os.makedirs(root + "/etc/edgestream", exist_ok=True)
+    with open(root + "/etc/edgestream/edgestream.json", "w") as f:
+        json.dump(edge_mounts.remap_json(example), f)
+    args = [edge_mounts.local(a) if a == "/etc/edgestream/edgestream.json" else a
+            for a in argv[1:]]
+    if not args[1].startswith(root):
+        args[1] = root + args[1]
+    eff = print_config(EDGE_BIN, args)
+    for k, v in eff.items():
+        if isinstance(v, str) and v.startswith("/") and k != "cri-socket":
+            check(os.path.exists(v), "systemd example: --%s %s does not exist on an edge host "
+                  "set up as deploy/README.md says" % (k, v[len(root):] if v.startswith(root)
+                                                       else v))
+    # Run it as systemd would, then reload and stop it as systemctl would.
+    args += ["--cloud-url", "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+             "--cloud-server-name", "localhost",
+             "--kubelet-url", "https://127.0.0.1:%d" % kubelet.port]
+    if not net.ns:
+        args += ["--admin-listen", "127.0.0.1:0"]
+    p = start_daemon(env, net, "edgestream-systemd", EDGE_BIN, args)
+    aport = p.ports["admin"]
+    st, _ = net.get("127.0.0.1", aport, "/readyz")
+    check(st == 200, "systemd edgestream /readyz %d" % st)
+    p.send_signal(signal.SIGHUP)
+    wait_for(lambda: "SIGHUP" in env.tail(p, 50), "SIGHUP logged")
+    check(p.poll() is None, "edgestream died on SIGHUP")
+    st, _ = net.get("127.0.0.1", aport, "/readyz")
+    check(st == 200, "after SIGHUP /readyz %d" % st)
+    t0 = time.monotonic()
+    rc = env.stop(p, float(re.sub(r"s$", "", one("TimeoutStopSec"))))
+    check(rc == 0, "edgestream exit %s after SIGTERM (systemd counts it a failure)" % rc)
+    check(time.monotonic() - t0 < 5, "SIGTERM took %.1f s" % (time.monotonic() - t0))
+    # systemd's own reading of the unit, with ExecStart pointing at the built binary.
+    sa = shutil.which("systemd-analyze")
+    if sa is None:
+        print("note: systemd-analyze not installed; unit not verified by systemd", flush=True)
+        return
+    tmp = os.path.join(env.dir, "systemd")
+    os.makedirs(tmp, exist_ok=True)
+    with open(unit_path) as f:
+        text = f.read().replace("/usr/local/bin/edgestream", os.path.abspath(EDGE_BIN))
+    with open(os.path.join(tmp, "edgestream.service"), "w") as f:
+        f.write(text)
+    r = subprocess.run([sa, "verify", os.path.join(tmp, "edgestream.service")],
+                       capture_output=True, text=True, timeout=60)
+    mine = [ln for ln in (r.stdout + r.stderr).splitlines() if "edgestream" in ln]
+    check(r.returncode == 0 and not mine, "systemd-analyze verify: rc %d\n%s" % (
+        r.returncode, r.stdout + r.stderr))
+    # Its exposure score, offline (systemd 252 has --offline).
+    r = subprocess.run([sa, "security", "--offline=true", os.path.join(tmp, "edgestream.service")],
+                       capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for edgestream.service: ([\d.]+)", r.stdout)
+    if m is None:
+        print("note: systemd-analyze security --offline unsupported here", flush=True)
+        return
+    check(float(m.group(1)) <= 2.5, "exposure %s (was 1.9):\n%s" % (m.group(1), r.stdout))
+
+
+def main():
+    kust, objs = load_manifests()
+    env = h.Env("deploy", nodes=(NODE,))
+    net = None
+    failed = True
+    results = []
+
+    def step(name, fn, *a):
+        try:
+            r = fn(*a)
+            print("ok   deploy.%s" % name, flush=True)
+            results.append(name)
+            return r
+        except Exception as e:  # noqa: BLE001 - report everything
+            print("FAIL deploy.%s: %s: %s" % (name, type(e).__name__, e), flush=True)
+            return None
+
+    try:
+        net = Net()
+        where = ("daemons in network namespace %s, on the manifests' own addresses" % net.ns
+                 if net.ns else "no network namespace: daemons on 127.0.0.1:0")
+        print("note: " + where, flush=True)
+        step("objects", test_objects, objs, kust)
+        step("rbac", test_rbac, objs)
+        step("security", test_security, objs)
+        kubelet = step("kubelet_stand_in", h.start_kubelet, env, "kubelet", net.prefix())
+        cloud = step("cloudstream", test_cloudstream, env, net, objs)
+        edge_mounts = None
+        if cloud and kubelet:
+            edge_mounts = step("edgestream", test_edgestream, env, net, objs, cloud, kubelet)
+        if edge_mounts:
+            step("edgestream_wrong_node", test_wrong_node, env, net, objs, cloud, edge_mounts)
+            step("systemd", test_systemd, env, net, cloud, kubelet, edge_mounts)
+        if cloud:
+            def stop_cloud():
+                rc = env.stop(cloud, 45)
+                check(rc == 0, "cloudstream exit %s after SIGTERM" % rc)
+            step("cloudstream_sigterm", stop_cloud)
+        want = ["objects", "rbac", "security", "kubelet_stand_in", "cloudstream", "edgestream",
+                "edgestream_wrong_node", "systemd", "cloudstream_sigterm"]
+        failed = results != want
+        return 1 if failed else 0
+    finally:
+        h.close_env(env, failed)
+        if net:
+            net.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
