@@ -6,11 +6,13 @@
                        certificate carries 10.232.0.5), the kubelet stand-in
 
 10.232.0.5 exists nowhere: only the DNAT rule makes it reachable. Checked, for iptables-nft and
-iptables-legacy: unreachable before apply; apply twice (idempotent); the client's request to
-10.232.0.5:10350 reaches the node through cloudstream (routed by its Host IP); a connection from
-B itself to 10.232.0.5 is routed by SO_ORIGINAL_DST even with a misleading Host (what
-kube-apiserver sends on upgrades); loopback and the host's own :10350 are never captured;
-remove restores unreachability.
+iptables-legacy: unreachable before apply; apply twice (idempotent: the nat table is the same
+after the second); the client's request to 10.232.0.5:10350 reaches the node through
+cloudstream (routed by its Host IP); a connection from B itself to 10.232.0.5 is routed by
+SO_ORIGINAL_DST even with a misleading Host (what kube-apiserver sends on upgrades); loopback is
+never captured; with a node network that covers A's own address, A's own :10350 (a listener
+there) still answers on that address and on loopback; apply with other networks replaces the
+rules (no stale one left); remove restores unreachability.
 """
 import os
 import subprocess
@@ -41,6 +43,26 @@ while True:
     if not c: break
     data += c
 print(data.split(b"\r\n")[0].decode()); print(data.split(b"\r\n\r\n", 1)[1].decode()[:200])
+'''
+
+
+# Stands for a service of the apiserver host's own on :10350: says "own" to whoever connects.
+OWN_SERVER = r'''
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 10350)); s.listen(16)
+open(sys.argv[1], "w").write("10350")
+while True:
+    c, _ = s.accept(); c.sendall(b"own\n"); c.close()
+'''
+
+PLAIN = r'''
+import socket, sys
+try:
+    c = socket.create_connection((sys.argv[1], 10350), timeout=2)
+    print(c.recv(16).decode().strip() or "eof")
+except OSError as e:
+    print("error", e)
 '''
 
 
@@ -92,6 +114,9 @@ def main():
         cloud = h.start_cloudstream(env, ["--stream-listen", "10.231.0.2:0"], prefix=wrap)
         edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-5",
                                      cert=env.path("node-edge-5.crt"), prefix=wrap)
+        own_ready = os.path.join(env.dir, "own.ready")
+        env.start("own-10350", [h.PY, "-c", OWN_SERVER, own_ready], own_ready,
+                  prefix=["ip", "netns", "exec", a])
         port = cloud.ports["stream"]
         failures = 0
         for backend in ("nft", "legacy"):
@@ -108,13 +133,53 @@ def main():
                 rc, out = client(env, a, NODE_IP + ":10350", NODE_IP)
                 check(rc == 3, "reachable without the rule: %s" % out)
 
+            def apply(ns, nodes="10.232.0.0/24"):
+                sh(*ns_exec(ns, TOOL, "apply", "--backend", backend, "--to",
+                            "10.231.0.2:%d" % port, "--nodes", nodes))
+
+            def nat_table(ns):
+                r = sh(*ns_exec(ns, "iptables-%s-save" % backend, "-t", "nat"))
+                return [ln for ln in r.stdout.splitlines() if not ln.startswith(("#", ":"))]
+
             def apply_twice():
                 for ns in (a, b):
-                    for _ in range(2):
-                        sh(*ns_exec(ns, TOOL, "apply", "--backend", backend, "--to",
-                                    "10.231.0.2:%d" % port, "--nodes", "10.232.0.0/24"))
+                    apply(ns)
+                    first = nat_table(ns)
+                    apply(ns)
+                    check(nat_table(ns) == first, "second apply changed the nat table:\n%s\n%s"
+                          % ("\n".join(first), "\n".join(nat_table(ns))))
                     r = sh(*ns_exec(ns, TOOL, "status", "--backend", backend))
-                    check("applied (1 OUTPUT jump)" in r.stdout, "status: %s" % r.stdout)
+                    check("applied (1 OUTPUT jump, 1 PREROUTING jump)" in r.stdout,
+                          "status: %s" % r.stdout)
+
+            def plain(ns, target):
+                r = subprocess.run(ns_exec(ns, h.PY, "-c", PLAIN, target), capture_output=True,
+                                   text=True, timeout=30)
+                return r.stdout.strip()
+
+            def own_port_not_captured():
+                # The node networks cover A's own address: its own :10350 stays its own.
+                apply(a, "10.231.0.0/24,10.232.0.0/24")
+                try:
+                    for target in ("10.231.0.1", "127.0.0.1"):
+                        out = plain(a, target)
+                        check(out == "own", "A's own %s:10350 captured: %s" % (target, out))
+                    rc, out = client(env, a, NODE_IP + ":10350", NODE_IP, 5)
+                    check(rc == 0 and "200" in out.splitlines()[0], "via DNAT: %s" % out)
+                finally:
+                    apply(a)
+
+            def apply_replaces():
+                # Other node networks: the old rule is gone, not kept beside the new one (in
+                # both namespaces: B's PREROUTING jump would catch what A sends it too).
+                for ns in (a, b):
+                    apply(ns, "10.233.0.0/24")
+                    r = sh(*ns_exec(ns, TOOL, "status", "--backend", backend))
+                    check("10.232.0.0/24" not in r.stdout and "10.233.0.0/24" in r.stdout,
+                          "status after re-apply: %s" % r.stdout)
+                unreachable_before()
+                for ns in (a, b):
+                    apply(ns)
 
             def through_dnat_by_host():
                 rc, out = client(env, a, NODE_IP + ":10350", NODE_IP, 5)
@@ -144,6 +209,8 @@ def main():
             step("through_dnat_by_host", through_dnat_by_host)
             step("through_dnat_by_orig_dst", through_dnat_by_orig_dst)
             step("loopback_not_captured", loopback_not_captured)
+            step("own_port_not_captured", own_port_not_captured)
+            step("apply_replaces", apply_replaces)
             step("remove_restores", remove_restores)
         env.stop(edge)
         rc = env.stop(cloud)
