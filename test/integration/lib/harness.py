@@ -18,7 +18,7 @@ import time
 
 BIN = os.environ.get("ST_BIN_DIR", "build")
 SRC = os.environ.get("ST_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
+    os.path.dirname(os.path.abspath(__file__))))))  # lib → integration → test → the tree
 PEERS = os.path.join(SRC, "test", "integration", "peers")
 PY = "/usr/bin/python3"  # Debian's python, with python3-websockets
 
