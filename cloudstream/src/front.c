@@ -337,13 +337,8 @@ static ssize_t forward(struct cs_front *f, const uint8_t *p, size_t len)
 		return f->plan.upgrade ? (ssize_t)len : 0; /* stream over: upgraded bytes drop */
 	if (!f->plan.upgrade && f->req_body.done)
 		return 0; /* what follows is the next request: it waits */
-	size_t take = st_session_write_space(t->sess, f->sid);
-	if (take == 0) {
-		f->srv->m.stream_stalls++;
-		return 0;
-	}
-	if (take > len)
-		take = len;
+	size_t space = st_session_write_space(t->sess, f->sid);
+	size_t take = len < space ? len : space;
 	if (!f->plan.upgrade) {
 		ssize_t b = cs_body_feed(&f->req_body, p, take);
 		if (b < 0) {
@@ -353,7 +348,15 @@ static ssize_t forward(struct cs_front *f, const uint8_t *p, size_t len)
 		}
 		take = (size_t)b;
 	}
-	ssize_t w = take ? st_session_write(t->sess, f->sid, p, take) : 0;
+	/* The session calls on_writable only after a write that came up short, and nothing else
+	 * wakes a connection whose input waits for room (an upload gets no answer bytes that
+	 * would). So when the room, not the input, is the limit, offer one byte more than fits:
+	 * the session refuses it and calls on_writable once the stream has room again. */
+	bool full = take == space && space < len && (f->plan.upgrade || !f->req_body.done);
+	if (full)
+		f->srv->m.stream_stalls++;
+	size_t offer = take + (full ? 1 : 0);
+	ssize_t w = offer ? st_session_write(t->sess, f->sid, p, offer) : 0;
 	if (w < 0) {
 		detach(f, false, 0, NULL);
 		fail(f, 502, CS_ERR_EDGE_GONE, "the stream to the edge closed");

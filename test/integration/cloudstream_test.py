@@ -207,6 +207,32 @@ def exec_bulk(chain, n):
           "exec bulk: %d of %d bytes back (%d sent), sha256 differs" % (len(got), n, sent))
 
 
+def upload_only(chain, n=32 << 20):
+    """An upload with nothing coming back until its end (kubectl cp into a pod: tar reads
+    stdin, prints nothing): every byte reaches the kubelet side. The stream toward the edge
+    fills up many times; cloudstream must resume reading the apiserver connection when it has
+    room again, without any answer bytes to wake it."""
+    s = chain.api.connect(timeout=30)
+    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=sink&n=%d&input=1" % n,
+                     [("Host", "edge-1:10350")] + UPGRADE_SPDY))
+    status, _, rest = h.read_head(s)
+    check(status == 101, "upload: status %d, want 101" % status)
+    payload = os.urandom(n)
+    sent = 0
+    s.settimeout(10)
+    try:
+        while sent < n:
+            sent += s.send(payload[sent:sent + 65536])
+    except socket.timeout:
+        pass
+    check(sent == n, "upload: sending stalled after %d of %d bytes (nothing read for 10 s)"
+          % (sent, n))
+    got = h.recv_until(s, lambda b: b.endswith(b"\n"), rest)
+    s.close()
+    check(got == (h.sha256(payload) + "\n").encode(),
+          "upload: the kubelet side's sha256 %r, want %s" % (got, h.sha256(payload)))
+
+
 def big_body(chain, n=100 << 20):
     """100 MiB through cloudstream and the test edge, compared by sha256."""
     status, hdrs, body, s = chain.get("/bytes?n=%d&seed=7" % n)
@@ -382,6 +408,7 @@ def group_base():
             ("refused_upgrade_is_fast", lambda: refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: edge_end_closes_fast(chain)),
             ("exec_bulk_4mib", lambda: exec_bulk(chain, 4 << 20)),
+            ("upload_only", lambda: upload_only(chain, 8 << 20)),
         ]))
         check_clean_exit(chain)
         return rc
@@ -410,6 +437,7 @@ def group_ext():
             ("refused_upgrade_is_fast", lambda: refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: edge_end_closes_fast(chain)),
             ("big_body_100mib", lambda: big_body(chain)),
+            ("upload_only", lambda: upload_only(chain)),
             ("isolation", lambda: isolation(chain)),
             ("admin_endpoints", lambda: admin_endpoints(chain)),
             ("sighup_reload", lambda: sighup_reload(chain)),

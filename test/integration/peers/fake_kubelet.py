@@ -7,7 +7,9 @@ API paths the tunnel carries, HTTP/1.1 keep-alive, many connections (asyncio).
 Paths:
   upgrade to /exec|/attach|/portForward/...   101 echoing Upgrade (and the first
         X-Stream-Protocol-Version), then an echo of every byte. ?command=greet first writes
-        "hello from <ns>/<pod>/<ctr>\\n"; command=greet-exit writes it and closes.
+        "hello from <ns>/<pod>/<ctr>\\n"; command=greet-exit writes it and closes;
+        command=sink&n=N reads N bytes, writes nothing until then, then their sha256 (hex,
+        newline) and closes.
         With Upgrade: websocket and refuse-websocket=1: 400 + JSON, like a kubelet that only
         speaks SPDY (the kubectl >= 1.30 fallback case).
   /containerLogs/ns/pod/ctr?tailLines=N[&follow=true]   chunked "line <i>\\n", i = 1..N
@@ -104,6 +106,19 @@ async def serve_upgrade(reader, writer, path, q, headers):
                   "\r\n\r\n").encode())
     parts = path.strip("/").split("/")
     cmd = q.get("command", [""])[0]
+    if cmd == "sink":  # an upload with nothing coming back until its end
+        n = int(q.get("n", ["0"])[0])
+        await writer.drain()
+        digest = hashlib.sha256()
+        while n > 0:
+            data = await reader.read(min(BLOCK, n))
+            if not data:
+                return False
+            digest.update(data)
+            n -= len(data)
+        writer.write(("%s\n" % digest.hexdigest()).encode())
+        await writer.drain()
+        return False
     if cmd in ("greet", "greet-exit"):
         writer.write(("hello from %s\n" % "/".join(parts[1:4])).encode())
     await writer.drain()
