@@ -498,7 +498,8 @@ def node_metrics(lab, ver):
 def unknown_pod(lab, ver):
     """lab §10 #14: the apiserver's NotFound, as kubectl prints it."""
     rc, out, err, _ = lab.kubectl(ver, "logs", "nosuch")
-    want = b'Error from server (NotFound): pods "nosuch" not found\n'
+    want = b'error: error from server (NotFound): pods "nosuch" not found in namespace ' \
+        b'"default"\n'
     check(rc == 1 and out == b"" and err == want,
           "kubectl %s logs nosuch: expected rc 1 and stderr %r, got rc %d, stdout %s, stderr %s"
           % (ver, want, rc, show(out), show(err)))
@@ -507,15 +508,16 @@ def unknown_pod(lab, ver):
 def logs_options(lab):
     """lab §10 #8/#10 and more: kubectl logs with --tail, --timestamps, --limit-bytes, --since,
     byte for byte against the kubelet's rules applied to the file containerd wrote."""
-    from cri_logs_test import kubelet_logs, records
+    from cri_logs_test import kubelet_logs, records, rfc3339_ns  # the kubelet's rules
     lab.container("logger", "echo one; echo two >&2; echo three; echo four; echo five; "
                   "sleep 3; echo six; echo seven >&2; echo marker-done; exec sleep 600")
     data = lab.wait_log("logger", b"marker-done\n")
     recs, _ = records(data)
-    six = [r for r in recs if r and r[3] == b"six"][0][0]
-    from cri_logs_test import rfc3339_ns
-    # first the time-sensitive one: the last three records are within 2 s, the rest 3 s older
-    cases = [(["--since=2s"], {"since_ns": rfc3339_ns(six)}),
+    # The time-sensitive one first: the last three records are within 2 s, the rest 3 s
+    # older, so any cut inside the sleep is --since=2s's (the streams' records are not
+    # strictly ordered by time: "seven" on stderr may carry an earlier stamp than "six").
+    cut = rfc3339_ns([r for r in recs if r and r[3] == b"five"][0][0]) + 1500 * 10**6
+    cases = [(["--since=2s"], {"since_ns": cut}),
              ([], {}),
              (["--tail=2"], {"tail": 2}),
              (["--tail=2", "--timestamps"], {"tail": 2, "timestamps": True}),
@@ -526,7 +528,7 @@ def logs_options(lab):
     for args, kw in cases:
         rc, out, err, _ = lab.kubectl("1.32", "logs", "demo", "-c", "logger", *args)
         want = kubelet_logs(data, **kw) if kw is not None else \
-            kubelet_logs(data, since_ns=rfc3339_ns(six), limit=9)
+            kubelet_logs(data, since_ns=cut, limit=9)
         check(rc == 0 and out == want and err == b"",
               "kubectl logs %s: expected rc 0 and %s, got rc %d, %s, stderr %s" %
               (" ".join(args), show(want), rc, show(out), show(err)))
