@@ -307,17 +307,18 @@ def exec_timing(lab):
     """kubectl 1.32 pays nothing for its refused websocket attempt: the median of N
     `exec -- true` is within 1.5 × kubectl 1.27's (SPDY only)."""
     n = 5
-    times = {}
-    for ver in ("1.27", "1.32"):
+    runs = {"1.27": [], "1.32": []}
+    for ver in runs:
         lab.kubectl(ver, "exec", "demo", "-c", "loop", "--", "true")  # warm the cache
-        ts = []
-        for _ in range(n):
+    for _ in range(n):  # interleaved, so both see the same background load
+        for ver, ts in runs.items():
             rc, out, err, dt = lab.kubectl(ver, "exec", "demo", "-c", "loop", "--", "true")
             check(rc == 0 and out == b"" and err == b"",
                   "kubectl %s exec -- true: expected rc 0 and no output, got rc %d %s %s"
                   % (ver, rc, show(out), show(err)))
             ts.append(dt)
-        times[ver] = statistics.median(ts)
+    times = {ver: statistics.median(ts) for ver, ts in runs.items()}
+    for ver, ts in runs.items():
         print("for the record: kubectl %s exec -- true, median of %d: %.3f s (all: %s)" %
               (ver, n, times[ver], " ".join("%.3f" % t for t in ts)), flush=True)
     check(times["1.32"] <= 1.5 * times["1.27"],
@@ -347,6 +348,7 @@ def attach_stdin(lab, ver):
     """lab §10 #5: attach -i: the line on stdin is read by the loop (stdout "got: …", stderr
     "stderr-echo: …"); kubectl exits 0 when its stdin closes."""
     word = "hello-attach-" + ver
+    mark = lab.log_mark()
     p = lab.popen([kubectl_path(ver), "attach", "demo", "-c", "loop", "-i"],
                   stdin=subprocess.PIPE)
     try:
@@ -370,6 +372,12 @@ def attach_stdin(lab, ver):
               "stderr %s" % (ver, want_err, rc, show(err)))
     finally:
         lab.stop_proc(p)
+    seq = lab.requests_since(mark, "/attach")
+    want = [("POST", "101", "SPDY/3.1")]
+    if ver != "1.27":
+        want = [("GET", "403", "websocket")] + want
+    check(seq == want, "kubectl %s attach -i: expected the apiserver to see %r, saw %r" %
+          (ver, want, seq))
 
 
 def attach_plain(lab, ver):
@@ -642,6 +650,24 @@ def python_client(lab):
                                            err))
 
 
+def apiserver_rewrite(lab):
+    """The stand-in's kubelet-side targets for the requests this group made (lab §4, §6.2):
+    only true flags, renamed, keys sorted, command repeated in order; python's True spelling."""
+    seen = {}
+    for r in lab.api.access_log():
+        seen.setdefault(r["kubelet_uri"], r["status"])
+    q_exec = "command=sh&command=-c&command=read+x%3B+echo+got-%24x%3B+echo+e-%24x+%3E%262%3B+exit+5"
+    for uri in ("/containerLogs/default/demo/logger?tailLines=2&timestamps=true",
+                "/containerLogs/default/demo/logger?limitBytes=9&sinceSeconds=2",
+                "/containerLogs/default/demo/loop?follow=true&tailLines=1",
+                "/containerLogs/default/demo/restarts?previous=true&timestamps=true",
+                "/exec/default/demo/loop?%s&error=1&input=1&output=1" % q_exec,
+                "/portForward/default/demo?port=%d" % lab.web_ports[0],
+                "/metrics"):
+        check(uri in seen, "the apiserver stand-in: expected a request rewritten to %r, saw %r"
+              % (uri, sorted(u for u in seen if u)))
+
+
 # ---- main ------------------------------------------------------------------------------------
 
 GROUPS = {
@@ -652,7 +678,8 @@ GROUPS = {
                 ("cp", copy_both_ways, ("1.32", "1.27")), ("exec_timing", exec_timing, None)],
     "logs": [("logs_options", logs_options, None), ("logs_previous", logs_previous, None),
              ("logs_follow", logs_follow, None), ("node_metrics", node_metrics, VERSIONS),
-             ("unknown_pod", unknown_pod, ("1.32",)), ("python_client", python_client, None)],
+             ("unknown_pod", unknown_pod, ("1.32",)), ("python_client", python_client, None),
+             ("apiserver_rewrite", apiserver_rewrite, None)],
 }
 
 
