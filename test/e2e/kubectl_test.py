@@ -11,9 +11,7 @@ host-network pod default/demo.
 Each group is one process with one containerd (starting it is the expensive part). Outputs are
 asserted exactly; figures (exec times, cp throughput) are printed for the record. Skipped (77)
 when not root or a peer is missing, failed instead under CI=true."""
-import hashlib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -22,7 +20,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -59,7 +56,7 @@ def missing_peers():
     miss = [p for p in need if not os.access(p, os.X_OK)]
     miss += [t for t in ("containerd", "ctr", "runc") if shutil.which(t) is None]
     try:
-        import kubernetes  # noqa: F401
+        import kubernetes  # noqa: F401 - only whether it is there
     except ImportError:
         miss.append("python3-kubernetes")
     return miss
@@ -471,21 +468,26 @@ def copy_both_ways(lab, ver):
     back = src + ".back"
     with open(src, "wb") as f:
         f.write(os.urandom(size))
+    mark = lab.log_mark()
     rc, out, err, t_in = lab.kubectl(ver, "cp", src, "demo:/tmp/cp.bin", "-c", "loop",
                                      timeout=120)
+    seq_in = lab.requests_since(mark, "/exec")
     check(rc == 0, "kubectl %s cp to the pod: expected rc 0, got %d, stderr %s" %
           (ver, rc, show(err)))
+    mark = lab.log_mark()
     rc, out, err, t_out = lab.kubectl(ver, "cp", "demo:/tmp/cp.bin", back, "-c", "loop",
                                       timeout=120)
+    seq_out = lab.requests_since(mark, "/exec")
     check(rc == 0 and err in (b"", b"tar: removing leading '/' from member names\n"),
           "kubectl %s cp from the pod: expected rc 0 (at most tar's note on stderr), got %d, "
           "stderr %s" % (ver, rc, show(err)))
     a, b = open(src, "rb").read(), open(back, "rb").read()
     check(a == b, "kubectl %s cp round trip: expected %d bytes sha256 %s, got %d bytes sha256 %s"
           % (ver, len(a), h.sha256(a), len(b), h.sha256(b)))
-    print("for the record: kubectl %s cp %d MiB: to the pod %.2f s (%.1f MiB/s), back %.2f s "
-          "(%.1f MiB/s)" % (ver, size >> 20, t_in, (size >> 20) / t_in, t_out,
-                            (size >> 20) / t_out), flush=True)
+    print("for the record: kubectl %s cp %d MiB: to the pod %.2f s (%.1f MiB/s, requests %s), "
+          "back %.2f s (%.1f MiB/s, requests %s)" %
+          (ver, size >> 20, t_in, (size >> 20) / t_in, seq_in, t_out, (size >> 20) / t_out,
+           seq_out), flush=True)
     os.unlink(src)
     os.unlink(back)
 
@@ -656,7 +658,8 @@ def apiserver_rewrite(lab):
     seen = {}
     for r in lab.api.access_log():
         seen.setdefault(r["kubelet_uri"], r["status"])
-    q_exec = "command=sh&command=-c&command=read+x%3B+echo+got-%24x%3B+echo+e-%24x+%3E%262%3B+exit+5"
+    q_exec = ("command=sh&command=-c&command=read+x%3B+echo+got-%24x%3B+echo+e-%24x+%3E%262%3B"
+              "+exit+5")
     for uri in ("/containerLogs/default/demo/logger?tailLines=2&timestamps=true",
                 "/containerLogs/default/demo/logger?limitBytes=9&sinceSeconds=2",
                 "/containerLogs/default/demo/loop?follow=true&tailLines=1",
