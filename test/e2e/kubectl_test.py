@@ -520,19 +520,21 @@ def logs_options(lab):
     byte for byte against the kubelet's rules applied to the file containerd wrote."""
     from cri_logs_test import kubelet_logs, records, rfc3339_ns  # the kubelet's rules
     lab.container("logger", "echo one; echo two >&2; echo three; echo four; echo five; "
-                  "sleep 3; echo six; echo seven >&2; echo marker-done; exec sleep 600")
+                  "sleep 6; echo six; echo seven >&2; echo marker-done; exec sleep 600")
     data = lab.wait_log("logger", b"marker-done\n")
     recs, _ = records(data)
-    # The time-sensitive one first: the last three records are within 2 s, the rest 3 s
-    # older, so any cut inside the sleep is --since=2s's (the streams' records are not
-    # strictly ordered by time: "seven" on stderr may carry an earlier stamp than "six").
-    cut = rfc3339_ns([r for r in recs if r and r[3] == b"five"][0][0]) + 1500 * 10**6
-    cases = [(["--since=2s"], {"since_ns": cut}),
+    # The time-sensitive ones first, back to back: the last three records are written 6 s
+    # after the others, so --since=4s keeps exactly them for 4 s after they are written (a
+    # loaded CI machine runs two kubectl calls well within that), and any cut inside the gap
+    # is --since=4s's (the streams' records are not strictly ordered by time: "seven" on
+    # stderr may carry an earlier stamp than "six").
+    cut = rfc3339_ns([r for r in recs if r and r[3] == b"five"][0][0]) + 3 * 10**9
+    cases = [(["--since=4s"], {"since_ns": cut}),
+             (["--since=4s", "--limit-bytes=9"], None),
              ([], {}),
              (["--tail=2"], {"tail": 2}),
              (["--tail=2", "--timestamps"], {"tail": 2, "timestamps": True}),
              (["--limit-bytes=30"], {"limit": 30}),
-             (["--since=2s", "--limit-bytes=9"], None),
              (["--tail=4", "--timestamps", "--limit-bytes=50"],
               {"tail": 4, "timestamps": True, "limit": 50})]
     for args, kw in cases:
@@ -661,7 +663,7 @@ def apiserver_rewrite(lab):
     q_exec = ("command=sh&command=-c&command=read+x%3B+echo+got-%24x%3B+echo+e-%24x+%3E%262%3B"
               "+exit+5")
     for uri in ("/containerLogs/default/demo/logger?tailLines=2&timestamps=true",
-                "/containerLogs/default/demo/logger?limitBytes=9&sinceSeconds=2",
+                "/containerLogs/default/demo/logger?limitBytes=9&sinceSeconds=4",
                 "/containerLogs/default/demo/loop?follow=true&tailLines=1",
                 "/containerLogs/default/demo/restarts?previous=true&timestamps=true",
                 "/exec/default/demo/loop?%s&error=1&input=1&output=1" % q_exec,
