@@ -206,7 +206,8 @@ class Apiserver:
         return [NGINX, "-p", self.dir, "-e", os.path.join(self.dir, "logs", "error.log"),
                 "-c", self.conf]
 
-    def start(self, timeout=10.0):
+    def start(self, timeout=10.0, keep=False):
+        """@keep: nginx outlives this process (the quick start); stop it by its pid file."""
         self._write_config()
         t = subprocess.run(self._argv() + ["-t", "-q"], capture_output=True)
         if t.returncode != 0:
@@ -218,7 +219,9 @@ class Apiserver:
 
         def child():
             import ctypes
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+            os.setsid()
+            if not keep:
+                ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
         self.proc = subprocess.Popen(self._argv(), stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, preexec_fn=child)

@@ -59,7 +59,8 @@ class Containerd:
         self.stream_port = free_port()
         self.proc = None
 
-    def start(self, timeout=30.0):
+    def start(self, timeout=30.0, keep=False):
+        """@keep: containerd outlives this process (the quick start); stop it with stop()."""
         for sub in ("root", "state", "run", "runc", "cni-conf", "opt"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         with open(os.path.join(self.dir, "config.toml"), "w") as f:
@@ -69,7 +70,8 @@ class Containerd:
         def child():
             import ctypes
             os.setsid()
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # dies with the test
+            if not keep:
+                ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # dies with the test
 
         self.proc = subprocess.Popen(["containerd", "--config",
                                       os.path.join(self.dir, "config.toml")],
