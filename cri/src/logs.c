@@ -110,21 +110,6 @@ static int fail(char *why, size_t why_len, int status, const char *text)
 	return status;
 }
 
-/* A query value; -ENOENT when absent, -EBADMSG when it cannot be decoded. */
-static ssize_t get(const char *q, size_t len, const char *key, char *out, size_t cap)
-{
-	return st_query_get(q, len, key, out, cap);
-}
-
-static bool flag(const char *q, size_t len, const char *key)
-{
-	char v[16];
-	ssize_t n = get(q, len, key, v, sizeof v);
-	if (n == -ENOENT)
-		return false;
-	return st_k8s_bool(true, v, n > 0 ? (size_t)n : 0);
-}
-
 int cri_log_opts_parse(const char *query, size_t len, int64_t now_ns, struct cri_log_opts *o,
                        char *why, size_t why_len)
 {
@@ -136,12 +121,12 @@ int cri_log_opts_parse(const char *query, size_t len, int64_t now_ns, struct cri
 	}
 	char v[64];
 	ssize_t n;
-	o->follow = flag(query, len, "follow");
-	o->previous = flag(query, len, "previous");
-	o->timestamps = flag(query, len, "timestamps");
+	o->follow = st_query_k8s_flag(query, len, "follow");
+	o->previous = st_query_k8s_flag(query, len, "previous");
+	o->timestamps = st_query_k8s_flag(query, len, "timestamps");
 	int64_t since = INT64_MIN;
 	bool since_seconds = false;
-	if ((n = get(query, len, "sinceSeconds", v, sizeof v)) >= 0) {
+	if ((n = st_query_get(query, len, "sinceSeconds", v, sizeof v)) >= 0) {
 		uint64_t s;
 		if (st_parse_u64(v, (size_t)n, INT64_MAX / 1000000000, &s) < 0 || s < 1)
 			return fail(why, why_len, 422, "sinceSeconds must be a positive integer");
@@ -150,7 +135,7 @@ int cri_log_opts_parse(const char *query, size_t len, int64_t now_ns, struct cri
 	} else if (n == -EBADMSG || n == -EMSGSIZE) {
 		return fail(why, why_len, 400, "Unable to decode query.");
 	}
-	if ((n = get(query, len, "sinceTime", v, sizeof v)) >= 0) {
+	if ((n = st_query_get(query, len, "sinceTime", v, sizeof v)) >= 0) {
 		int64_t t;
 		if (since_seconds)
 			return fail(why, why_len, 422,
@@ -163,9 +148,10 @@ int cri_log_opts_parse(const char *query, size_t len, int64_t now_ns, struct cri
 		o->has_since = true;
 		o->since_ns = since;
 	}
-	const char *tail_key =
-	        get(query, len, "tailLines", v, sizeof v) != -ENOENT ? "tailLines" : "tail";
-	if ((n = get(query, len, tail_key, v, sizeof v)) >= 0) {
+	const char *tail_key = st_query_get(query, len, "tailLines", v, sizeof v) != -ENOENT
+	                               ? "tailLines"
+	                               : "tail";
+	if ((n = st_query_get(query, len, tail_key, v, sizeof v)) >= 0) {
 		if (!(strcmp(tail_key, "tail") == 0 && n == 3 && memcmp(v, "all", 3) == 0)) {
 			uint64_t t;
 			if (n > 0 && v[0] == '-')
@@ -176,7 +162,7 @@ int cri_log_opts_parse(const char *query, size_t len, int64_t now_ns, struct cri
 			o->tail_lines = t;
 		}
 	}
-	if ((n = get(query, len, "limitBytes", v, sizeof v)) >= 0) {
+	if ((n = st_query_get(query, len, "limitBytes", v, sizeof v)) >= 0) {
 		uint64_t l;
 		if (n > 0 && v[0] == '-')
 			return fail(why, why_len, 422, "limitBytes must be a positive integer");
@@ -187,7 +173,7 @@ int cri_log_opts_parse(const char *query, size_t len, int64_t now_ns, struct cri
 		o->has_limit = true;
 		o->limit_bytes = l;
 	}
-	if ((n = get(query, len, "stream", v, sizeof v)) >= 0) {
+	if ((n = st_query_get(query, len, "stream", v, sizeof v)) >= 0) {
 		if (n == 3 && memcmp(v, "All", 3) == 0)
 			o->streams = CRI_LOG_ALL;
 		else if (n == 6 && memcmp(v, "Stdout", 6) == 0)

@@ -17,15 +17,6 @@ static int copy_segment(char *out, size_t cap, struct st_segment s)
 	return 0;
 }
 
-static bool k8s_flag(const char *q, size_t len, const char *key)
-{
-	char v[16];
-	ssize_t n = st_query_get(q, len, key, v, sizeof v);
-	if (n == -ENOENT)
-		return false;
-	return st_k8s_bool(true, v, n > 0 ? (size_t)n : 0);
-}
-
 void es_cri_plan_fix(struct es_cri_plan *p)
 {
 	const char *c = p->cmd_bytes;
@@ -75,10 +66,10 @@ int es_cri_plan_make(struct es_cri_plan *p, const struct st_kubelet_path *path, 
 		}
 		return 0;
 	}
-	p->in = k8s_flag(query, query_len, "input");
-	p->out = k8s_flag(query, query_len, "output");
-	p->err = k8s_flag(query, query_len, "error");
-	p->tty = k8s_flag(query, query_len, "tty");
+	p->in = st_query_k8s_flag(query, query_len, "input");
+	p->out = st_query_k8s_flag(query, query_len, "output");
+	p->err = st_query_k8s_flag(query, query_len, "error");
+	p->tty = st_query_k8s_flag(query, query_len, "tty");
 	if (!p->in && !p->out && !p->err) {
 		snprintf(why, why_len, "you must specify at least 1 of stdin, stdout, stderr");
 		return -EINVAL;

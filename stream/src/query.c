@@ -228,3 +228,12 @@ const char *st_kubelet_kind_name(enum st_kubelet_kind kind)
 		return "other";
 	}
 }
+
+bool st_query_k8s_flag(const char *q, size_t len, const char *key)
+{
+	char v[16];
+	ssize_t n = st_query_get(q, len, key, v, sizeof v);
+	if (n == -ENOENT)
+		return false;
+	return st_k8s_bool(true, v, n > 0 ? (size_t)n : 0);
+}

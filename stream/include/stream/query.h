@@ -49,6 +49,10 @@ size_t st_query_count(const char *q, size_t len, const char *key);
  */
 bool st_k8s_bool(bool present, const char *value, size_t len);
 
+/* st_query_k8s_flag() - the bool parameter @key of query @q, by st_k8s_bool()'s rules (a value
+ * that cannot be decoded, or is too long to be "false", is true). */
+bool st_query_k8s_flag(const char *q, size_t len, const char *key);
+
 /*
  * st_parse_u64() - a plain decimal (no sign, no spaces, at least one digit) not above @max.
  * Returns 0, -EBADMSG for a non-number, -ERANGE above @max.

@@ -92,6 +92,15 @@ static void test_k8s_bool(void **state)
 	assert_true(st_k8s_bool(true, S("no")));
 	assert_true(st_k8s_bool(true, S("falsy")));
 	assert_true(st_k8s_bool(true, S("00")));
+	/* the same rules on a query parameter */
+	const char q[] = "a=false&b&c=%46ALSE&d=a-value-longer-than-sixteen-bytes&e=%zz&f=1";
+	assert_false(st_query_k8s_flag(q, sizeof q - 1, "a"));
+	assert_true(st_query_k8s_flag(q, sizeof q - 1, "b"));
+	assert_false(st_query_k8s_flag(q, sizeof q - 1, "c"));
+	assert_true(st_query_k8s_flag(q, sizeof q - 1, "d"));
+	assert_true(st_query_k8s_flag(q, sizeof q - 1, "e"));
+	assert_true(st_query_k8s_flag(q, sizeof q - 1, "f"));
+	assert_false(st_query_k8s_flag(q, sizeof q - 1, "g"));
 }
 
 static void test_parse_u64(void **state)
