@@ -131,7 +131,8 @@ static ssize_t body(struct es_body_only *b, const uint8_t *in, size_t len, uint8
 		size_t n = len < b->remaining ? len : (size_t)b->remaining;
 		if (n > cap)
 			n = cap;
-		memcpy(out, in, n);
+		if (out)
+			memcpy(out, in, n);
 		b->remaining -= n;
 		b->done = b->remaining == 0;
 		return (ssize_t)n;
@@ -147,7 +148,7 @@ static ssize_t body(struct es_body_only *b, const uint8_t *in, size_t len, uint8
 				break;
 			if (dlen > cap - w)
 				return -EMSGSIZE; /* cannot happen: body bytes never exceed input */
-			if (dlen)
+			if (dlen && out)
 				memcpy(out + w, data, dlen);
 			w += dlen;
 			in += used;
@@ -158,7 +159,8 @@ static ssize_t body(struct es_body_only *b, const uint8_t *in, size_t len, uint8
 	default: /* until close (an upgrade does not come this way) */
 		if (len > cap)
 			len = cap;
-		memcpy(out, in, len);
+		if (out)
+			memcpy(out, in, len);
 		return (ssize_t)len;
 	}
 }

@@ -53,7 +53,9 @@ void es_body_only_cleanup(struct es_body_only *b);
  * es_body_only_feed() - consume the next response bytes (@in, @len) and put the body bytes
  * found in @out (at most @cap; @cap >= @len always suffices). Returns the body bytes written;
  * -EBADMSG (malformed head or chunked coding), -EMSGSIZE (head over ST_MAX_HTTP_HEAD_BYTES),
- * -ENOMEM. Bytes after the end of the response are ignored (b->done is set).
+ * -ENOMEM. Bytes after the end of the response are ignored (b->done is set). With @out NULL
+ * (and @cap SIZE_MAX) it only follows the framing, copying nothing: the end of a response
+ * relayed as is.
  */
 ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len, uint8_t *out,
                           size_t cap);

@@ -336,16 +336,10 @@ static int from_backend(struct es_stream *st, const uint8_t *p, size_t n)
 	if (!st->body_only && !st->keep_alive)
 		return to_cloud(st, p, n);
 	if (!st->body_only) {
-		/* Relay as is; the framing is only watched. */
-		for (size_t off = 0; off < n && !st->bo.done;) {
-			size_t piece = n - off > RELAY_WRITE_MAX ? RELAY_WRITE_MAX : n - off;
-			if (es_body_only_feed(&st->bo, p + off, piece, body, RELAY_WRITE_MAX) < 0) {
-				st->keep_alive =
-				        false; /* unclear where it ends: close at the end */
-				break;
-			}
-			off += piece;
-		}
+		/* Relay as is; the framing is only followed (nothing copied). An unclear end
+		 * means the connection closes at the end instead. */
+		if (es_body_only_feed(&st->bo, p, n, NULL, SIZE_MAX) < 0)
+			st->keep_alive = false;
 		if (to_cloud(st, p, n) < 0)
 			return -1;
 	} else {

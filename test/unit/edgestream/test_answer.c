@@ -178,6 +178,18 @@ static void test_es_body_only__framings_split_anywhere(void **state)
 			assert_int_equal(b.done, cases[i].done);
 			assert_true(b.head_done);
 			free(body);
+			/* Following the framing only (no output): the same end, found at once. */
+			struct es_body_only t;
+			es_body_only_init(&t);
+			size_t len = strlen(cases[i].resp);
+			for (size_t off = 0; off < len; off += step) {
+				size_t k = len - off < step ? len - off : step;
+				assert_true(es_body_only_feed(&t,
+				                              (const uint8_t *)cases[i].resp + off,
+				                              k, NULL, SIZE_MAX) >= 0);
+			}
+			assert_int_equal(t.done, cases[i].done);
+			es_body_only_cleanup(&t);
 		}
 	}
 }
