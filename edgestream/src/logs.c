@@ -33,6 +33,7 @@
 #include <cri/client.h>
 #include <cri/logfile.h>
 #include <cri/logs.h>
+#include <stream/chunked.h>
 #include <stream/err.h>
 #include <stream/ext.h>
 #include <stream/log.h>
@@ -46,7 +47,6 @@
  * queue's low mark fits the stream's queue toward the cloud. */
 #define LOGS_OUT_BYTES    (128u * 1024u + CRI_LOGFILE_MIN_OUT)
 #define LOGS_STATUS_EVERY (1000u) /* ms between ContainerStatus checks while following */
-#define CHUNK_HEAD_MAX    24u
 
 struct es_logs {
 	struct edgestream *es;
@@ -394,11 +394,12 @@ static int send_out(struct es_logs *l, const char *p, size_t n)
 		return 0;
 	if (st->body_only)
 		return es_stream_to_cloud(st, (const uint8_t *)p, n);
-	char head[CHUNK_HEAD_MAX];
-	int hn = snprintf(head, sizeof head, "%zx\r\n", n);
+	char head[ST_CHUNK_HEADER_MAX_BYTES];
+	ssize_t hn = st_chunked_encode_header(head, sizeof head, n);
 	if (es_stream_to_cloud(st, (const uint8_t *)head, (size_t)hn) < 0 ||
 	    es_stream_to_cloud(st, (const uint8_t *)p, n) < 0 ||
-	    es_stream_to_cloud(st, (const uint8_t *)"\r\n", 2) < 0)
+	    es_stream_to_cloud(st, (const uint8_t *)ST_CHUNK_TRAILER, sizeof ST_CHUNK_TRAILER - 1) <
+	            0)
 		return -1;
 	return 0;
 }
@@ -408,7 +409,8 @@ static void finish(struct es_logs *l)
 	struct es_stream *st = l->st;
 	l->finished = true;
 	lws_sul_cancel(&l->sul_status);
-	if (!st->body_only && es_stream_to_cloud(st, (const uint8_t *)"0\r\n\r\n", 5) < 0)
+	if (!st->body_only &&
+	    es_stream_to_cloud(st, (const uint8_t *)ST_CHUNK_LAST, sizeof ST_CHUNK_LAST - 1) < 0)
 		return;
 	es_stream_backend_done(st); /* REMOVE once the queue is out */
 }
