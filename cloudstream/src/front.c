@@ -348,15 +348,13 @@ static ssize_t forward(struct cs_front *f, const uint8_t *p, size_t len)
 		}
 		take = (size_t)b;
 	}
-	/* The session calls on_writable only after a write that came up short, and nothing else
-	 * wakes a connection whose input waits for room (an upload gets no answer bytes that
-	 * would). So when the room, not the input, is the limit, offer one byte more than fits:
-	 * the session refuses it and calls on_writable once the stream has room again. */
-	bool full = take == space && space < len && (f->plan.upgrade || !f->req_body.done);
-	if (full)
+	ssize_t w = take ? st_session_write(t->sess, f->sid, p, take) : 0;
+	/* The room, not the input, was the limit: nothing else wakes a connection whose input
+	 * waits for room (an upload gets no answer bytes that would), so ask for on_writable. */
+	if (w >= 0 && take == space && space < len && (f->plan.upgrade || !f->req_body.done)) {
 		f->srv->m.stream_stalls++;
-	size_t offer = take + (full ? 1 : 0);
-	ssize_t w = offer ? st_session_write(t->sess, f->sid, p, offer) : 0;
+		st_session_notify_writable(t->sess, f->sid);
+	}
 	if (w < 0) {
 		detach(f, false, 0, NULL);
 		fail(f, 502, CS_ERR_EDGE_GONE, "the stream to the edge closed");

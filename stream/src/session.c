@@ -494,6 +494,15 @@ size_t st_session_write_space(const struct st_session *s, uint64_t id)
 	return st_buf_space(&st->out);
 }
 
+void st_session_notify_writable(struct st_session *s, uint64_t id)
+{
+	struct stream *st = find(s, id);
+	if (st == NULL || st->local_shut)
+		return;
+	st->blocked = true;
+	s->stats.write_blocked++;
+}
+
 ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, size_t len)
 {
 	struct stream *st = find(s, id);

@@ -110,6 +110,13 @@ ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, si
 /* st_session_write_space() - bytes st_session_write would accept now for @id (0 if unknown). */
 size_t st_session_write_space(const struct st_session *s, uint64_t id);
 
+/*
+ * st_session_notify_writable() - call on_writable for @id once its queue has room again, as
+ * after a short write: for a caller that sized its write by st_session_write_space() and still
+ * has bytes waiting (nothing else may wake it, e.g. an upload that gets no answer bytes).
+ */
+void st_session_notify_writable(struct st_session *s, uint64_t id);
+
 /* st_session_shutdown() - we send no more DATA on @id: HALF_CLOSE after the queued bytes (with
  * ST_CAP_HALF_CLOSE; in the base protocol nothing is sent). 0, -ENOENT, -EPIPE. */
 int st_session_shutdown(struct st_session *s, uint64_t id);

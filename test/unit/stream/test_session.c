@@ -336,6 +336,31 @@ static void test_flow_control_isolation(void **state)
 	free_pair(&cloud, &edge);
 }
 
+/* A writer that sizes its writes by st_session_write_space() never writes short, so it asks for
+ * on_writable itself (an upload that gets no answer bytes hung without it). */
+static void test_notify_writable_without_a_short_write(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 64 * 1024, 16 * 1024);
+	cloud.consume = true;
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, 5), 0);
+	pump(&cloud, &edge, 10, false);
+	static uint8_t chunk[16 * 1024];
+	size_t space = st_session_write_space(cloud.s, 1);
+	assert_int_equal(space, sizeof chunk);
+	assert_int_equal(st_session_write(cloud.s, 1, chunk, space), (ssize_t)space); /* exact */
+	assert_int_equal(st_session_write_space(cloud.s, 1), 0);
+	pump(&cloud, &edge, 10, false);
+	assert_int_equal(cloud.writable[1], 0); /* nobody asked */
+	assert_int_equal(st_session_write(cloud.s, 1, chunk, space), (ssize_t)space);
+	st_session_notify_writable(cloud.s, 1);
+	st_session_notify_writable(cloud.s, 99); /* unknown: ignored */
+	pump(&cloud, &edge, 10, false);
+	assert_int_equal(cloud.writable[1], 1);
+	free_pair(&cloud, &edge);
+}
+
 /* A stream closed gracefully with more queued than its credit: WINDOW grants still let the
  * queued bytes out, then REMOVE follows (once a stall that lost the end of big responses). */
 static void test_close_after_queued_output_waits_for_credit(void **state)
@@ -498,6 +523,7 @@ int main(void)
 	        cmocka_unit_test(test_protocol_errors),
 	        cmocka_unit_test(test_half_close_both_ways),
 	        cmocka_unit_test(test_flow_control_isolation),
+	        cmocka_unit_test(test_notify_writable_without_a_short_write),
 	        cmocka_unit_test(test_close_after_queued_output_waits_for_credit),
 	        cmocka_unit_test(test_round_robin),
 	        cmocka_unit_test(test_stream_limit),
