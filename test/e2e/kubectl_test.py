@@ -206,14 +206,20 @@ class Lab:
     def log_mark(self):
         return len(self.api.access_log())
 
-    def requests_since(self, mark, sub):
-        """(method, status, upgrade) of the apiserver requests after @mark whose path has @sub."""
-        out = []
-        for r in self.api.access_log()[mark:]:
-            method, target = r["request"].split(" ")[:2]
-            if sub in target.split("?")[0]:
-                out.append((method, r["status"], r["upgrade"]))
-        return out
+    def requests_since(self, mark, sub, expect=0):
+        """(method, status, upgrade) of the apiserver requests after @mark whose path has @sub.
+        nginx logs an upgraded request when its connection ends, which may be a moment after
+        kubectl exits: with @expect, wait up to 5 s for that many."""
+        deadline = time.monotonic() + 5
+        while True:
+            out = []
+            for r in self.api.access_log()[mark:]:
+                method, target = r["request"].split(" ")[:2]
+                if sub in target.split("?")[0]:
+                    out.append((method, r["status"], r["upgrade"]))
+            if len(out) >= expect or time.monotonic() > deadline:
+                return out
+            time.sleep(0.05)
 
     # ---- teardown ------------------------------------------------------------------------
     def down(self, failed):
@@ -268,10 +274,10 @@ def exec_stdin(lab, ver):
         check(rc == 0 and out == line and err == b"",
               "kubectl %s exec -i (%s): expected rc 0, stdout %r, no stderr; got rc %d, %s, %s"
               % (ver, mode, line, rc, show(out), show(err)))
-        seq = lab.requests_since(mark, "/exec")
         want = [("POST", "101", "SPDY/3.1")]
         if mode == "websocket-first":
             want = [("GET", "403", "websocket")] + want
+        seq = lab.requests_since(mark, "/exec", len(want))
         check(seq == want, "kubectl %s exec -i (%s): expected the apiserver to see %r, saw %r"
               % (ver, mode, want, seq))
 
@@ -369,10 +375,10 @@ def attach_stdin(lab, ver):
               "stderr %s" % (ver, want_err, rc, show(err)))
     finally:
         lab.stop_proc(p)
-    seq = lab.requests_since(mark, "/attach")
     want = [("POST", "101", "SPDY/3.1")]
     if ver != "1.27":
         want = [("GET", "403", "websocket")] + want
+    seq = lab.requests_since(mark, "/attach", len(want))
     check(seq == want, "kubectl %s attach -i: expected the apiserver to see %r, saw %r" %
           (ver, want, seq))
 
@@ -452,10 +458,10 @@ def port_forward(lab, ver):
     finally:
         lab.stop_proc(p)
     # lab §5: 1.31+ try a websocket first, containerd refuses it (403), SPDY follows
-    seq = lab.requests_since(mark, "/portforward")
     want = [("POST", "101", "SPDY/3.1")]
     if ver >= "1.31":
         want = [("GET", "403", "websocket")] + want
+    seq = lab.requests_since(mark, "/portforward", len(want))
     check(seq == want, "kubectl %s port-forward: expected the apiserver to see %r, saw %r" %
           (ver, want, seq))
 
