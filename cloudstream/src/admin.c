@@ -80,6 +80,7 @@ static void render_metrics(struct st_text *t, void *user)
 	               "Stream-port clients refused for their certificate subject.");
 	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
 	            (unsigned long long)m->fronts_refused_tls);
+	st_text_session_totals(t, "cloudstream", &m->sessions);
 }
 
 static bool ready(void *user, const char **why)

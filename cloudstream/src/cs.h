@@ -51,6 +51,7 @@ struct cs_metrics {
 	uint64_t tunnel_pauses; /* a tunnel's reading paused for buffer limits */
 	uint64_t stream_stalls; /* a front's reading paused: its stream was full */
 	uint64_t fronts_total, fronts_refused_tls;
+	struct st_session_totals sessions; /* every tunnel session's REMOVE bookkeeping */
 };
 
 struct cs_tunnel;

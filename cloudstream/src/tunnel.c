@@ -298,6 +298,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	        .max_streams = srv->cfg.max_streams_per_node,
 	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
 	        .max_data_payload = srv->cfg.data_payload_bytes,
+	        .totals = &srv->m.sessions,
 	};
 	if (st_session_new(&t->sess, &sc, &session_cbs, t) < 0) {
 		free(t);

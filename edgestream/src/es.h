@@ -61,6 +61,7 @@ struct cri_client;
 
 struct edgestream {
 	struct es_config cfg;
+	struct st_session_totals session_totals; /* every tunnel session's, loop thread */
 	struct edgestream_callbacks cb;
 	void *user;
 	struct lws_context *ctx;

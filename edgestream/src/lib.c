@@ -102,6 +102,9 @@ void es_publish_stats(struct edgestream *es)
 {
 	es->m.connected = es->connected;
 	es->m.extended = es->extended;
+	es->m.removes_answered = es->session_totals.removes_answered;
+	es->m.removes_crossed = es->session_totals.removes_crossed;
+	es->m.removes_repeated = es->session_totals.removes_repeated;
 	pthread_mutex_lock(&es->stats_lock);
 	es->stats = es->m;
 	pthread_mutex_unlock(&es->stats_lock);
@@ -158,6 +161,12 @@ static void render_metrics(struct st_text *t, void *user)
 	               "Base protocol only: tunnel reading paused for a slow backend.");
 	st_text_put(t, "edgestream_tunnel_pauses_total %llu\n",
 	            (unsigned long long)m->tunnel_pauses);
+	st_text_metric(t, "edgestream_kubelet_tls_resumption_refused_total", "counter",
+	               "Kubelet TLS handshakes the kubelet failed instead of resuming the offered "
+	               "session; the request went again with a full handshake.");
+	st_text_put(t, "edgestream_kubelet_tls_resumption_refused_total %llu\n",
+	            (unsigned long long)m->kubelet_resumption_refused);
+	st_text_session_totals(t, "edgestream", &es->session_totals);
 }
 
 static bool ready(void *user, const char **why)

@@ -321,6 +321,7 @@ static int established(struct edgestream *es, const struct st_ext_offer *agreed)
 	        .max_streams = es->cfg.max_streams,
 	        .stream_out_bytes = es->cfg.stream_queue_bytes,
 	        .max_data_payload = es->cfg.data_payload_bytes,
+	        .totals = &es->session_totals,
 	};
 	if (st_session_new(&es->sess, &sc, &session_cbs, es) < 0)
 		return -ENOMEM;

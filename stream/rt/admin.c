@@ -11,6 +11,7 @@
 
 #include <stream/admin.h>
 #include <stream/http.h>
+#include <stream/session.h>
 
 #define ADMIN_HEAD_MAX  8192u
 #define ADMIN_WRITE_MAX 16384u
@@ -39,6 +40,24 @@ void st_text_put(struct st_text *t, const char *fmt, ...)
 void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help)
 {
 	st_text_put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void st_text_session_totals(struct st_text *t, const char *daemon,
+                            const struct st_session_totals *tot)
+{
+	st_text_put(t,
+	            "# HELP %s_tunnel_removes_total Base-protocol stream endings: REMOVEs we sent "
+	            "in answer to the peer's (answered), ours queued when the peer's arrived "
+	            "(crossed), the peer's repeats of a REMOVE already answered, absorbed "
+	            "(repeated; KubeEdge's cloud resends until it sees ours).\n"
+	            "# TYPE %s_tunnel_removes_total counter\n",
+	            daemon, daemon);
+	st_text_put(t, "%s_tunnel_removes_total{kind=\"answered\"} %llu\n", daemon,
+	            (unsigned long long)tot->removes_answered);
+	st_text_put(t, "%s_tunnel_removes_total{kind=\"crossed\"} %llu\n", daemon,
+	            (unsigned long long)tot->removes_crossed);
+	st_text_put(t, "%s_tunnel_removes_total{kind=\"repeated\"} %llu\n", daemon,
+	            (unsigned long long)tot->removes_repeated);
 }
 
 static void respond(struct admin_conn *c, int status, const char *type, const char *body,

@@ -5,6 +5,14 @@
  * (a WINDOW grant, its connect, DATA within credit, HALF_CLOSE, REMOVE/ERROR) sits on the ready
  * ring; st_session_pack() takes one message from the stream at the head and moves on, so every
  * ready stream gets a turn per round and a stream without credit simply is not on the ring.
+ *
+ * Base protocol endings. KubeEdge's cloud, once the apiserver side of an exec/attach ends,
+ * sends REMOVE in a tight loop until the edge's REMOVE arrives (cloudstream's
+ * containerexec_connection.go Serve, v1.15), and KubeEdge's edge answers every REMOVE with its
+ * own. So each stream ends with one REMOVE each way: the peer's REMOVE keeps the stream in the
+ * table (closed, without its user object) until our answer is packed; ours, if still queued
+ * when the peer's crosses it, goes at once; and a small ring remembers the IDs we sent REMOVE
+ * for, so the peer's repeats cost nothing and a REMOVE for an ID we never answered gets one.
  */
 #include <stream/buf.h>
 #include <stream/err.h>
@@ -35,7 +43,17 @@ struct stream {
 	uint64_t close_code;
 	char close_reason[ST_MAX_ERROR_REASON_BYTES + 1];
 	bool blocked; /* a write came up short: on_writable when there is room */
-	void *user;   /* the caller's object for this stream (st_session_set_stream_user) */
+	/* Base protocol: the peer's REMOVE came; ours (close_pending) answers it, and the caller
+	 * was told (on_close), so user is NULL and nothing but that REMOVE is sent. */
+	bool peer_removed;
+	void *user; /* the caller's object for this stream (st_session_set_stream_user) */
+};
+
+/* Base protocol: one stream ID we sent REMOVE for, or owe one (answer_pending: the peer's
+ * REMOVE came for an ID not in the table and not remembered). */
+struct ended_id {
+	uint64_t id;
+	bool answer_pending;
 };
 
 struct st_session {
@@ -48,12 +66,60 @@ struct st_session {
 	struct stream *ready; /* head of the ready ring */
 	bool hello_pending;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
+	/* Base protocol: a ring of the latest ended IDs; slots [0, ended_used) are valid and
+	 * ended_next is the slot written next (the oldest once the ring is full). */
+	struct ended_id ended[ST_BASE_ENDED_IDS];
+	size_t ended_next;
+	size_t ended_used;
+	size_t answers_pending; /* entries with answer_pending: REMOVEs to pack */
 	struct st_session_stats stats;
 };
 
 static bool has_cap(const struct st_session *s, uint32_t cap)
 {
 	return (s->cfg.caps & cap) != 0;
+}
+
+static bool is_base(const struct st_session *s)
+{
+	return s->cfg.caps == 0;
+}
+
+/* Bumps a REMOVE counter in the session's stats and in the process totals, if any. */
+#define COUNT_REMOVE(s, field)                                                                     \
+	do {                                                                                       \
+		(s)->stats.field++;                                                                \
+		if ((s)->cfg.totals)                                                               \
+			(s)->cfg.totals->field++;                                                  \
+	} while (0)
+
+/* ---- base protocol: remembered endings ------------------------------------------------------ */
+
+static struct ended_id *ended_find(struct st_session *s, uint64_t id)
+{
+	/* 64 entries, looked at only for a REMOVE of an ID not in the table: a scan is cheaper
+	 * than keeping an index. */
+	for (size_t i = 0; i < s->ended_used; i++)
+		if (s->ended[i].id == id)
+			return &s->ended[i];
+	return NULL;
+}
+
+/* Remembers @id, overwriting the oldest entry; false (nothing written) when that entry still
+ * owes its answer: a peer that wants an answer asks again. */
+static bool ended_add(struct st_session *s, uint64_t id, bool answer_pending)
+{
+	struct ended_id *e = &s->ended[s->ended_next];
+	if (s->ended_used == ST_BASE_ENDED_IDS && e->answer_pending)
+		return false;
+	e->id = id;
+	e->answer_pending = answer_pending;
+	s->ended_next = (s->ended_next + 1) % ST_BASE_ENDED_IDS;
+	if (s->ended_used < ST_BASE_ENDED_IDS)
+		s->ended_used++;
+	if (answer_pending)
+		s->answers_pending++;
+	return true;
 }
 
 /* ---- stream table -------------------------------------------------------------------------- */
@@ -325,18 +391,56 @@ static int recv_data(struct st_session *s, const struct st_msg *m)
 	return 0;
 }
 
+/* A base-protocol REMOVE for an ID not in the table: absorbed when we sent ours for it lately
+ * (the peer's repeat, or its answer to ours), else answered once. */
+static void recv_remove_unknown(struct st_session *s, uint64_t id)
+{
+	if (id == 0) {
+		s->stats.ignored_msgs++; /* never a stream */
+		return;
+	}
+	if (ended_find(s, id) != NULL) {
+		COUNT_REMOVE(s, removes_repeated);
+		return;
+	}
+	if (ended_add(s, id, true))
+		COUNT_REMOVE(s, removes_answered);
+	else
+		s->stats.ignored_msgs++; /* every slot owes an answer: the peer will ask again */
+}
+
 /* REMOVE or ERROR from the peer: the stream is over. */
 static void recv_end(struct st_session *s, uint64_t id, uint64_t code, const char *reason,
                      size_t reason_len)
 {
 	struct stream *st = find(s, id);
 	if (st == NULL) {
-		s->stats.ignored_msgs++;
+		if (is_base(s))
+			recv_remove_unknown(s, id);
+		else
+			s->stats.ignored_msgs++;
 		return;
 	}
 	bool notify = st->state != ST_STREAM_S_CLOSED && !st->close_pending;
 	void *stream_user = st->user;
-	stream_free(s, st);
+	if (is_base(s)) {
+		if (st->peer_removed) {
+			COUNT_REMOVE(s, removes_repeated); /* our answer is queued already */
+			return;
+		}
+		/* Our REMOVE answers it: queued already (crossing) or queued now. Either way it goes
+		 * without the bytes before it, which the peer will not read. */
+		st->peer_removed = true;
+		if (st->close_pending)
+			COUNT_REMOVE(s, removes_crossed);
+		else
+			COUNT_REMOVE(s, removes_answered);
+		st->state = ST_STREAM_S_CLOSED;
+		st->user = NULL;
+		mark_close(s, st, 0, NULL, true);
+	} else {
+		stream_free(s, st);
+	}
 	if (notify)
 		s->cb->on_close(s, id, stream_user, code, reason, reason_len, s->user);
 }
@@ -578,7 +682,7 @@ int st_session_hello(struct st_session *s, const char *replica_id)
 
 bool st_session_want_write(const struct st_session *s)
 {
-	return s->hello_pending || s->ready != NULL;
+	return s->hello_pending || s->answers_pending > 0 || s->ready != NULL;
 }
 
 /* ---- packing ------------------------------------------------------------------------------- */
@@ -657,6 +761,9 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 			n = pack_control(out, cap, st->id, ST_MSG_REMOVE_CONNECT, NULL, 0);
 		}
 		if (n > 0) {
+			if (is_base(s))
+				ended_add(s, st->id,
+				          false); /* so the peer's REMOVE is known as answered */
 			stream_free(s, st);
 			*gone = true;
 		}
@@ -701,6 +808,20 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		s->hello_pending = false;
 		s->stats.msgs_out++;
 		return pack_control(out, cap, 0, ST_MSG_HELLO, payload, (size_t)pl);
+	}
+	if (s->answers_pending > 0) {
+		for (size_t i = 0; i < s->ended_used; i++) {
+			struct ended_id *e = &s->ended[i];
+			if (!e->answer_pending)
+				continue;
+			ssize_t n = pack_control(out, cap, e->id, ST_MSG_REMOVE_CONNECT, NULL, 0);
+			if (n > 0) {
+				e->answer_pending = false;
+				s->answers_pending--;
+				s->stats.msgs_out++;
+			}
+			return n;
+		}
 	}
 	/* Every stream on the ring has something it may send, so this ends within one round; the
 	 * bound only guards that invariant. */

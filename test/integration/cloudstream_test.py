@@ -10,6 +10,7 @@ Each group starts its own processes and stops them by PID at the end.
 import hashlib
 import json
 import os
+import re
 import select
 import socket
 import ssl
@@ -168,6 +169,55 @@ def edge_end_closes_fast(chain):
     # Usually ~1 ms; the loose bound still tells "closed at once" from "closed by a timeout".
     print("     edge end: apiserver side closed after %.3f s" % took, flush=True)
     check(took < 1.0, "edge end: apiserver side closed after %.3f s" % took)
+
+
+def edge_removes_seen(chain):
+    """(ConnectID, live|ended|unknown) for every REMOVE the test edge got from cloudstream."""
+    with open(chain.edge.logpath, "rb") as f:
+        text = f.read().decode(errors="replace")
+    return [(int(i), k) for i, k in re.findall(r"REMOVE from the cloud for (\d+) (\w+)", text)]
+
+
+def cloud_removes(chain, kind):
+    return labelled_metric(chain.cloud, "cloudstream_tunnel_removes_total", 'kind="%s"' % kind)
+
+
+def wait_for(pred, what, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        check(time.monotonic() < deadline, "timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def base_removes_once_each_way(chain):
+    """Against a KubeEdge edge every stream ends with one REMOVE each way, as upstream's peers
+    expect: the apiserver side ends -> our REMOVE, the edge's answer is absorbed; the backend
+    ends -> the edge's REMOVE, answered by ours exactly once; a REMOVE for an ID we never
+    opened (the edge sent 4242 three times at start) -> answered once. The test edge logs
+    every REMOVE it gets: no ID may appear twice (the earlier tests' streams count too)."""
+    seen0 = len(edge_removes_seen(chain))
+    repeated0 = cloud_removes(chain, "repeated")
+    s = chain.api.connect()
+    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1",
+                     [("Host", "edge-1:10350")] + UPGRADE_SPDY))
+    status, _, rest = h.read_head(s)
+    check(status == 101, "exec: status %d" % status)
+    h.recv_until(s, lambda b: b"hello from" in b, rest)
+    s.close()  # the apiserver side ends
+    wait_for(lambda: cloud_removes(chain, "repeated") > repeated0, "the edge's answer")
+    live = [i for i, k in edge_removes_seen(chain)[seen0:] if k == "live"]
+    check(len(live) == 1, "apiserver end: the edge got REMOVE for live streams %r" % live)
+    answered0 = cloud_removes(chain, "answered")
+    edge_end_closes_fast(chain)
+    wait_for(lambda: cloud_removes(chain, "answered") > answered0, "our answer")
+    time.sleep(0.3)  # a second answer would come within this
+    check(cloud_removes(chain, "answered") == answered0 + 1, "answered twice")
+    seen = edge_removes_seen(chain)
+    ids = [i for i, _ in seen]
+    twice = sorted(set(i for i in ids if ids.count(i) > 1))
+    check(not twice, "IDs that got more than one REMOVE: %r (%r)" % (twice, seen))
+    check((4242, "unknown") in seen, "REMOVE for an unknown ID not answered: %r" % seen)
+    print("     %d stream IDs, each ended with one REMOVE each way" % len(ids), flush=True)
 
 
 def exec_bulk(chain, n):
@@ -396,7 +446,7 @@ def sighup_reload(chain):
 # ---- groups -----------------------------------------------------------------------------------
 
 def group_base():
-    chain = Chain("cs-base", "base")
+    chain = Chain("cs-base", "base", edge_extra=("--send-remove", "4242"))
     rc = 1
     try:
         rc = h.run(named("base", [
@@ -407,6 +457,7 @@ def group_base():
             ("unknown_node_503", lambda: unknown_node_503(chain)),
             ("refused_upgrade_is_fast", lambda: refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: edge_end_closes_fast(chain)),
+            ("removes_once_each_way", lambda: base_removes_once_each_way(chain)),
             ("exec_bulk_4mib", lambda: exec_bulk(chain, 4 << 20)),
             ("upload_only", lambda: upload_only(chain, 8 << 20)),
         ]))

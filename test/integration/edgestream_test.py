@@ -302,6 +302,137 @@ def base_unknown_ids_and_binary(c):
     base_metrics_body_only(c)
 
 
+EXEC_SPDY = {"Connection": ["Upgrade"], "Upgrade": ["SPDY/3.1"],
+             "X-Stream-Protocol-Version": ["v4.channel.k8s.io"]}
+
+
+def proc_cpu_seconds(p):
+    with open("/proc/%d/stat" % p.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def edge_removes(c):
+    """edgestream_tunnel_removes_total by kind."""
+    _, text = admin_get(c.edge.ports["admin"], "/metrics")
+    out = {"answered": 0, "crossed": 0, "repeated": 0}
+    out.update((k, int(v)) for k, v in re.findall(
+        r'^edgestream_tunnel_removes_total\{kind="(\w+)"\} (\d+)$', text, re.M))
+    return out
+
+
+def quiet_after(c, streams, what):
+    """Once the loops ended: every stream got exactly one REMOVE from the edge, the cloud sends
+    no more, and edgestream spends no CPU (a second of it, measured in /proc) once it has read
+    the REMOVEs already on their way (a loop that ran long, as while the cloud did not read,
+    leaves thousands in the socket buffers)."""
+    sent = [st.cloud_removes for st in streams]
+    seen, deadline = None, time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = edge_removes(c)["repeated"]
+        if now == seen:
+            break
+        seen = now
+        time.sleep(0.2)
+    cpu0 = proc_cpu_seconds(c.edge)
+    time.sleep(1.0)
+    cpu = proc_cpu_seconds(c.edge) - cpu0
+    print("     %s: edgestream used %.3f s of CPU in the second after" % (what, cpu), flush=True)
+    for st, n in zip(streams, sent):
+        check(st.edge_removes == 1, "%s: stream %d got %d REMOVEs from the edge, want 1"
+              % (what, st.cid, st.edge_removes))
+        check(st.cloud_removes == n, "%s: stream %d: the cloud still sends REMOVE (%d -> %d)"
+              % (what, st.cid, n, st.cloud_removes))
+    check(cpu <= 0.05, "%s: edgestream used %.3f s of CPU in the second after" % (what, cpu))
+
+
+def base_remove_loop_client_killed(c):
+    """kubectl exec killed: KubeEdge's cloud loops REMOVE until the edge answers; we answer
+    once, within 100 ms, and then all is quiet."""
+    before = edge_removes(c)
+    st = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=greet&input=1", EXEC_SPDY,
+                      method="POST")
+    st.read_until(lambda b: b"hello from default/pod-a/ctr\n" in b)
+    st.apiserver_gone()
+    took = st.wait_loop_end(5)
+    print("     client killed: the loop stopped after %.1f ms, %d REMOVEs sent"
+          % (took * 1000, st.cloud_removes), flush=True)
+    check(took < 0.1, "client killed: the REMOVE loop ran %.3f s" % took)
+    quiet_after(c, [st], "client killed")
+    after = edge_removes(c)
+    check(after["answered"] == before["answered"] + 1, "removes: %r -> %r" % (before, after))
+
+
+def base_remove_loop_normal_end(c):
+    """An exec that ends by itself, 25 times: the edge's REMOVE and the cloud's loop race (the
+    cloud reads EOF from the apiserver once kubectl has the output); every loop stops within
+    100 ms and every stream ends with exactly one REMOVE from the edge."""
+    streams, took = [], []
+    for _ in range(25):
+        st = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=greet-exit", EXEC_SPDY,
+                          method="POST")
+        st.read_until(lambda b: b"hello from default/pod-a/ctr\n" in b)
+        st.apiserver_gone()
+        took.append(st.wait_loop_end(5))
+        streams.append(st)
+    print("     normal end: loops stopped after %.1f ms at most, %d REMOVEs sent in all"
+          % (max(took) * 1000, sum(st.cloud_removes for st in streams)), flush=True)
+    check(max(took) < 0.1, "normal end: a REMOVE loop ran %.3f s" % max(took))
+    quiet_after(c, streams, "normal end")
+
+
+def base_remove_crossing(c):
+    """The edge's REMOVE still queued (the tunnel toward the cloud full: the cloud does not
+    read, another stream's output fills it) when the cloud's REMOVE arrives: the edge's goes
+    as the answer, once, and the loop stops once the cloud reads again."""
+    before = edge_removes(c)
+    c.cloud.pause_reading()
+    resumed = False
+    try:
+        bulk = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=blast&n=%d" % (64 << 20),
+                            EXEC_SPDY, method="POST")
+        time.sleep(1.0)  # the tunnel's socket buffers fill up
+        streams = []
+        for _ in range(3):  # the backend's end must reach the edge first: give it time
+            st = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=greet-exit",
+                              EXEC_SPDY, method="POST")
+            time.sleep(0.5)
+            st.apiserver_gone()
+            time.sleep(0.2)
+            streams.append(st)
+            if edge_removes(c)["crossed"] > before["crossed"]:
+                break
+        c.cloud.resume_reading()
+        resumed = True
+        for st in streams:
+            st.wait_loop_end(10)
+        bulk.apiserver_gone()
+        bulk.wait_loop_end(10)
+    finally:
+        if not resumed:
+            c.cloud.resume_reading()
+    after = edge_removes(c)
+    print("     crossing: %r -> %r" % (before, after), flush=True)
+    check(after["crossed"] > before["crossed"], "crossing: no REMOVE crossed ours")
+    quiet_after(c, streams + [bulk], "crossing")
+
+
+def base_unknown_remove(c):
+    """A REMOVE for an ID the edge never knew is answered once, however often it comes."""
+    before = edge_removes(c)
+    for _ in range(5):
+        c.cloud.send(4242, tp.REMOVE)
+    deadline = time.monotonic() + 5
+    while (4242, tp.REMOVE) not in c.cloud.unknown and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    got = c.cloud.unknown.count((4242, tp.REMOVE))
+    check(got == 1, "unknown id: %d REMOVEs came back, want 1" % got)
+    after = edge_removes(c)
+    check(after["answered"] == before["answered"] + 1 and
+          after["repeated"] == before["repeated"] + 4, "removes: %r -> %r" % (before, after))
+
+
 def base_no_extension_sent(c):
     check(c.cloud.opcodes == {1}, "frames other than TEXT: %r" % c.cloud.opcodes)
     ext = [t for t in c.cloud.types if t >= 64]
@@ -318,6 +449,10 @@ def group_base():
             ("metrics_body_only", lambda: base_metrics_body_only(c)),
             ("refusal", lambda: base_refusal(c)),
             ("unknown_ids_and_binary", lambda: base_unknown_ids_and_binary(c)),
+            ("remove_loop_client_killed", lambda: base_remove_loop_client_killed(c)),
+            ("remove_loop_normal_end", lambda: base_remove_loop_normal_end(c)),
+            ("remove_crossing", lambda: base_remove_crossing(c)),
+            ("unknown_remove", lambda: base_unknown_remove(c)),
             ("no_extension_sent", lambda: base_no_extension_sent(c)),
         ]))
     finally:

@@ -73,6 +73,12 @@ struct edgestream_stats {
 	uint64_t bytes_from_cloud;
 	uint64_t cert_reloads;  /* certificate files re-read after a change */
 	uint64_t tunnel_pauses; /* base protocol: tunnel reading paused for a slow backend */
+	/* Base protocol stream endings (stream/session.h): our REMOVE sent in answer to the
+	 * cloud's, ours queued when the cloud's arrived, the cloud's repeats absorbed. */
+	uint64_t removes_answered, removes_crossed, removes_repeated;
+	/* kubelet TLS handshakes that failed because it refused the session offered for resumption
+	 * (the request went again with a full handshake; resumption stays off afterwards) */
+	uint64_t kubelet_resumption_refused;
 };
 
 /*

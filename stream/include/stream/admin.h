@@ -30,6 +30,12 @@ void st_text_put(struct st_text *t, const char *fmt, ...) __attribute__((format(
 /* Append the # HELP and # TYPE lines of one metric family. */
 void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help);
 
+struct st_session_totals;
+/* Append <@daemon>_tunnel_removes_total{kind=answered|crossed|repeated}: the base-protocol
+ * REMOVE bookkeeping of every session (session.h), the same family in both daemons. */
+void st_text_session_totals(struct st_text *t, const char *daemon,
+                            const struct st_session_totals *tot);
+
 struct st_admin_ops {
 	/* Write every metric family into @t. */
 	void (*render_metrics)(struct st_text *t, void *user);

@@ -79,5 +79,9 @@
 #define ST_DEFAULT_MAX_STREAMS 1024u
 /* Bytes queued toward the peer per stream before the source is paused. */
 #define ST_DEFAULT_STREAM_OUT_BYTES (256u * 1024u)
+/* Base protocol: stream IDs a session remembers having sent REMOVE for (or owing one), so a
+ * peer's repeated REMOVE is known as answered. KubeEdge's cloud resends REMOVE until it sees
+ * ours, for about one round trip: only the streams ended within that time need remembering. */
+#define ST_BASE_ENDED_IDS 64u
 
 #endif /* STREAM_LIMITS_H */

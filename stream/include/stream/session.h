@@ -9,7 +9,11 @@
  * stalled stream never starves another. It does no I/O, reads no clock and logs nothing.
  *
  * Base protocol (caps 0): only connect/DATA/REMOVE/CLOSE_CONNECT are sent, never an extension
- * type; inbound extension types are ignored like any unknown type.
+ * type; inbound extension types are ignored like any unknown type. Every stream ends with one
+ * REMOVE each way, as KubeEdge's peers expect (its cloud resends REMOVE until it sees the
+ * edge's): the peer's REMOVE is answered with ours exactly once, ours still queued when the
+ * peer's crosses it goes at once (the bytes before it are dropped: nobody reads them), and a
+ * REMOVE for an ID we no longer know is answered once unless we sent ours for it lately.
  *
  * Thread-safety: one session belongs to one thread (the loop). Callbacks run inside
  * st_session_recv() and may call st_session_write/close/consumed for any stream.
@@ -31,6 +35,14 @@ enum st_session_role {
 	ST_SESSION_EDGE = 1,  /* accepts streams */
 };
 
+/* Counters a process keeps over all its sessions, past and present: a session given one in its
+ * config bumps it with its own stats (same thread as the session). */
+struct st_session_totals {
+	uint64_t removes_answered; /* see struct st_session_stats */
+	uint64_t removes_crossed;
+	uint64_t removes_repeated;
+};
+
 struct st_session_config {
 	enum st_session_role role;
 	uint32_t caps;              /* agreed ext.h capabilities; 0 = base protocol */
@@ -39,6 +51,7 @@ struct st_session_config {
 	size_t max_streams;         /* 0 = ST_DEFAULT_MAX_STREAMS */
 	size_t stream_out_bytes;    /* per-stream output queue; 0 = ST_DEFAULT_STREAM_OUT_BYTES */
 	size_t max_data_payload; /* DATA payload per message; 0 = ST_DEFAULT_DATA_PAYLOAD_BYTES */
+	struct st_session_totals *totals; /* optional, borrowed: must outlive the session */
 };
 
 struct st_session_callbacks {
@@ -72,6 +85,10 @@ struct st_session_stats {
 	uint64_t ignored_msgs;  /* messages for unknown streams or of unknown types */
 	uint64_t stream_resets; /* streams reset for protocol errors or refusals */
 	uint64_t write_blocked; /* st_session_write calls cut short by a full queue or credit */
+	/* Base protocol REMOVE bookkeeping (see the top of this file): */
+	uint64_t removes_answered; /* our REMOVE sent because the peer's came first */
+	uint64_t removes_crossed;  /* the peer's REMOVE arrived while ours was still queued */
+	uint64_t removes_repeated; /* the peer's REMOVE for an ID already answered: absorbed */
 };
 
 /* st_session_new() - 0, -EINVAL (bad config or missing on_data/on_close, or edge without
@@ -124,7 +141,8 @@ int st_session_shutdown(struct st_session *s, uint64_t id);
 /*
  * st_session_close() - end @id from our side: the queued bytes go first, then REMOVE (@code 0)
  * or ERROR(@code, @reason) when negotiated (REMOVE otherwise). The stream is forgotten once
- * that message is packed; no on_close callback follows. 0 or -ENOENT.
+ * that message is packed; no on_close callback follows. 0 (also when the stream is already
+ * ending) or -ENOENT.
  */
 int st_session_close(struct st_session *s, uint64_t id, uint64_t code, const char *reason);
 
@@ -155,7 +173,8 @@ int st_session_set_stream_user(struct st_session *s, uint64_t id, void *user);
 /* st_session_stream_user() - the object attached to @id, or NULL (unknown id or none set). */
 void *st_session_stream_user(const struct st_session *s, uint64_t id);
 
-/* st_session_stream_exists() - is @id in the table? */
+/* st_session_stream_exists() - is @id in the table? (A base-protocol stream the peer removed
+ * stays there, without its user object, until our answering REMOVE is packed.) */
 bool st_session_stream_exists(const struct st_session *s, uint64_t id);
 
 void st_session_get_stats(const struct st_session *s, struct st_session_stats *out);

@@ -9,7 +9,7 @@ Paths:
         X-Stream-Protocol-Version), then an echo of every byte. ?command=greet first writes
         "hello from <ns>/<pod>/<ctr>\\n"; command=greet-exit writes it and closes;
         command=sink&n=N reads N bytes, writes nothing until then, then their sha256 (hex,
-        newline) and closes.
+        newline) and closes; command=blast&n=N writes N bytes of body_bytes(N, 0) and closes.
         With Upgrade: websocket and refuse-websocket=1: 400 + JSON, like a kubelet that only
         speaks SPDY (the kubectl >= 1.30 fallback case).
   /containerLogs/ns/pod/ctr?tailLines=N[&follow=true]   chunked "line <i>\\n", i = 1..N
@@ -118,6 +118,12 @@ async def serve_upgrade(reader, writer, path, q, headers):
             n -= len(data)
         writer.write(("%s\n" % digest.hexdigest()).encode())
         await writer.drain()
+        return False
+    if cmd == "blast":  # output that ends by itself, as much as asked
+        n = int(q.get("n", ["0"])[0])
+        for block in body_chunks(n, 0):
+            writer.write(block)
+            await writer.drain()
         return False
     if cmd in ("greet", "greet-exit"):
         writer.write(("hello from %s\n" % "/".join(parts[1:4])).encode())

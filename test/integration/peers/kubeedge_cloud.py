@@ -10,10 +10,20 @@ Used in-process by the tests (an asyncio loop on a thread):
     s = cloud.open(EXEC, "/exec/ns/pod/ctr", "command=greet", {"Connection": ["Upgrade"], ...},
                    method="POST")
     s.send(b"bytes after the request head"); data = s.read_until(pred); s.remove()
+    s.apiserver_gone()    # the apiserver side ended: REMOVE the way upstream sends it
 
 It records what a KubeEdge cloud would see: the upgrade headers, every frame's opcode, every
 message type (an extension type from a base edge is a bug: the v1.15 cloud would drop the
-tunnel).
+tunnel), and per stream every REMOVE both ways.
+
+Stream endings as upstream (cloud/pkg/cloudstream at v1.15.0, read with fetch): when the
+apiserver side of an exec or attach ends, containerexec_connection.go / containerattach_
+connection.go Serve() reads EOF from the hijacked connection, sends REMOVE, and loops: each turn
+it checks whether the edge's REMOVE has come (EdgePeerDone), else reads EOF again and sends
+REMOVE again, as fast as the tunnel takes them, until the edge answers. For logs and metrics
+(containerlog_connection.go, containermetrics_connection.go) the request context ends and one
+REMOVE goes. A REMOVE from the edge ends the stream on the cloud without an answer
+(session.go ProxyTunnelMessageToApiserver -> SetEdgePeerDone; Serve returns).
 """
 import asyncio
 import json
@@ -50,18 +60,41 @@ class RawServerProtocol(WebSocketServerProtocol):
 
 
 class Stream:
-    def __init__(self, cloud, cid):
+    def __init__(self, cloud, cid, typ):
         self.cloud = cloud
         self.cid = cid
+        self.typ = typ
         self.data = queue.Queue()
-        self.removed = threading.Event()
+        self.removed = threading.Event()  # the edge's REMOVE came (upstream: EdgePeerDone)
+        self.edge_removes = 0             # REMOVEs from the edge for this stream
+        self.edge_removes_at = []         # when each came (time.monotonic())
+        self.cloud_removes = 0            # REMOVEs we sent
+        self.loop_started = None          # apiserver_gone(): when, and when the loop ended
+        self.loop_stopped = threading.Event()
+        self.loop_stopped_at = None
+        self.abandoned = False
         self.buf = b""
 
     def send(self, payload):
         self.cloud.send(self.cid, tp.DATA, payload)
 
     def remove(self):
+        self.cloud_removes += 1
         self.cloud.send(self.cid, tp.REMOVE)
+
+    def apiserver_gone(self):
+        """The apiserver side ended (kubectl killed, or done): REMOVE as upstream sends it, in
+        a loop for exec/attach until the edge's REMOVE arrives (see the top of this file).
+        Returns at once; loop_stopped is set when it ends."""
+        self.loop_started = time.monotonic()
+        asyncio.run_coroutine_threadsafe(self.cloud.remove_loop(self), self.cloud.loop)
+
+    def wait_loop_end(self, timeout=10.0):
+        if not self.loop_stopped.wait(timeout):
+            self.abandoned = True  # stop the loop: the test has failed, the next may run
+            raise TimeoutError("stream %d: the REMOVE loop still runs after %.0f s (%d sent)"
+                               % (self.cid, timeout, self.cloud_removes))
+        return self.loop_stopped_at - self.loop_started
 
     def read_until(self, pred, timeout=10.0):
         deadline = time.monotonic() + timeout
@@ -96,6 +129,7 @@ class KubeEdgeCloud:
         self.opcodes = set()
         self.types = []
         self.streams = {}
+        self.unknown = []           # (ConnectID, type) received for IDs never opened
         self.next_id = 1
         self.session_up = threading.Condition()
         self.loop = asyncio.new_event_loop()
@@ -151,10 +185,13 @@ class KubeEdgeCloud:
                 self.types.append(typ)
                 st = self.streams.get(cid)
                 if st is None:
+                    self.unknown.append((cid, typ))
                     continue  # KubeEdge ignores unknown IDs
                 if typ == tp.DATA:
                     st.data.put(payload)
                 elif typ == tp.REMOVE:
+                    st.edge_removes += 1
+                    st.edge_removes_at.append(time.monotonic())
                     st.removed.set()
         except websockets.ConnectionClosed:
             pass
@@ -175,11 +212,36 @@ class KubeEdgeCloud:
             await self.ws.write_frame(True, OP_TEXT, msg)  # KubeEdge sends TEXT frames
         asyncio.run_coroutine_threadsafe(go(), self.loop).result(10)
 
+    async def remove_loop(self, st):
+        msg = tp.encode(st.cid, tp.REMOVE)
+        try:
+            while True:
+                # Serve(): Read() gave EOF -> sendCloseMessage(); then the select at the top
+                # of the next turn sees EdgePeerDone or goes round again.
+                await self.ws.write_frame(True, OP_TEXT, msg)
+                st.cloud_removes += 1
+                if st.typ not in (tp.EXEC, tp.ATTACH):
+                    break  # logs/metrics: the request context ended, one REMOVE
+                await asyncio.sleep(0)  # the reader goroutine runs meanwhile
+                if st.removed.is_set() or st.abandoned:
+                    break
+        except websockets.ConnectionClosed:
+            pass
+        st.loop_stopped_at = time.monotonic()
+        st.loop_stopped.set()
+
+    def pause_reading(self):
+        """Stop reading the tunnel (the edge's writes back up), writes still go."""
+        self.loop.call_soon_threadsafe(self.ws.transport.pause_reading)
+
+    def resume_reading(self):
+        self.loop.call_soon_threadsafe(self.ws.transport.resume_reading)
+
     def open(self, typ, path, query="", headers=None, method=None):
         """Sends a connect as KubeEdge's cloud writes it (Go's encoding/json layout)."""
         cid = self.next_id
         self.next_id += 1
-        st = Stream(self, cid)
+        st = Stream(self, cid, typ)
         self.streams[cid] = st
         req = {"MessID": cid,
                "url": {"Scheme": "http", "Opaque": "", "User": None, "Host": "127.0.0.1:10350",

@@ -10,7 +10,12 @@
 binary payloads, the JSON connect request, EXEC/ATTACH relayed raw (the backend's status line
 first), LOGS/METRIC relayed as the response body only (logs in --chunk pieces, 256 bytes by
 default like upstream; metrics one line per message with '\\n' appended), REMOVE at the end,
-pings "ping you" every 5 s, unknown IDs and types ignored.
+pings "ping you" every 5 s, unknown IDs and types ignored. Endings as upstream (pkg/stream
+edged*connection.go Serve at v1.15.0): the stream's end, whichever side caused it, sends one
+REMOVE, so the cloud's REMOVE for a live stream is answered with ours; a REMOVE for an ID no
+longer known is ignored. Every REMOVE from the cloud is logged ("REMOVE from the cloud for N
+live|ended|unknown") for the tests to count. --send-remove ID sends REMOVE for ID three times
+once connected (an ID the cloud never opened).
 --protocol ext offers our extensions (stream/PROTOCOL.md §5): BINARY frames, HELLO, per-stream
 credit (WINDOW), raw responses for LOGS/METRIC, ERROR when the backend is unreachable, 64 KiB DATA.
 The ready file is written once the websocket is up. SIGTERM closes it cleanly.
@@ -67,6 +72,7 @@ class Edge:
         self.a = a
         self.ext = False
         self.streams = {}
+        self.ended = set()  # IDs whose REMOVE we sent
         self.send_lock = asyncio.Lock()
         self.cloud_window = 1 << 20
 
@@ -99,6 +105,7 @@ class Edge:
         if st.alive:
             st.alive = False
             self.streams.pop(st.cid, None)
+            self.ended.add(st.cid)
             await self.send(st.cid, tp.REMOVE)
         if st.writer:
             st.writer.close()
@@ -207,7 +214,16 @@ class Edge:
                 if st.received >= self.a.window // 2:
                     await self.send(cid, tp.WINDOW, tp.uvarint(st.received))
                     st.received = 0
-        elif typ in (tp.REMOVE, tp.ERROR) and st is not None:
+        elif typ in (tp.REMOVE, tp.ERROR):
+            if typ == tp.REMOVE:
+                log("REMOVE from the cloud for %d %s" % (
+                    cid, "live" if st is not None else "ended" if cid in self.ended
+                    else "unknown"))
+            if st is None:
+                return
+            if not self.ext:
+                await self.finish(st)  # upstream: Serve() returns, its deferred REMOVE goes
+                return
             st.alive = False
             st.more.set()
             self.streams.pop(cid, None)
@@ -256,6 +272,8 @@ class Edge:
                          tp.uvarint(len(a.node_name)) + a.node_name.encode())
                 await self.send(0, tp.HELLO, hello)
         log("connected to %s (%s protocol)" % (a.cloud, "extended" if self.ext else "base"))
+        for _ in range(3 if a.send_remove else 0):
+            await self.send(a.send_remove, tp.REMOVE)
         if a.ready_file:
             tmp = a.ready_file + ".tmp"
             with open(tmp, "w") as f:
@@ -288,6 +306,7 @@ async def main():
     ap.add_argument("--window", type=int, default=1 << 20)
     ap.add_argument("--ping-interval", type=float, default=5.0)
     ap.add_argument("--ready-file")
+    ap.add_argument("--send-remove", type=int)
     a = ap.parse_args()
     if a.chunk is None:
         a.chunk = 65536 if a.protocol == "ext" else 256

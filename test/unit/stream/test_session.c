@@ -185,6 +185,13 @@ static void test_base_protocol_exchange(void **state)
 	assert_true(cloud.bytes[1] == 16);
 	assert_int_equal(cloud.closes[1], 1);
 	assert_true(cloud.close_code[1] == 0); /* REMOVE: the base protocol has no codes */
+	/* The cloud answers the edge's REMOVE with its own, once; the edge knows it as answered. */
+	assert_true(st_session_stream_exists(cloud.s, 1));
+	assert_null(st_session_stream_user(cloud.s, 1));
+	assert_int_equal(pump(&cloud, &edge, 10, true), 1);
+	assert_int_equal(pump(&edge, &cloud, 10, true), 0);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_int_equal(edge.closes[1], 0); /* the edge ended it itself: no callback */
 	assert_false(st_session_stream_exists(cloud.s, 1));
 	assert_false(st_session_stream_exists(edge.s, 1));
 	/* Late DATA for a finished stream and extension types are ignored in the base protocol. */
@@ -202,6 +209,157 @@ static void test_base_protocol_exchange(void **state)
 	n = st_msg_encode(msg, sizeof msg, 0, ST_MSG_CLOSE_CONNECT, (const uint8_t *)"bye", 3);
 	assert_int_equal(st_session_recv(edge.s, msg, (size_t)n), 0);
 	assert_int_equal(edge.tunnel_closes, 1);
+	free_pair(&cloud, &edge);
+}
+
+/* Feeds @n REMOVEs for @id to @d, as KubeEdge's cloud does in its loop. */
+static void send_removes(struct side *d, uint64_t id, int n)
+{
+	uint8_t msg[32];
+	ssize_t len = st_msg_encode(msg, sizeof msg, id, ST_MSG_REMOVE_CONNECT, NULL, 0);
+	assert_true(len > 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(st_session_recv(d->s, msg, (size_t)len), 0);
+}
+
+/* Packs everything @d has to send; returns how many messages, checks each is REMOVE(@id)
+ * when @id is not 0. */
+static int drain_removes(struct side *d, uint64_t id)
+{
+	int n = 0;
+	for (;;) {
+		bool binary;
+		ssize_t len = st_session_pack(d->s, wire, sizeof wire, &binary);
+		assert_true(len >= 0);
+		if (len == 0)
+			return n;
+		struct st_msg m;
+		assert_int_equal(st_msg_decode(wire, (size_t)len, &m), 0);
+		if (id != 0) {
+			assert_true(m.type == ST_MSG_REMOVE_CONNECT);
+			assert_true(m.connect_id == id);
+		}
+		n++;
+	}
+}
+
+/* KubeEdge's cloud resends REMOVE until the edge's arrives: the edge answers the first once
+ * and absorbs the rest, at no cost. */
+static void test_base_remove_answered_exactly_once(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, 0, 0, 0);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(pump(&cloud, &edge, 10, true), 1);
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"HTTP/1.1 101 ...", 16), 16);
+	assert_int_equal(pump(&edge, &cloud, 10, true), 1);
+	/* The apiserver side ended: the cloud's loop sends 1000 REMOVEs before it reads ours. */
+	send_removes(&edge, 1, 1000);
+	assert_int_equal(edge.closes[1], 1);
+	assert_true(edge.close_code[1] == 0);
+	assert_true(st_session_want_write(edge.s));
+	/* The caller cannot write on it any more: it was told the stream is over. */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"x", 1), -EPIPE);
+	assert_int_equal(st_session_close(edge.s, 1, 0, NULL), 0);
+	assert_int_equal(drain_removes(&edge, 1), 1);
+	assert_false(st_session_want_write(edge.s));
+	/* More of the loop in flight: absorbed, nothing sent. */
+	send_removes(&edge, 1, 500);
+	assert_int_equal(drain_removes(&edge, 0), 0);
+	assert_int_equal(edge.closes[1], 1);
+	struct st_session_stats stats;
+	st_session_get_stats(edge.s, &stats);
+	assert_true(stats.removes_answered == 1);
+	assert_true(stats.removes_repeated == 1499);
+	assert_true(stats.removes_crossed == 0);
+	assert_true(stats.streams_open == 0);
+	free_pair(&cloud, &edge);
+}
+
+/* Our REMOVE still queued (behind bytes the tunnel has no room for) when the peer's arrives:
+ * ours goes at once, without the bytes, and counts as the answer; and the other order: ours
+ * went first, so the peer's is absorbed. */
+static void test_base_crossing_removes(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, 0, 0, 0);
+	for (uint64_t id = 1; id <= 2; id++)
+		assert_int_equal(
+		        st_session_open(cloud.s, id, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+		        0);
+	assert_int_equal(pump(&cloud, &edge, 10, true), 2);
+	/* Stream 1: the backend ended; its last bytes and REMOVE are queued, not packed. */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"last words", 10), 10);
+	assert_int_equal(st_session_close(edge.s, 1, 0, NULL), 0);
+	send_removes(&edge, 1, 3);
+	assert_int_equal(edge.closes[1], 0); /* the edge had ended it itself */
+	assert_int_equal(drain_removes(&edge, 1), 1);
+	/* Stream 2: the edge's REMOVE is on the wire when the cloud's loop starts. */
+	assert_int_equal(st_session_close(edge.s, 2, 0, NULL), 0);
+	assert_int_equal(drain_removes(&edge, 2), 1);
+	send_removes(&edge, 2, 3);
+	assert_int_equal(drain_removes(&edge, 0), 0);
+	struct st_session_stats stats;
+	st_session_get_stats(edge.s, &stats);
+	assert_true(stats.removes_crossed == 1);
+	assert_true(stats.removes_answered == 0);
+	assert_true(stats.removes_repeated == 5);
+	assert_true(stats.data_bytes_out == 0); /* "last words" were dropped, nobody reads them */
+	/* The same on the cloud side, facing a KubeEdge edge: its REMOVE crosses ours. */
+	assert_int_equal(st_session_open(cloud.s, 3, ST_MSG_LOGS_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(pump(&cloud, &edge, 10, true), 1);
+	assert_int_equal(st_session_close(cloud.s, 3, 0, NULL), 0);
+	send_removes(&cloud, 3, 1);
+	assert_int_equal(drain_removes(&cloud, 3), 1);
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.removes_crossed == 1);
+	free_pair(&cloud, &edge);
+}
+
+/* A REMOVE for an ID we do not know is answered once per ID; the ring of remembered IDs is
+ * bounded, and an answer that has no slot yet is given when the peer asks again. */
+static void test_base_unknown_remove_answered_once(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, 0, 0, 0);
+	send_removes(&edge, 77, 2);
+	send_removes(&edge, 0, 1); /* ConnectID 0 is never a stream */
+	assert_int_equal(drain_removes(&edge, 77), 1);
+	send_removes(&edge, 77, 5);
+	assert_int_equal(drain_removes(&edge, 0), 0);
+	/* Every slot owes an answer: one more unknown ID waits for the peer's next REMOVE. */
+	for (uint64_t id = 1000; id < 1000 + ST_BASE_ENDED_IDS + 1; id++)
+		send_removes(&edge, id, 1);
+	assert_int_equal(drain_removes(&edge, 0), (int)ST_BASE_ENDED_IDS);
+	send_removes(&edge, 1000 + ST_BASE_ENDED_IDS, 1);
+	assert_int_equal(drain_removes(&edge, 1000 + ST_BASE_ENDED_IDS), 1);
+	struct st_session_stats stats;
+	st_session_get_stats(edge.s, &stats);
+	assert_true(stats.removes_answered == 1 + ST_BASE_ENDED_IDS + 1);
+	assert_true(stats.removes_repeated == 6);
+	assert_true(stats.ignored_msgs == 2);
+	free_pair(&cloud, &edge);
+}
+
+/* With extensions negotiated nothing answers a REMOVE: our own peers do not loop. */
+static void test_ext_remove_not_answered(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 1 << 20, 0);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 1);
+	send_removes(&edge, 1, 2);
+	send_removes(&edge, 9, 1);
+	assert_int_equal(edge.closes[1], 1);
+	assert_int_equal(drain_removes(&edge, 0), 0);
+	assert_false(st_session_stream_exists(edge.s, 1));
 	free_pair(&cloud, &edge);
 }
 
@@ -519,6 +677,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_base_protocol_exchange),
+	        cmocka_unit_test(test_base_remove_answered_exactly_once),
+	        cmocka_unit_test(test_base_crossing_removes),
+	        cmocka_unit_test(test_base_unknown_remove_answered_once),
+	        cmocka_unit_test(test_ext_remove_not_answered),
 	        cmocka_unit_test(test_refusals_and_codes),
 	        cmocka_unit_test(test_protocol_errors),
 	        cmocka_unit_test(test_half_close_both_ways),
