@@ -173,6 +173,9 @@ int cs_plan_request(const struct st_http_request *req, struct cs_plan *out, cons
 		*reason = "malformed kubelet API path";
 		return 400;
 	}
+	out->err_form = st_error_form_for(
+	        out->path.kind == ST_KUBELET_CONTAINER_LOGS,
+	        st_http_header_find(req->headers, req->num_headers, "X-Forwarded-Uri", 0) >= 0);
 	if (st_http_request_body(req, &out->body, &out->body_length) < 0) {
 		*reason = "ambiguous request body framing";
 		return 400;

@@ -22,6 +22,7 @@
 #include <stream/chunked.h>
 #include <stream/http.h>
 #include <stream/query.h>
+#include <stream/status.h>
 
 /* Where a body ends. */
 struct cs_body {
@@ -81,6 +82,9 @@ struct cs_plan {
 	bool is_head;                /* method HEAD */
 	bool keep_alive;             /* the client keeps the connection after the answer */
 	bool follow;                 /* containerLogs?follow=true */
+	/* How our own error answers are written: ST_ERROR_FORM_POD_LOG for kube-apiserver's pods/log
+	 * client (containerLogs without X-Forwarded-Uri), else Status JSON (stream/status.h). */
+	enum st_error_form err_form;
 };
 
 /*

@@ -151,7 +151,9 @@ const char *cs_err_reason_name(enum cs_err_reason r)
 	return r < CS_ERR_COUNT ? err_reason_names[r] : "unknown";
 }
 
-/* Ends the request with an error: a Status answer if nothing was written yet, then close. */
+/* Ends the request with an error: an answer of our own if nothing was written yet (a Status,
+ * or for kube-apiserver's pods/log client the text and a status it shows: f->plan.err_form),
+ * then close. */
 static void fail(struct cs_front *f, int http_status, enum cs_err_reason why, const char *message)
 {
 	f->srv->m.request_errors[why]++;
@@ -160,7 +162,8 @@ static void fail(struct cs_front *f, int http_status, enum cs_err_reason why, co
 	       f->wrote_any ? "; answer cut short" : "");
 	if (!f->wrote_any) {
 		char buf[ST_MAX_STATUS_JSON_BYTES + 256];
-		ssize_t n = st_http_error_response(buf, sizeof buf, http_status, message);
+		ssize_t n = st_http_error_answer(buf, sizeof buf, f->plan.err_form, http_status,
+		                                 message);
 		if (n > 0 && out_append(f, buf, (size_t)n) == 0)
 			f->wrote_any = true;
 	}
@@ -182,6 +185,7 @@ static void request_done(struct cs_front *f, bool send_remove)
 	} else {
 		f->state = CS_FRONT_HEAD;
 		f->node[0] = '\0';
+		f->plan.err_form = ST_ERROR_FORM_STATUS;
 		lws_set_timeout(f->wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE,
 		                (int)(f->srv->cfg.idle_timeout_ms / 1000));
 	}
@@ -402,12 +406,12 @@ static bool start_request(struct cs_front *f, const struct st_http_request *req)
 	f->wrote_any = false;
 	f->node[0] = '\0';
 	lws_set_timeout(f->wsi, NO_PENDING_TIMEOUT, 0);
+	const char *why;
+	int status = cs_plan_request(req, &f->plan, &why); /* first: it sets plan.err_form */
 	if (srv->draining) {
 		fail(f, 503, CS_ERR_DRAINING, "cloudstream is shutting down; retry");
 		return true;
 	}
-	const char *why;
-	int status = cs_plan_request(req, &f->plan, &why);
 	if (status) {
 		fail(f, status, CS_ERR_BAD_REQUEST, why);
 		return true;
@@ -564,6 +568,7 @@ static void front_process(struct cs_front *f)
 	while (f->in_len > 0) {
 		if (f->state == CS_FRONT_HEAD) {
 			struct st_http_request req;
+			f->plan.err_form = ST_ERROR_FORM_STATUS; /* until this head is planned */
 			ssize_t n = st_http_parse_request(f->in, f->in_len, &req);
 			if (n == 0 && f->in_len < ST_MAX_HTTP_HEAD_BYTES)
 				break;

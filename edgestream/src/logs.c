@@ -17,8 +17,13 @@
  *      job ask ContainerStatus; a container that is no longer RUNNING (or gone) is read to its
  *      end once more and the answer ends. An Unavailable runtime counts as running, as in the
  *      kubelet.
- * Errors before the answer are Status responses with the kubelet's codes and texts: 400 and 422
- * for options, 404 for an unknown pod or container, 400 for the container's state.
+ * Errors before the answer carry the kubelet's codes and texts: 400 and 422 for options, and
+ * 400 with validateContainerLogStatus's text for a pod or container the runtime does not have
+ * (pkg/kubelet/kubelet_pods.go: the kubelet knows every pod bound to its node, so a pod the
+ * apiserver sent here but the runtime lacks is "container "c" in pod "p" is not available"; its
+ * 404s, for a pod it does not know, would reach kubectl as generic text). To kube-apiserver's
+ * pods/log client the body is the text alone and the status one it shows (stream/status.h,
+ * st_http_error_answer); to others a Status.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -63,9 +68,10 @@ struct es_logs {
 	char *out;
 	size_t out_len;
 	bool at_eof;
-	bool check_status; /* this job asks the runtime whether the container still runs */
-	bool ending;       /* the container stopped: read to the end, then finish */
-	int rc;            /* the first job's failure: an HTTP status */
+	bool check_status;       /* this job asks the runtime whether the container still runs */
+	enum st_error_form form; /* how an error before the answer is written */
+	bool ending;             /* the container stopped: read to the end, then finish */
+	int rc;                  /* the first job's failure: an HTTP status */
 	char why[1024];
 	/* loop side */
 	bool busy, wake, waiting, status_due, head_sent, finished;
@@ -91,8 +97,9 @@ static int resolve(struct es_logs *l, struct cri_client *c)
 	char sandbox[CRI_ID_MAX + 1], err[400] = "";
 	int rc = es_cri_find_sandbox(c, p, false, sandbox, sizeof sandbox, err, sizeof err);
 	if (rc == -ENOENT) {
-		l->rc = 404;
-		snprintf(l->why, sizeof l->why, "pod \"%s\" does not exist", p->pod);
+		l->rc = 400;
+		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" is not available",
+		         p->container, p->pod);
 		return rc;
 	}
 	struct cri_label lab = {CRI_LABEL_CONTAINER_NAME, p->container};
@@ -115,8 +122,8 @@ static int resolve(struct es_logs *l, struct cri_client *c)
 		    (prev == n || ct[i].attempt > ct[prev].attempt))
 			prev = i;
 	if (cur == n) {
-		l->rc = 404;
-		snprintf(l->why, sizeof l->why, "container \"%s\" not found in pod \"%s\"",
+		l->rc = 400;
+		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" is not available",
 		         p->container, p->pod);
 		return -ENOENT;
 	}
@@ -130,8 +137,14 @@ static int resolve(struct es_logs *l, struct cri_client *c)
 	}
 	struct cri_container_status cs;
 	rc = cri_container_status(c, ct[pick].id, &cs, err, sizeof err);
+	if (rc == -ENOENT) { /* removed since the list */
+		l->rc = 400;
+		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" is not available",
+		         p->container, p->pod);
+		return rc;
+	}
 	if (rc < 0) {
-		l->rc = rc == -ENOENT ? 404 : rc == -ETIMEDOUT ? 504 : 503;
+		l->rc = rc == -ETIMEDOUT ? 504 : 503;
 		snprintf(l->why, sizeof l->why, "container runtime: %s", err);
 		return rc;
 	}
@@ -360,8 +373,8 @@ void es_logs_on_inotify_closed(struct edgestream *es)
 	es->inotify_fd = -1; /* lws closed it with the wsi */
 }
 
-/* An error before the answer: a Status response with the kubelet's code, or (a base-protocol
- * cloud that only relays bodies) the stream's failure. */
+/* An error before the answer: a response with the kubelet's code (l->form), or (a cloud without
+ * raw-response) the stream's failure, which the cloud answers the same way. */
 static void answer_error(struct es_logs *l, int http_status, const char *reason)
 {
 	struct es_stream *st = l->st;
@@ -370,8 +383,7 @@ static void answer_error(struct es_logs *l, int http_status, const char *reason)
 	snprintf(why, sizeof why, "%s", reason); /* @l goes with the stream */
 	l->finished = true;
 	if (!(es->caps & ST_CAP_RAW_RESPONSE)) {
-		uint64_t code = http_status == 404   ? ST_EXT_ERR_NOT_FOUND
-		                : http_status == 504 ? ST_EXT_ERR_TIMEOUT
+		uint64_t code = http_status == 504   ? ST_EXT_ERR_TIMEOUT
 		                : http_status == 503 ? ST_EXT_ERR_UNREACHABLE
 		                : http_status >= 500 ? ST_EXT_ERR_INTERNAL
 		                                     : ST_EXT_ERR_BAD_REQUEST;
@@ -380,7 +392,7 @@ static void answer_error(struct es_logs *l, int http_status, const char *reason)
 	}
 	st_warn_ns(es->node, st->id, "containerLogs: %d %s", http_status, why);
 	char resp[ST_MAX_STATUS_JSON_BYTES + 512];
-	ssize_t n = st_http_error_response(resp, sizeof resp, http_status, why);
+	ssize_t n = st_http_error_answer(resp, sizeof resp, l->form, http_status, why);
 	if (n > 0 && es_stream_to_cloud(st, (const uint8_t *)resp, (size_t)n) < 0)
 		return;
 	es_stream_backend_done(st);
@@ -494,6 +506,8 @@ void es_logs_start(struct es_stream *st, const struct es_cri_plan *plan)
 	l->timeout_ms = es->cfg.cri_timeout_ms;
 	st->logs = l;
 	st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE); /* a KubeEdge cloud relays bodies */
+	l->form =
+	        st_error_form_for(true, st_connect_req_header(&st->req, "X-Forwarded-Uri") != NULL);
 	const char *q = st->req.raw_query ? st->req.raw_query : "";
 	int http = cri_log_opts_parse(q, strlen(q), (int64_t)wall_ns(), &l->opts, l->why,
 	                              sizeof l->why);

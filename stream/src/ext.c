@@ -370,7 +370,7 @@ static const struct {
 	int http;
 } error_codes[] = {
         [ST_EXT_ERR_INTERNAL] = {"internal", 500},
-        [ST_EXT_ERR_REFUSED] = {"refused", 502},
+        [ST_EXT_ERR_REFUSED] = {"refused", 403},
         [ST_EXT_ERR_UNREACHABLE] = {"unreachable", 502},
         [ST_EXT_ERR_TIMEOUT] = {"timeout", 504},
         [ST_EXT_ERR_NOT_FOUND] = {"not found", 404},

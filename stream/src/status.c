@@ -82,3 +82,51 @@ ssize_t st_http_error_response(char *out, size_t cap, int code, const char *mess
 	memcpy(out + n, body, (size_t)blen);
 	return n + blen;
 }
+
+enum st_error_form st_error_form_for(bool container_logs, bool has_forwarded_uri)
+{
+	return container_logs && !has_forwarded_uri ? ST_ERROR_FORM_POD_LOG : ST_ERROR_FORM_STATUS;
+}
+
+bool st_status_apiserver_shows_body(int code)
+{
+	switch (code) {
+	case 400: /* NewBadRequest(body) */
+	case 403: /* Forbidden: "the server message has details ... Keep its message." */
+	case 406: /* NotAcceptable: the body unless empty or "unknown" */
+	case 415: /* UnsupportedMediaType: the body */
+	case 500: /* NewInternalError(body) */
+		return true;
+	case 503: /* "the server is currently unable to handle the request" */
+	case 504: /* "the server was unable to return a response in the time allotted, ..." */
+		return false;
+	default: /* 5xx: "an error on the server (%q) ..."; 4xx: generic text */
+		return code >= 500 && code <= 599;
+	}
+}
+
+int st_status_for_form(enum st_error_form form, int code)
+{
+	if (form != ST_ERROR_FORM_POD_LOG || st_status_apiserver_shows_body(code))
+		return code;
+	return code >= 400 && code < 500 ? 400 : 502;
+}
+
+ssize_t st_http_error_answer(char *out, size_t cap, enum st_error_form form, int code,
+                             const char *message)
+{
+	if (form != ST_ERROR_FORM_POD_LOG)
+		return st_http_error_response(out, cap, code, message);
+	code = st_status_for_form(form, code);
+	if (message == NULL)
+		message = "";
+	size_t mlen = strnlen(message, ST_MAX_STATUS_JSON_BYTES);
+	int n = snprintf(out, cap,
+	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+	                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+	                 code, st_http_reason_phrase(code), mlen);
+	if (n < 0 || (size_t)n >= cap || mlen > cap - (size_t)n)
+		return -EMSGSIZE;
+	memcpy(out + n, message, mlen);
+	return n + (ssize_t)mlen;
+}

@@ -135,6 +135,21 @@ def unknown_node_503(chain):
     check(closed == b"", "unknown node: connection not closed")
 
 
+def unknown_node_pod_log(chain):
+    """The same refusal to kube-apiserver's pods/log client (containerLogs, no X-Forwarded-Uri):
+    it shows a 502's body ("an error on the server (...)") but not a 503's, and takes the body
+    as text: 502 with the message alone (stream/status.h, st_http_error_answer)."""
+    status, hdrs, body, s = chain.api.request(
+        "GET", "/containerLogs/default/pod-a/ctr?tailLines=1", [("Host", "edge-9:10350")])
+    closed, _ = h.wait_closed(s, 2)
+    want = b"cloudstream cannot tell which edge node this request is for (no DNAT'd " \
+        b"destination, node Host or X-Forwarded-Uri)"
+    check(status == 502 and body == want and
+          hdrs.get("content-type") == "text/plain; charset=utf-8",
+          "pods/log, unknown node: %d %r %r" % (status, hdrs.get("content-type"), body))
+    check(closed == b"", "pods/log, unknown node: connection not closed")
+
+
 def refused_upgrade_is_fast(chain):
     # kubectl >= 1.30 tries websocket first; a backend that refuses it answers 400, and the
     # apiserver side must close at once so the SPDY fallback costs milliseconds.
@@ -455,6 +470,7 @@ def group_base():
             ("metrics_same_as_direct", lambda: metrics_same_as_direct(chain)),
             ("keep_alive", lambda: keep_alive(chain)),
             ("unknown_node_503", lambda: unknown_node_503(chain)),
+            ("unknown_node_pod_log", lambda: unknown_node_pod_log(chain)),
             ("refused_upgrade_is_fast", lambda: refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: edge_end_closes_fast(chain)),
             ("removes_once_each_way", lambda: base_removes_once_each_way(chain)),

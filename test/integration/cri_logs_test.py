@@ -6,6 +6,7 @@ stderr, previous, follow to a container's exit, rotation while following, and th
 Expected bodies come from a small reference of the kubelet's rules (kubelet_logs below) applied to
 the very log file containerd wrote, so the comparison is byte for byte. Skipped (77) when
 containerd is missing or the test is not root."""
+import json
 import os
 import re
 import shutil
@@ -104,9 +105,13 @@ class Chain:
                                        extra=["--cri-socket", ctd.socket])
         self.api = h.Api(self.env, self.cloud.ports["stream"])
 
-    def logs(self, pod, ctr, query="", timeout=20.0):
+    def logs(self, pod, ctr, query="", timeout=20.0, proxy=False):
+        """As kube-apiserver's pods/log client asks (no X-Forwarded-Uri), or with @proxy as its
+        node proxy passes `get --raw /api/v1/nodes/N/proxy/containerLogs/...` on."""
         target = "/containerLogs/default/%s/%s%s" % (pod, ctr, "?" + query if query else "")
-        st, hdrs, body, s = self.api.request("GET", target, NODE, timeout=timeout)
+        fwd = [("X-Forwarded-Uri", "/api/v1/nodes/edge-1/proxy" + target.split("?")[0])]
+        st, hdrs, body, s = self.api.request("GET", target, NODE + (fwd if proxy else []),
+                                             timeout=timeout)
         s.close()
         return st, hdrs, body
 
@@ -207,8 +212,8 @@ def previous(ctd, base, chain):
         pod.wait_log("app", b"attempt-zero")
         pod.wait_exited(first)
         st, _, body = chain.logs("prev", "app", "previous=true")
-        check(st == 400 and b'previous terminated container \\"app\\" in pod \\"prev\\" not found'
-              in body, "previous without one: %d %r" % (st, body))
+        check(st == 400 and body == b'previous terminated container "app" in pod "prev" not found',
+              "previous without one: %d %r" % (st, body))
         pod.container("app", "echo attempt-one; exec sleep 600", attempt=1)
         pod.wait_log("app", b"attempt-one", attempt=1)
         st, _, body = chain.logs("prev", "app", "previous=true")
@@ -342,25 +347,43 @@ def rotation(ctd, base, chain):
 
 
 def errors(ctd, base, chain):
-    """Bad options → 400/422, unknown pod and container → 404, with Status JSON."""
+    """Bad options → 400/422 (the kubelet's codes), a pod or container the runtime does not have
+    → 400 "is not available" (the kubelet's validateContainerLogStatus). To kube-apiserver's
+    pods/log client the body is the text alone and 422 is 400 (it shows a 400's body, not a
+    422's: stream/status.h); through the node proxy a Status JSON with the kubelet's code."""
     pod = Pod(ctd, base, "errs")
     try:
         pod.container("app", "echo hi; exec sleep 600")
         pod.wait_log("app", b"hi")
-        for query, code in (("tailLines=-1", 422), ("tailLines=x", 400), ("sinceSeconds=0", 422),
-                            ("limitBytes=0", 422), ("stream=Both", 422),
-                            ("sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z", 422),
-                            ("sinceTime=yesterday", 400), ("stream=Stdout&tailLines=1", 422)):
+        for query, code, text in (
+                ("tailLines=-1", 422, "tailLines must be 0 or more"),
+                ("tailLines=x", 400, "Unable to decode query."),
+                ("sinceSeconds=0", 422, "sinceSeconds must be a positive integer"),
+                ("limitBytes=0", 422, "limitBytes must be a positive integer"),
+                ("stream=Both", 422, None), ("sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z",
+                                              422, None),
+                ("sinceTime=yesterday", 400, "Unable to decode query."),
+                ("stream=Stdout&tailLines=1", 422, None)):
             st, hdrs, body = chain.logs("errs", "app", query)
+            check(st == 400 and hdrs.get("content-type") == "text/plain; charset=utf-8" and
+                  not body.startswith(b"{") and (text is None or body == text.encode()),
+                  "%r (pods/log): %d %r %r, want 400 and the text %r" % (query, st,
+                                                                         hdrs.get("content-type"),
+                                                                         body, text))
+            st, hdrs, body = chain.logs("errs", "app", query, proxy=True)
             check(st == code and b'"kind":"Status"' in body and
                   hdrs.get("content-type") == "application/json",
-                  "%r: %d %r, want %d" % (query, st, body, code))
-        st, _, body = chain.logs("errs", "nope")
-        check(st == 404 and b'container \\"nope\\" not found in pod \\"errs\\"' in body,
-              "unknown container: %d %r" % (st, body))
-        st, _, body = chain.logs("nope", "app")
-        check(st == 404 and b'pod \\"nope\\" does not exist' in body,
-              "unknown pod: %d %r" % (st, body))
+                  "%r (node proxy): %d %r, want %d" % (query, st, body, code))
+        for pod_name, ctr in (("errs", "nope"), ("nope", "app")):
+            want = 'container "%s" in pod "%s" is not available' % (ctr, pod_name)
+            st, hdrs, body = chain.logs(pod_name, ctr)
+            check(st == 400 and body == want.encode() and
+                  hdrs.get("content-type") == "text/plain; charset=utf-8",
+                  "%s/%s (pods/log): %d %r, want 400 %r" % (pod_name, ctr, st, body, want))
+            st, hdrs, body = chain.logs(pod_name, ctr, proxy=True)
+            check(st == 400 and json.loads(body)["message"] == want and
+                  json.loads(body)["reason"] == "BadRequest",
+                  "%s/%s (node proxy): %d %r, want 400 %r" % (pod_name, ctr, st, body, want))
         st, _, body = chain.logs("errs", "app")  # the stream still works after all that
         check(st == 200 and body == b"hi\n", "after the errors: %d %r" % (st, body))
     finally:

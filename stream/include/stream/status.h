@@ -14,6 +14,7 @@
 #ifndef STREAM_STATUS_H
 #define STREAM_STATUS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -46,5 +47,55 @@ ssize_t st_status_json(char *out, size_t cap, int code, const char *message);
  * Returns the length, or -EMSGSIZE when @cap is too small.
  */
 ssize_t st_http_error_response(char *out, size_t cap, int code, const char *message);
+
+/*
+ * What the user sees of an error depends on the path it takes through kube-apiserver
+ * (cloudstream/README.md, "What kubectl shows"):
+ *   - upgrades (exec, attach, port-forward): the apiserver's upgrade-aware proxy writes any
+ *     answer >= 400 back as it came (apimachinery util/proxy/upgradeaware.go, tryUpgrade), and
+ *     kubectl decodes a Status body (spdy/roundtripper.go NewConnection);
+ *   - the node proxy (nodes/N/proxy/...): passed through (httputil.ReverseProxy); kubectl's
+ *     REST client decodes a Status body (client-go rest/request.go, Result.Error);
+ *   - pods/log: kube-apiserver's own client reads the body as text and makes it the message of
+ *     its own Status, for some statuses only (apiserver registry/generic/rest/
+ *     response_checker.go, GenericHttpResponseChecker.Check; apimachinery api/errors/errors.go,
+ *     NewGenericServerResponse): 400 keeps it as the message, 500 as "Internal error occurred:
+ *     <body>", 403/406/415 as "<body> ( pods/log P)", the other 5xx as "an error on the server
+ *     (<body quoted>) has prevented the request from succeeding ( pods/log P)"; 404, 503, 504,
+ *     422, 429 and the other 4xx become generic text ("the server could not find the requested
+ *     resource ( pods/log P)") and the body is lost. A Status JSON body would become the
+ *     message as JSON text, so on that path the body is the message alone, as the kubelet
+ *     writes it (go-restful's WriteError).
+ */
+enum st_error_form {
+	ST_ERROR_FORM_STATUS = 0,  /* a Status JSON body, the status as chosen */
+	ST_ERROR_FORM_POD_LOG = 1, /* kube-apiserver's pods/log client: text body, a status whose
+	                            * body it shows (st_status_for_form) */
+};
+
+/* st_error_form_for() - POD_LOG for a containerLogs request that did not come through the node
+ * proxy (kube-apiserver's pods/log client sends no X-Forwarded-Uri; its node proxy does), else
+ * STATUS. */
+enum st_error_form st_error_form_for(bool container_logs, bool has_forwarded_uri);
+
+/* st_status_apiserver_shows_body() - whether kube-apiserver's pods/log path (above) shows the
+ * body of a @code answer to the user: 400, 403, 406, 415, 500 and the 5xx other than 503 and
+ * 504. */
+bool st_status_apiserver_shows_body(int code);
+
+/* st_status_for_form() - the status to answer with: @code for ST_ERROR_FORM_STATUS; for
+ * ST_ERROR_FORM_POD_LOG @code when the apiserver shows its body, else 400 for a 4xx (a client
+ * error stays one) and 502 for the rest (503 no tunnel or over a limit, 504 timeout). */
+int st_status_for_form(enum st_error_form form, int code);
+
+/*
+ * st_http_error_answer() - the error response for @form: st_http_error_response() for
+ * ST_ERROR_FORM_STATUS; for ST_ERROR_FORM_POD_LOG the status st_status_for_form() gives,
+ * Content-Type: text/plain; charset=utf-8, Content-Length, Connection: close and @message
+ * alone as the body (at most ST_MAX_STATUS_JSON_BYTES of it).
+ * Returns the length, or -EMSGSIZE when @cap is too small.
+ */
+ssize_t st_http_error_answer(char *out, size_t cap, enum st_error_form form, int code,
+                             const char *message);
 
 #endif /* STREAM_STATUS_H */

@@ -255,6 +255,35 @@ static void test_cs_plan_request__refusals(void **state)
 	plan_of("TRACE /metrics HTTP/1.1\r\n\r\n", &p, 405);
 }
 
+static void test_cs_plan_request__err_form(void **state)
+{
+	(void)state;
+	struct cs_plan p;
+	/* kube-apiserver's pods/log client: containerLogs, no X-Forwarded-Uri. */
+	plan_of("GET /containerLogs/ns/pod/c HTTP/1.1\r\nHost: 10.0.0.5:10350\r\n"
+	        "User-Agent: Go-http-client/1.1\r\n\r\n",
+	        &p, 0);
+	assert_int_equal(p.err_form, ST_ERROR_FORM_POD_LOG);
+	/* The same path through the node proxy, whose client decodes a Status. */
+	plan_of("GET /containerLogs/ns/pod/c HTTP/1.1\r\n"
+	        "x-forwarded-uri: /api/v1/nodes/n/proxy/containerLogs/ns/pod/c\r\n\r\n",
+	        &p, 0);
+	assert_int_equal(p.err_form, ST_ERROR_FORM_STATUS);
+	plan_of("POST /exec/ns/pod/c?command=sh&output=1 HTTP/1.1\r\nConnection: Upgrade\r\n"
+	        "Upgrade: SPDY/3.1\r\n\r\n",
+	        &p, 0);
+	assert_int_equal(p.err_form, ST_ERROR_FORM_STATUS);
+	plan_of("GET /metrics HTTP/1.1\r\n\r\n", &p, 0);
+	assert_int_equal(p.err_form, ST_ERROR_FORM_STATUS);
+	/* A refusal after the path was read keeps the form of that path. */
+	plan_of("GET /containerLogs/ns/pod/c HTTP/1.1\r\nContent-Length: 1\r\n"
+	        "Transfer-Encoding: chunked\r\n\r\n",
+	        &p, 400);
+	assert_int_equal(p.err_form, ST_ERROR_FORM_POD_LOG);
+	plan_of("GET /containerLogs/ns/pod HTTP/1.1\r\n\r\n", &p, 400);
+	assert_int_equal(p.err_form, ST_ERROR_FORM_STATUS);
+}
+
 static void test_cs_connect_json__like_kubeedge(void **state)
 {
 	(void)state;
@@ -294,6 +323,7 @@ int main(void)
 	        cmocka_unit_test(test_cs_body_feed__length_chunked_none),
 	        cmocka_unit_test(test_cs_plan_request__kinds),
 	        cmocka_unit_test(test_cs_plan_request__refusals),
+	        cmocka_unit_test(test_cs_plan_request__err_form),
 	        cmocka_unit_test(test_cs_connect_json__like_kubeedge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -214,7 +214,7 @@ static void test_error_msg(void **state)
 	buf[n] = 'r';
 	assert_int_equal(st_ext_error_decode(buf, (size_t)n + 1, &back), -EMSGSIZE);
 	/* Codes to HTTP statuses. */
-	assert_int_equal(st_ext_error_http_status(ST_EXT_ERR_REFUSED), 502);
+	assert_int_equal(st_ext_error_http_status(ST_EXT_ERR_REFUSED), 403);
 	assert_int_equal(st_ext_error_http_status(ST_EXT_ERR_UNREACHABLE), 502);
 	assert_int_equal(st_ext_error_http_status(ST_EXT_ERR_TIMEOUT), 504);
 	assert_int_equal(st_ext_error_http_status(ST_EXT_ERR_NOT_FOUND), 404);

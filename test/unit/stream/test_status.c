@@ -97,6 +97,99 @@ static void test_error_response_parses(void **state)
 	assert_string_equal(st_status_reason(502), "");
 }
 
+/* Which statuses kube-apiserver's pods/log path shows the body of (GenericHttpResponseChecker +
+ * NewGenericServerResponse, v1.26-v1.33), and where ours move on that path. */
+static void test_status_for_form__pod_log(void **state)
+{
+	(void)state;
+	static const struct {
+		int code, shows, pod_log;
+	} cases[] = {
+	        {400, 1, 400}, {401, 0, 400}, {403, 1, 403}, {404, 0, 400}, {405, 0, 400},
+	        {406, 1, 406}, {409, 0, 400}, {413, 0, 400}, {415, 1, 415}, {422, 0, 400},
+	        {429, 0, 400}, {431, 0, 400}, {500, 1, 500}, {501, 1, 501}, {502, 1, 502},
+	        {503, 0, 502}, {504, 0, 502}, {505, 1, 505}, {599, 1, 599},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int c = cases[i].code;
+		assert_int_equal(st_status_apiserver_shows_body(c), cases[i].shows);
+		assert_int_equal(st_status_for_form(ST_ERROR_FORM_POD_LOG, c), cases[i].pod_log);
+		assert_int_equal(st_status_for_form(ST_ERROR_FORM_STATUS, c), c);
+	}
+}
+
+static void test_error_form_for__cases(void **state)
+{
+	(void)state;
+	assert_int_equal(st_error_form_for(true, false), ST_ERROR_FORM_POD_LOG);
+	assert_int_equal(st_error_form_for(true, true), ST_ERROR_FORM_STATUS); /* node proxy */
+	assert_int_equal(st_error_form_for(false, false), ST_ERROR_FORM_STATUS);
+	assert_int_equal(st_error_form_for(false, true), ST_ERROR_FORM_STATUS);
+}
+
+static void test_http_error_answer__pod_log_exact(void **state)
+{
+	(void)state;
+	char out[512];
+	const char *msg = "container \"ghost\" in pod \"demo\" is not available";
+	ssize_t n = st_http_error_answer(out, sizeof out, ST_ERROR_FORM_POD_LOG, 400, msg);
+	const char *want = "HTTP/1.1 400 Bad Request\r\n"
+	                   "Content-Type: text/plain; charset=utf-8\r\n"
+	                   "Content-Length: 48\r\n"
+	                   "Connection: close\r\n\r\n"
+	                   "container \"ghost\" in pod \"demo\" is not available";
+	assert_int_equal(n, (ssize_t)strlen(want));
+	assert_memory_equal(out, want, (size_t)n);
+	/* 503 (swallowed by the apiserver) becomes 502, whose body it quotes. */
+	n = st_http_error_answer(out, sizeof out, ST_ERROR_FORM_POD_LOG, 503, "no tunnel");
+	want = "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
+	       "Content-Length: 9\r\nConnection: close\r\n\r\nno tunnel";
+	assert_int_equal(n, (ssize_t)strlen(want));
+	assert_memory_equal(out, want, (size_t)n);
+	/* Every proper prefix of the buffer is too small; the exact size fits. */
+	for (size_t cap = 0; cap < (size_t)n; cap++)
+		assert_int_equal(
+		        st_http_error_answer(out, cap, ST_ERROR_FORM_POD_LOG, 503, "no tunnel"),
+		        -EMSGSIZE);
+	assert_int_equal(
+	        st_http_error_answer(out, (size_t)n, ST_ERROR_FORM_POD_LOG, 503, "no tunnel"), n);
+	/* A NULL message is an empty body. */
+	n = st_http_error_answer(out, sizeof out, ST_ERROR_FORM_POD_LOG, 500, NULL);
+	assert_true(n > 0);
+	assert_memory_equal(out + n - 4, "\r\n\r\n", 4);
+}
+
+static void test_http_error_answer__status_form_is_status_json(void **state)
+{
+	(void)state;
+	char a[1024], b[1024];
+	ssize_t na = st_http_error_answer(a, sizeof a, ST_ERROR_FORM_STATUS, 503, "no tunnel");
+	ssize_t nb = st_http_error_response(b, sizeof b, 503, "no tunnel");
+	assert_true(na > 0);
+	assert_int_equal(na, nb);
+	assert_memory_equal(a, b, (size_t)na);
+}
+
+static void test_http_error_answer__long_message_capped(void **state)
+{
+	(void)state;
+	static char msg[ST_MAX_STATUS_JSON_BYTES * 2];
+	memset(msg, 'm', sizeof msg - 1);
+	msg[sizeof msg - 1] = '\0';
+	static char out[ST_MAX_STATUS_JSON_BYTES * 3];
+	ssize_t n = st_http_error_answer(out, sizeof out, ST_ERROR_FORM_POD_LOG, 400, msg);
+	assert_true(n > 0);
+	struct st_http_response r;
+	ssize_t head = st_http_parse_response((uint8_t *)out, (size_t)n, &r);
+	assert_true(head > 0);
+	enum st_http_body_kind kind;
+	uint64_t len;
+	assert_int_equal(st_http_response_body(&r, false, &kind, &len), 0);
+	assert_int_equal(kind, ST_HTTP_BODY_LENGTH);
+	assert_int_equal(len, ST_MAX_STATUS_JSON_BYTES);
+	assert_int_equal((size_t)head + len, (size_t)n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -104,6 +197,11 @@ int main(void)
 	        cmocka_unit_test(test_status_is_valid_json),
 	        cmocka_unit_test(test_status_capacity),
 	        cmocka_unit_test(test_error_response_parses),
+	        cmocka_unit_test(test_status_for_form__pod_log),
+	        cmocka_unit_test(test_error_form_for__cases),
+	        cmocka_unit_test(test_http_error_answer__pod_log_exact),
+	        cmocka_unit_test(test_http_error_answer__status_form_is_status_json),
+	        cmocka_unit_test(test_http_error_answer__long_message_capped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
