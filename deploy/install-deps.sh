@@ -19,6 +19,7 @@ build_pkgs=(
 peer_pkgs=(
   nginx-light containerd runc busybox-static iproute2 iptables conntrack
   python3 python3-kubernetes python3-websocket python3-websockets python3-yaml curl procps psmisc
+  libnginx-mod-http-js  # njs: the apiserver stand-in's pods/log errors (peers/apiserver_podlog.js)
 )
 
 want=("${build_pkgs[@]}")

@@ -4,7 +4,19 @@ the pods added with add_pod() (a NotFound Status otherwise); and the rewrite of
 pods/{exec,attach,portforward,log} and nodes/N/proxy/* to the kubelet side, as
 kube-apiserver's pkg/registry/core/pod/strategy.go does it. The kubelet side (cloudstream's
 stream port) is reached over TLS with the apiserver's kubelet client certificate, verified
-against the CA given; upgrades are passed through. Writes a kubeconfig for kubectl.
+against the CA given. Writes a kubeconfig for kubectl.
+
+What reaches kubectl of a kubelet-side error follows kube-apiserver (v1.26.0, the same in
+v1.33.0; cloudstream/README.md "What kubectl shows" has the table):
+  - pods/log: kube-apiserver's own client reads the kubelet's answer and, for a status outside
+    200..206, answers with a Status of its own whose message is the kubelet's body for some
+    statuses and generic text for the others (apiserver pkg/registry/generic/rest/
+    response_checker.go:47-67 GenericHttpResponseChecker.Check, apimachinery pkg/api/errors/
+    errors.go:435-523 NewGenericServerResponse; kubernetes pkg/registry/core/pod/rest/log.go
+    LogREST.Get). Modelled exactly by the njs filters in apiserver_podlog.js.
+  - exec, attach, portforward: an answer >= 400 to the upgrade is written back as it came
+    (apimachinery pkg/util/proxy/upgradeaware.go:363 and :386-394, tryUpgrade): passed through.
+  - nodes/N/proxy/*: passed through (upgradeaware.go:213-293 ServeHTTP, httputil.ReverseProxy).
 
     api = Apiserver(dir, kubelet_port, pki)      # pki: see Apiserver.__init__
     api.add_pod("default", "demo", ["loop", "shell"], tty=["shell"])
@@ -25,12 +37,15 @@ import time
 from containerd import free_port  # noqa: F401 - also the quick start's
 
 NGINX = "/usr/sbin/nginx"
+NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"  # Debian's libnginx-mod-http-js
+PEERS = os.path.dirname(os.path.abspath(__file__))
 
 # A flag reaches the kubelet only when true (Go's strconv.ParseBool spellings), renamed
 # stdin/stdout/stderr -> input/output/error, keys sorted (url.Values.Encode), command repeated
 # in order. Only the first ports= is used (the real one joins them with commas).
 TRUE = '"~^(1|t|T|true|True|TRUE)$"'
 NGINX_CONF = """# written by test/integration/peers/apiserver.py: kube-apiserver stand-in
+load_module @NJS@;
 master_process off;
 daemon off;
 pid @A@/pid;
@@ -47,6 +62,7 @@ http {
     '"resp_x_stream_protocol_version":"$upstream_http_x_stream_protocol_version",'
     '"ua":"$http_user_agent","client_dn":"$ssl_client_s_dn","request_time":"$request_time"}';
   access_log @A@/logs/access.log k8s;
+  js_import podlog from @PEERS@/apiserver_podlog.js;
   map $http_upgrade $connection_upgrade { default Upgrade; '' close; }
 
   map $args $q_cmd { "~(?:^|&)(?<c>command=[^&]*(?:&command=[^&]*)*)" "&$c"; default ""; }
@@ -93,7 +109,9 @@ http {
     }
     location @no_pod { return 404 '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \\\\"$pod\\\\" not found","reason":"NotFound","details":{"name":"$pod","kind":"pods"},"code":404}'; }
     # Upgrades: the client's request passed on (method, Host, kubectl's headers) to the new
-    # target, X-Forwarded-For added, Authorization dropped.
+    # target, X-Forwarded-For added, Authorization dropped. A non-101 answer >= 400 comes back
+    # as it came (upgradeaware.go:386-394); the apiserver's 500 for an answer < 400 that is not
+    # a 101 (upgradeaware.go:363) is not modelled: no kubelet side of ours answers that.
     location ~ ^/api/v1/namespaces/(?<ns>[^/]+)/pods/(?<pod>[^/]+)/(?<sub>exec|attach)$ {
       set $kubelet_uri "/$sub/$ns/$pod/$arg_container$stream_qs";
       proxy_pass https://kubelet$kubelet_uri;
@@ -108,15 +126,21 @@ http {
       proxy_set_header Authorization ""; proxy_set_header Upgrade $http_upgrade;
       proxy_set_header Connection $connection_upgrade;
     }
-    # Logs: the apiserver's own client; only Host, User-Agent and Accept-Encoding.
+    # Logs: the apiserver's own client; only Host, User-Agent and Accept-Encoding. An answer
+    # outside 200..206 becomes kube-apiserver's own Status (GenericHttpResponseChecker,
+    # response_checker.go:47-67): the body is kept only for 400, 403, 406, 415, 500 and the
+    # other 5xx than 503/504 (apiserver_podlog.js).
     location ~ ^/api/v1/namespaces/(?<ns>[^/]+)/pods/(?<pod>[^/]+)/log$ {
       set $kubelet_uri "/containerLogs/$ns/$pod/$arg_container$log_qs";
       proxy_pass https://kubelet$kubelet_uri;
       proxy_pass_request_headers off;
       proxy_set_header Host "127.0.0.1:@KPORT@"; proxy_set_header User-Agent "Go-http-client/1.1";
       proxy_set_header Accept-Encoding gzip;
+      js_header_filter podlog.header_filter;
+      js_body_filter podlog.body_filter buffer_type=buffer;
     }
     # Node proxy: the path after /proxy; X-Forwarded-Uri is the API path without the query.
+    # Every answer passes through (httputil.ReverseProxy, upgradeaware.go:293).
     location ~ ^/api/v1/nodes/(?<node>[^/]+)/proxy(?<npath>/.*)$ {
       set $kubelet_uri "$npath$is_args$args";
       proxy_pass https://kubelet$kubelet_uri;
@@ -184,7 +208,8 @@ class Apiserver:
         conf = NGINX_CONF
         for k, v in (("@A@", self.dir), ("@PORT@", str(self.port)),
                      ("@KPORT@", str(self.kubelet_port)), ("@MINOR@", str(self.minor)),
-                     ("@TRUE@", TRUE), ("@CERT@", p["cert"]), ("@KEY@", p["key"]),
+                     ("@TRUE@", TRUE), ("@NJS@", NJS_MODULE), ("@PEERS@", PEERS),
+                     ("@CERT@", p["cert"]), ("@KEY@", p["key"]),
                      ("@CLIENT_CA@", p["client_ca"]), ("@KCERT@", p["kubelet_cert"]),
                      ("@KKEY@", p["kubelet_key"]), ("@KCA@", p["kubelet_ca"])):
             conf = conf.replace(k, v)
