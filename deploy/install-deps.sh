@@ -15,9 +15,10 @@ build_pkgs=(
 # Real peers the integration and end-to-end tests start: nginx plays kube-apiserver, containerd +
 # runc run real pods, busybox-static fills the test images, iproute2/iptables build the DNAT test's
 # network namespaces, python3-kubernetes is a second real client (websocket v4 exec/port-forward),
-# python3-yaml reads deploy/kubernetes in the deploy test.
+# python3-yaml reads deploy/kubernetes in the deploy test, socat's OpenSSL server is the TLS front
+# that refuses session resumption (edgestream_ops kubelet_refuses_resumption).
 peer_pkgs=(
-  nginx-light containerd runc busybox-static iproute2 iptables conntrack
+  nginx-light containerd runc busybox-static iproute2 iptables conntrack socat
   python3 python3-kubernetes python3-websocket python3-websockets python3-yaml curl procps psmisc
   libnginx-mod-http-js  # njs: the apiserver stand-in's pods/log errors (peers/apiserver_podlog.js)
 )

@@ -147,6 +147,7 @@ struct es_stream {
 	struct es_body_only bo; /* the response's framing (and its body for body_only) */
 	bool keep_alive;        /* the kubelet connection may serve the next request */
 	bool reused;            /* it came from the idle pool */
+	bool full_handshake;    /* redialled after the kubelet refused resumption: no second time */
 	bool body_sent;         /* some of the cloud's bytes reached the backend */
 	bool backend_paused;    /* lws_rx_flow_control(wsi, 0) for a full to_cloud */
 	bool blocking;          /* counted in es->blocking_streams */

@@ -301,14 +301,12 @@ static bool pool_take(struct es_stream *st)
 	return true;
 }
 
-/* A kept connection the kubelet closed before answering (it may time idle connections out
- * first): the request goes again on a new connection, as HTTP clients do for idempotent
- * requests. Only when nothing of the cloud's reached it and nothing came back. */
-static bool retry_on_new_connection(struct es_stream *st)
+/* @st's request goes again from its first byte on a new kubelet connection: the old socket is
+ * closed (its callbacks no longer find @st) and the request head is sent again once the new
+ * one is up. The callers check that nothing of the cloud's bytes went and nothing came back, so
+ * the kubelet saw at most a head it never answered. */
+static void redial(struct es_stream *st)
 {
-	if (!st->reused || st->answered || st->body_sent)
-		return false;
-	st_dbg_ns(st->es->node, st->id, "the kept kubelet connection was closed: dialling anew");
 	if (st->wsi) {
 		lws_set_opaque_user_data(st->wsi, NULL);
 		lws_set_timeout(st->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
@@ -321,6 +319,43 @@ static bool retry_on_new_connection(struct es_stream *st)
 	es_body_only_cleanup(&st->bo);
 	es_body_only_init(&st->bo);
 	start_dial(st);
+}
+
+/* A kept connection the kubelet closed before answering (it may time idle connections out
+ * first): the request goes again on a new connection, as HTTP clients do for idempotent
+ * requests. Only when nothing of the cloud's reached it and nothing came back. */
+static bool retry_on_new_connection(struct es_stream *st)
+{
+	if (!st->reused || st->answered || st->body_sent)
+		return false;
+	st_dbg_ns(st->es->node, st->id, "the kept kubelet connection was closed: dialling anew");
+	redial(st);
+	return true;
+}
+
+/*
+ * The kubelet (or the TLS front before it) ended a handshake that offered a kept session with
+ * a fatal alert, where a server that cannot resume should fall back to a full handshake: the
+ * request goes again, once, on a new connection with a full handshake, and no session is
+ * offered to the kubelet again (until the process restarts: the kubelet's TLS context is never
+ * reloaded). Nothing of the request went yet: the head waits for the end of the handshake.
+ */
+static bool retry_full_handshake(struct es_stream *st)
+{
+	struct edgestream *es = st->es;
+	if (st->full_handshake || st->answered || st->body_sent ||
+	    !es_tls_resumption_refused(&st->tls))
+		return false;
+	es->m.kubelet_resumption_refused++;
+	char name[160];
+	st_log(es_tls_stop_resuming(es->kubelet_ctx) ? ST_LOG_WARN : ST_LOG_DEBUG, es->node, st->id,
+	       "%s refused to resume a TLS session (%s): sending the request again with a full "
+	       "handshake, and resuming no more sessions with it (counted in "
+	       "edgestream_kubelet_tls_resumption_refused_total)",
+	       backend_name(st, name, sizeof name), st->tls.error);
+	st->full_handshake = true;
+	redial(st);
+	es_publish_stats(es);
 	return true;
 }
 
@@ -874,6 +909,8 @@ static int backend_rx_tls(struct es_stream *st, const uint8_t *in, size_t len)
 	}
 	if (st->state == ES_STREAM_HANDSHAKE) {
 		int hs = es_tls_handshake(&st->tls);
+		if (hs < 0 && retry_full_handshake(st))
+			return -1; /* closes the old socket; @st went on with a new one */
 		if (hs < 0) {
 			char name[160], why[400];
 			snprintf(why, sizeof why, "%.150s: %.200s",

@@ -11,14 +11,24 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
-static void openssl_reason(char *out, size_t cap, const char *what)
+/* Writes @what and the first queued OpenSSL error into @out and drains the queue. Returns whether
+ * one of the errors is a fatal alert the peer sent (OpenSSL queues it as SSL_AD_REASON_OFFSET +
+ * the alert's description). */
+static bool openssl_reason(char *out, size_t cap, const char *what)
 {
-	unsigned long e = ERR_get_error();
+	unsigned long e, first = 0;
+	bool peer_alert = false;
+	while ((e = ERR_get_error()) != 0) {
+		if (first == 0)
+			first = e;
+		if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET)
+			peer_alert = true;
+	}
 	char buf[200] = "";
-	if (e)
-		ERR_error_string_n(e, buf, sizeof buf);
-	ERR_clear_error();
+	if (first)
+		ERR_error_string_n(first, buf, sizeof buf);
 	snprintf(out, cap, "%s%s%s", what, buf[0] ? ": " : "", buf);
+	return peer_alert;
 }
 
 /*
@@ -26,6 +36,11 @@ static void openssl_reason(char *out, size_t cap, const char *what)
  * ticket is kept in the context and offered by the next connection, so a short request pays an
  * abbreviated handshake (no certificate chain sent or verified again) instead of a full one. The
  * context belongs to the loop thread, so one slot needs no lock.
+ *
+ * A backend that refuses resumption outright (es_tls_resumption_refused) turns it off for the
+ * context for good: the client session cache mode goes to OFF, so OpenSSL stops handing new
+ * sessions to on_new_session, and the slot is emptied. The cache mode is the flag itself, so
+ * there is no second copy of it to keep in step.
  */
 static int session_slot = -1;
 
@@ -98,9 +113,11 @@ int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host)
 		return -ENOMEM;
 	}
 	BIO_set_mem_eof_return(t->rbio, -1); /* empty means "wait", not EOF */
-	SSL_SESSION *resume = session_slot >= 0 ? SSL_CTX_get_ex_data(ctx, session_slot) : NULL;
-	if (resume && SSL_SESSION_is_resumable(resume))
-		SSL_set_session(t->ssl, resume);
+	SSL_SESSION *resume = session_slot >= 0 && es_tls_resuming(ctx)
+	                              ? SSL_CTX_get_ex_data(ctx, session_slot)
+	                              : NULL;
+	if (resume && SSL_SESSION_is_resumable(resume) && SSL_set_session(t->ssl, resume) == 1)
+		t->offered_session = true;
 	SSL_set_bio(t->ssl, t->rbio, t->wbio);
 	SSL_set_connect_state(t->ssl);
 	unsigned char ip[16];
@@ -154,9 +171,31 @@ int es_tls_handshake(struct es_tls *t)
 		snprintf(t->error, sizeof t->error, "certificate verify failed: %s",
 		         X509_verify_cert_error_string(v));
 	} else {
-		openssl_reason(t->error, sizeof t->error, "TLS handshake failed");
+		t->peer_alert = openssl_reason(t->error, sizeof t->error, "TLS handshake failed");
 	}
 	return -EPROTO;
+}
+
+bool es_tls_resumption_refused(const struct es_tls *t)
+{
+	return t->offered_session && t->peer_alert && !t->handshake_done;
+}
+
+bool es_tls_stop_resuming(SSL_CTX *ctx)
+{
+	bool was_on = es_tls_resuming(ctx);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (session_slot >= 0) {
+		SSL_SESSION *old = SSL_CTX_get_ex_data(ctx, session_slot);
+		if (old && SSL_CTX_set_ex_data(ctx, session_slot, NULL) == 1)
+			SSL_SESSION_free(old);
+	}
+	return was_on;
+}
+
+bool es_tls_resuming(SSL_CTX *ctx)
+{
+	return (SSL_CTX_get_session_cache_mode(ctx) & SSL_SESS_CACHE_CLIENT) != 0;
 }
 
 ssize_t es_tls_read(struct es_tls *t, uint8_t *out, size_t cap)

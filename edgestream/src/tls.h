@@ -21,7 +21,9 @@ struct es_tls {
 	SSL *ssl;
 	BIO *rbio, *wbio; /* owned by ssl */
 	bool handshake_done;
-	char error[256]; /* why the last call failed */
+	bool offered_session; /* es_tls_start() offered the context's kept session to resume */
+	bool peer_alert;      /* the handshake failed on a fatal alert from the peer */
+	char error[256];      /* why the last call failed */
 };
 
 /*
@@ -42,6 +44,27 @@ int es_tls_feed(struct es_tls *t, const uint8_t *p, size_t len);
 /* es_tls_handshake() - advance the handshake: 1 done, 0 needs more input, -EPROTO failed
  * (t->error says why, e.g. the certificate verification result). */
 int es_tls_handshake(struct es_tls *t);
+
+/*
+ * es_tls_resumption_refused() - after es_tls_handshake() returned -EPROTO: whether the server
+ * refused the session this connection offered, i.e. it offered one and the server ended the
+ * handshake with a fatal alert (a certificate check of ours that failed is not a refusal). An
+ * OpenSSL server with client certificates required and no session id context (socat's
+ * OPENSSL-LISTEN with verify=1) answers a resumption with internal_error instead of falling back
+ * to a full handshake, as RFC 5077/8446 servers do; the caller then connects again with a full
+ * handshake, which such a server completes.
+ */
+bool es_tls_resumption_refused(const struct es_tls *t);
+
+/*
+ * es_tls_stop_resuming() - sticky: connections on @ctx offer no session from now on and none is
+ * kept (the kept one is freed). For the loop thread that owns @ctx. Returns true when resumption
+ * was on until now (the caller logs the first time only).
+ */
+bool es_tls_stop_resuming(SSL_CTX *ctx);
+
+/* es_tls_resuming() - whether new connections on @ctx offer the kept session (if there is one). */
+bool es_tls_resuming(SSL_CTX *ctx);
 
 /* es_tls_read() - plaintext: bytes read, 0 when more input is needed, -EPIPE when the peer
  * closed the TLS session (close_notify), -EPROTO on errors. */

@@ -10,13 +10,14 @@ base:  a test cloud speaking exactly KubeEdge's base protocol drives edgestream:
        JSON connect requests, body-only logs/metrics, raw upgrades, no extension ever sent.
 ops:   redial with backoff and jitter after the cloud dies, cloud certificates from another CA
        or with the wrong name refused, certificate reload, admin endpoints, the embedding
-       example, SIGTERM.
+       example, SIGTERM, a kubelet behind a TLS front (socat) that refuses session resumption.
 """
 import http.server
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
 import cloudstream_test as cst  # noqa: E402
+import fake_kubelet  # noqa: E402  (its bodies are the reference)
 import tunnelproto as tp  # noqa: E402
 from kubeedge_cloud import KubeEdgeCloud  # noqa: E402
 
@@ -644,6 +646,131 @@ def backend_handshake_timeout(env):
     env.stop(cloud)
 
 
+def start_tls_front(env, backend_port, name):
+    """Debian's socat as a TLS terminator in front of a plain-HTTP kubelet stand-in, the way a
+    kubelet behind an OpenSSL-based front would look: client certificates required (verify=1)
+    and no session id context, so OpenSSL answers every attempt to resume a session with an
+    internal_error alert ("session id context uninitialized"). Ready once a TLS handshake with
+    the kubelet client certificate works (a probe that does not offer a session)."""
+    port = free_port()
+    argv = ["socat", "-d", "-d",
+            "OPENSSL-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,cert=%s,key=%s,cafile=%s,verify=1"
+            % (port, env.path("kubelet.crt"), env.path("kubelet.key"),
+               env.path("kubelet-ca.crt")),
+            "TCP:127.0.0.1:%d" % backend_port]
+    log = open(os.path.join(env.dir, name + ".log"), "wb")
+    p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                         preexec_fn=h._die_with_parent)
+    p.name, p.logpath, p.port = name, log.name, port
+    env.procs.append(p)
+    ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("edgestream-kubelet-client.crt"),
+                        env.path("edgestream-kubelet-client.key"))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5)):
+                return p
+        except OSError:
+            check(p.poll() is None, "socat exited:\n" + env.tail(p))
+            check(time.monotonic() < deadline, "socat not listening:\n" + env.tail(p))
+            time.sleep(0.05)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def kubelet_refuses_resumption(env):
+    """A kubelet behind a TLS front that refuses session resumption with an internal_error
+    alert: the first new kubelet connection that offers the kept session fails its handshake,
+    edgestream sends the request again on a new connection with a full handshake, counts it,
+    and offers no session to that kubelet again. 100 GETs in a row (every fourth one makes the
+    kubelet close its connection, so the next is served by a new TLS connection; some on new
+    apiserver connections, some on one kept alive) all succeed, byte-exact."""
+    ready = os.path.join(env.dir, "kubelet-plain.ready")
+    kubelet, text = env.start("kubelet-plain", [
+        h.PY, os.path.join(h.PEERS, "fake_kubelet.py"), "--listen", "127.0.0.1:0",
+        "--ready-file", ready], ready)
+    front = start_tls_front(env, int(text.strip()), "socat-front")
+    cloud = h.start_cloudstream(env, name="cloud-resume")
+    edge = h.start_edgestream(env, cloud, front, name="edge-resume")
+    api = h.Api(env, cloud.ports["stream"])
+    blob = b"".join(fake_kubelet.body_chunks(70000, 5))
+    cases = [("/metrics", fake_kubelet.METRICS), ("/healthz", b"ok"),
+             ("/bytes?n=70000&seed=5", blob), ("/pods", b'{"kind":"pods"}'),
+             ("/containerLogs/default/pod-a/ctr?tailLines=3", b"line 1\nline 2\nline 3\n")]
+    failed = []
+    s = None
+    for i in range(100):
+        closes = i % 4 == 3
+        target, want = ("/conn?close=1", None) if closes else cases[i % len(cases)]
+        if i % 3 == 0 and s is not None:  # now and then a new apiserver connection
+            s.close()
+            s = None
+        try:
+            st, hdrs, body, s = chain_get(api, target, s)
+        except (OSError, h.Fail) as e:
+            failed.append((i, target, repr(e)))
+            s = None
+            continue
+        ok = st == 200 and (body == want if want is not None else body.isdigit())
+        if not ok:
+            failed.append((i, target, "%d %r" % (st, body[:200])))
+        if not ok or hdrs.get("connection") == "close":
+            s.close()
+            s = None
+    if s is not None:
+        s.close()
+    check(not failed, "%d of 100 requests failed, first %r" % (len(failed), failed[:3]))
+    # Then four at once, four times: new kubelet connections beside the kept one, which would
+    # each offer a session if resumption were still on.
+    for _ in range(4):
+        results = [None] * 4
+
+        def one(k):
+            try:
+                st, _, body, s = chain_get(api, "/bytes?n=70000&seed=5", None)
+                s.close()
+                results[k] = (st, body == blob)
+            except (OSError, h.Fail) as e:
+                results[k] = repr(e)
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(results == [(200, True)] * 4, "at once: %r" % results)
+    st, metrics = admin_get(edge.ports["admin"], "/metrics")
+    m = re.search(r"^edgestream_kubelet_tls_resumption_refused_total (\d+)$", metrics, re.M)
+    check(m and int(m.group(1)) == 1, "resumption refused: %r" % (m and m.group(0)))
+    check("edgestream_backend_failures_total 0\n" in metrics, "backend failures counted")
+    # socat saw exactly one resumption attempt, and more than 25 TLS connections (the probe,
+    # one after each kubelet close, some for the requests at once): every later one was a full
+    # handshake.
+    socat_log = open(front.logpath, "rb").read().decode(errors="replace")
+    refused = socat_log.count("session id context uninitialized")
+    accepted = socat_log.count("accepting connection from")
+    check(refused == 1, "socat refused %d resumptions" % refused)
+    check(accepted > 25, "only %d TLS connections to the front" % accepted)
+    edge_log = open(edge.logpath, "rb").read().decode(errors="replace")
+    warns = [ln for ln in edge_log.splitlines() if "refused to resume" in ln]
+    check(len(warns) == 1 and " warn " in warns[0] and "alert internal error" in warns[0],
+          "the warning: %r" % warns)
+    check(env.stop(edge) == 0, "edgestream exit status %s" % edge.returncode)
+    for p in (cloud, front, kubelet):
+        env.stop(p)
+
+
+def chain_get(api, target, sock):
+    return api.request("GET", target, [("Host", "edge-1:10350")], sock=sock)
+
+
 def bad_config(env):
     exe = os.path.join(h.BIN, "edgestream", "edgestream")
     r = subprocess.run([exe, "--tunnel-cert", env.path("node-edge-1.crt")],
@@ -668,6 +795,7 @@ def group_ops():
             ("embedding_example", lambda: embedding_example(env)),
             ("dead_peer", lambda: dead_peer(env)),
             ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),
+            ("kubelet_refuses_resumption", lambda: kubelet_refuses_resumption(env)),
             ("bad_config", lambda: bad_config(env)),
         ]))
     finally:

@@ -2,7 +2,9 @@
 """A kubelet stand-in over TLS for the integration tests: deterministic answers on the kubelet
 API paths the tunnel carries, HTTP/1.1 keep-alive, many connections (asyncio).
 
-    fake_kubelet.py --listen 127.0.0.1:0 --cert C --key K [--client-ca CA] --ready-file F
+    fake_kubelet.py --listen 127.0.0.1:0 [--cert C --key K [--client-ca CA]] --ready-file F
+
+Without --cert it speaks plain HTTP, to sit behind a TLS front (socat's OPENSSL-LISTEN).
 
 Paths:
   upgrade to /exec|/attach|/portForward/...   101 echoing Upgrade (and the first
@@ -226,16 +228,18 @@ async def handle(reader, writer):
 async def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--listen", default="127.0.0.1:0")
-    ap.add_argument("--cert", required=True)
-    ap.add_argument("--key", required=True)
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
     ap.add_argument("--client-ca")
     ap.add_argument("--ready-file")
     a = ap.parse_args()
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(a.cert, a.key)
-    if a.client_ca:
-        ctx.load_verify_locations(a.client_ca)
-        ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx = None  # plain HTTP
+    if a.cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.cert, a.key)
+        if a.client_ca:
+            ctx.load_verify_locations(a.client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
     host, port = a.listen.rsplit(":", 1)
     server = await asyncio.start_server(handle, host, int(port), ssl=ctx)
     bound = server.sockets[0].getsockname()[1]

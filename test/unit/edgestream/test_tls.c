@@ -1,6 +1,6 @@
 /* Unit tests for the memory-BIO TLS client (edgestream/src/tls.h) against an in-memory OpenSSL
  * server, with certificates minted for the test: the handshake, the peer's name and CA checked,
- * data both ways, close_notify. */
+ * data both ways, close_notify, session resumption and a server that refuses it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,6 +119,7 @@ static int pump(struct es_tls *c, struct server *s)
 		if (n)
 			BIO_write(s->rbio, buf, (int)n);
 		SSL_do_handshake(s->ssl);
+		ERR_clear_error(); /* the server's failures are not the client's to report */
 		int m = BIO_read(s->wbio, buf, sizeof buf);
 		if (m > 0)
 			assert_int_equal(es_tls_feed(c, buf, (size_t)m), 0);
@@ -192,8 +193,10 @@ static void test_es_tls__resumes_the_last_session(void **state)
 	for (int i = 0; i < 3; i++) {
 		struct es_tls c;
 		assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+		assert_int_equal(c.offered_session, i > 0);
 		assert_int_equal(pump(&c, &s), 1);
 		assert_int_equal(SSL_session_reused(c.ssl), i > 0);
+		assert_false(es_tls_resumption_refused(&c));
 		assert_int_equal(SSL_write(s.ssl, "ok", 2), 2);
 		uint8_t buf[65536], out[16];
 		int m;
@@ -203,6 +206,103 @@ static void test_es_tls__resumes_the_last_session(void **state)
 		es_tls_free(&c);
 		server_again(&s);
 	}
+	server_free(&s);
+	SSL_CTX_free(cctx);
+}
+
+/* The server answers "ok" and the client reads it: the TLS 1.3 tickets come with it. */
+static void exchange(struct es_tls *c, struct server *s)
+{
+	uint8_t buf[65536], out[16];
+	int m;
+	assert_int_equal(SSL_write(s->ssl, "ok", 2), 2);
+	while ((m = BIO_read(s->wbio, buf, sizeof buf)) > 0)
+		assert_int_equal(es_tls_feed(c, buf, (size_t)m), 0);
+	assert_int_equal(es_tls_read(c, out, sizeof out), 2);
+	assert_memory_equal(out, "ok", 2);
+}
+
+/*
+ * An OpenSSL server that requires client certificates and has no session id context (socat's
+ * OPENSSL-LISTEN with verify=1) fails a resumption with an internal_error alert: that is a
+ * refusal. Once resumption is stopped on the context, no session is offered or kept, and full
+ * handshakes work. TLS 1.2 (session ids or tickets) and TLS 1.3 (PSK) alike.
+ */
+static void test_es_tls_resumption_refused__then_full_handshakes(void **state)
+{
+	(void)state;
+	const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+	for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
+		char err[256];
+		SSL_CTX *cctx = es_tls_client_ctx(cli_crt, cli_key, ca, err, sizeof err);
+		assert_non_null(cctx);
+		struct server s;
+		server_new(&s, true); /* no SSL_CTX_set_session_id_context */
+		assert_int_equal(SSL_CTX_set_max_proto_version(s.ctx, versions[v]), 1);
+		server_again(&s);
+		struct es_tls c;
+		/* 1: a full handshake leaves a session in the context */
+		assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+		assert_false(c.offered_session);
+		assert_int_equal(pump(&c, &s), 1);
+		exchange(&c, &s);
+		es_tls_free(&c);
+		server_again(&s);
+		/* 2: offered, refused with an alert */
+		assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+		assert_true(c.offered_session);
+		assert_int_equal(pump(&c, &s), -EPROTO);
+		assert_true(es_tls_resumption_refused(&c));
+		assert_non_null(strstr(c.error, "alert internal error"));
+		assert_int_equal(ERR_peek_error(), 0); /* drained into c.error */
+		es_tls_free(&c);
+		server_again(&s);
+		/* the sticky switch: true the first time only */
+		assert_true(es_tls_resuming(cctx));
+		assert_true(es_tls_stop_resuming(cctx));
+		assert_false(es_tls_resuming(cctx));
+		assert_false(es_tls_stop_resuming(cctx));
+		/* 3, 4: full handshakes, and the new tickets are not kept */
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+			assert_false(c.offered_session);
+			assert_int_equal(pump(&c, &s), 1);
+			assert_int_equal(SSL_session_reused(c.ssl), 0);
+			exchange(&c, &s);
+			es_tls_free(&c);
+			server_again(&s);
+		}
+		server_free(&s);
+		SSL_CTX_free(cctx);
+	}
+}
+
+/* A session offered to a server that cannot take it (other ticket keys) falls back to a full
+ * handshake; a certificate that then fails our check is a failure, not a refused resumption. */
+static void test_es_tls_resumption_refused__not_for_our_own_checks(void **state)
+{
+	(void)state;
+	char err[256];
+	SSL_CTX *cctx = es_tls_client_ctx(cli_crt, cli_key, ca, err, sizeof err);
+	assert_non_null(cctx);
+	struct server s;
+	server_new(&s, true);
+	SSL_CTX_set_session_id_context(s.ctx, (const unsigned char *)"t", 1);
+	server_again(&s);
+	struct es_tls c;
+	assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+	assert_int_equal(pump(&c, &s), 1);
+	exchange(&c, &s);
+	es_tls_free(&c);
+	server_free(&s);
+	server_new(&s, true); /* a new context: the ticket means nothing to it */
+	assert_int_equal(es_tls_start(&c, cctx, "wrong.test"), 0);
+	assert_true(c.offered_session);
+	assert_int_equal(pump(&c, &s), -EPROTO);
+	assert_non_null(strstr(c.error, "hostname mismatch"));
+	assert_false(es_tls_resumption_refused(&c));
+	assert_true(es_tls_resuming(cctx));
+	es_tls_free(&c);
 	server_free(&s);
 	SSL_CTX_free(cctx);
 }
@@ -236,6 +336,7 @@ static void test_es_tls__refuses_wrong_name_and_other_ca(void **state)
 		} else {
 			assert_int_equal(hs, -EPROTO);
 			assert_non_null(strstr(c.error, cases[i].why));
+			assert_false(es_tls_resumption_refused(&c)); /* nothing was offered */
 		}
 		es_tls_free(&c);
 		server_free(&s);
@@ -262,6 +363,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_es_tls__handshake_data_and_close),
 	        cmocka_unit_test(test_es_tls__resumes_the_last_session),
+	        cmocka_unit_test(test_es_tls_resumption_refused__then_full_handshakes),
+	        cmocka_unit_test(test_es_tls_resumption_refused__not_for_our_own_checks),
 	        cmocka_unit_test(test_es_tls__refuses_wrong_name_and_other_ca),
 	        cmocka_unit_test(test_es_tls_client_ctx__bad_files),
 	};
