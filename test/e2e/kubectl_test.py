@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(INTEGRATION, "peers"))
 sys.path.insert(0, INTEGRATION)
 import harness as h  # noqa: E402
 from harness import check, Fail  # noqa: E402
-from apiserver import Apiserver, free_port  # noqa: E402
+from apiserver import Apiserver, NJS_MODULE, free_port  # noqa: E402
 from containerd import Containerd  # noqa: E402
 import images  # noqa: E402
 import fake_kubelet  # noqa: E402  (its /metrics body is the reference)
@@ -55,6 +55,8 @@ def missing_peers():
     need = [kubectl_path(v) for v in VERSIONS] + ["/usr/sbin/nginx", "/usr/bin/script"]
     miss = [p for p in need if not os.access(p, os.X_OK)]
     miss += [t for t in ("containerd", "ctr", "runc") if shutil.which(t) is None]
+    if not os.path.exists(NJS_MODULE):
+        miss.append("libnginx-mod-http-js")
     try:
         import kubernetes  # noqa: F401 - only whether it is there
     except ImportError:
@@ -112,7 +114,10 @@ class Lab:
         self.api = Apiserver(self.base, self.cloud.ports["stream"], pki, node=NODE)
         self.api.port = api_port
         self.api.add_pod("default", "demo", ["loop", "shell", "web", "logger", "follower",
-                                             "restarts"], tty=["shell"], uid=UID)
+                                             "restarts", "ghost"], tty=["shell"], uid=UID)
+        # for the error checks: a pod the runtime does not have, one on a node with no tunnel
+        self.api.add_pod("default", "nosandbox", ["app"])
+        self.api.add_pod("default", "far", ["app"], node="ghost-node")
         self.api.start()
         self.edge = h.start_edgestream(env, self.cloud, self.kubelet, node=NODE,
                                        extra=["--cri-socket", self.ctd.socket])
@@ -610,6 +615,51 @@ def logs_previous(lab):
               (" ".join(args), want or "<timestamp> attempt-zero\\n", rc, show(out), show(err)))
 
 
+README = os.path.join(os.path.dirname(os.path.dirname(HERE)), "cloudstream", "README.md")
+
+
+def readme_error_rows():
+    """The rows of cloudstream/README.md's table "What kubectl prints, as the e2e test sees it":
+    (kubectl arguments, status, the last line kubectl writes on stderr)."""
+    rows, inside = [], False
+    with open(README) as f:
+        for line in f:
+            if line.startswith("#"):
+                inside = "as the e2e test sees it" in line
+            elif inside and line.startswith("| `kubectl "):
+                cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+                check(len(cells) == 3 and all(c.startswith("`") and c.endswith("`")
+                                              for c in (cells[0], cells[2])),
+                      "cloudstream/README.md: malformed row %r" % line)
+                rows.append((cells[0][1:-1].split()[1:], int(cells[1]), cells[2][1:-1]))
+    check(len(rows) >= 8, "cloudstream/README.md: %d rows in the e2e error table" % len(rows))
+    return rows
+
+
+def errors_as_documented(lab, ver):
+    """Every row of cloudstream/README.md's e2e error table: kubectl exits 1 and its last line
+    on stderr is the row's text, which carries the reason (a container the runtime does not
+    have, a pod on a node with no tunnel, a refused port); the status is the one the stand-in
+    (kube-apiserver's rules) passed, from its access log."""
+    for args, status, text in readme_error_rows():
+        mark = lab.log_mark()
+        rc, out, err, _ = lab.kubectl(ver, *args, timeout=30)
+        last = err.decode(errors="replace").rstrip("\n").split("\n")[-1]
+        check(rc == 1 and last == text,
+              "kubectl %s %s: expected rc 1 and the README's %r, got rc %d, stdout %s, stderr %s"
+              % (ver, " ".join(args), text, rc, show(out), show(err)))
+        deadline = time.monotonic() + 5  # nginx logs an upgrade when its connection ends
+        while True:
+            seen = [int(r["status"]) for r in lab.api.access_log()[mark:]
+                    if r["kubelet_uri"] and int(r["status"]) >= 400]
+            if seen or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        check(seen and all(st == status for st in seen),
+              "kubectl %s %s: expected status %d in the apiserver's access log, got %r" %
+              (ver, " ".join(args), status, seen))
+
+
 # ---- checks: the python client ---------------------------------------------------------------
 
 def python_client(lab):
@@ -690,7 +740,9 @@ GROUPS = {
                 ("cp", copy_both_ways, ("1.32", "1.27")), ("exec_timing", exec_timing, None)],
     "logs": [("logs_options", logs_options, None), ("logs_previous", logs_previous, None),
              ("logs_follow", logs_follow, None), ("node_metrics", node_metrics, VERSIONS),
-             ("unknown_pod", unknown_pod, ("1.32",)), ("python_client", python_client, None),
+             ("unknown_pod", unknown_pod, ("1.32",)),
+             ("errors_as_documented", errors_as_documented, VERSIONS),
+             ("python_client", python_client, None),
              ("apiserver_rewrite", apiserver_rewrite, None)],
 }
 

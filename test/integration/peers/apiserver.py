@@ -183,16 +183,16 @@ class Apiserver:
         for sub in ("logs", "tmp", "pods"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
 
-    def add_pod(self, ns, name, containers, tty=(), uid=None):
-        """Writes the pod object (host network, on our node); read by nginx per request, so
-        pods may be added while it runs. The first container is the default one."""
+    def add_pod(self, ns, name, containers, tty=(), uid=None, node=None):
+        """Writes the pod object (host network, on @node, default ours); read by nginx per
+        request, so pods may be added while it runs. The first container is the default one."""
         pod = {"kind": "Pod", "apiVersion": "v1",
                "metadata": {"name": name, "namespace": ns, "uid": uid or name + "-uid-1",
                             "resourceVersion": "1",
                             "creationTimestamp": "2026-01-01T00:00:00Z",
                             "annotations": {
                                 "kubectl.kubernetes.io/default-container": containers[0]}},
-               "spec": {"nodeName": self.node, "hostNetwork": True,
+               "spec": {"nodeName": node or self.node, "hostNetwork": True,
                         "containers": [{"name": c, "image": self.image, "stdin": True,
                                         "tty": c in tty} for c in containers]},
                "status": {"phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
