@@ -28,6 +28,40 @@ if git ls-files '*.c' '*.h' | grep -v '^test/fuzz/corpus/' |
 else
 	echo "banned functions: none"
 fi
+# Pure code stays pure (STYLE B6.1): no lws, curl, sockets, unistd, threads, clocks, getenv or
+# logging in the protocol code, the parsers and the option tables. Comments and string literals
+# are ignored; each hit is reported as file:line.
+pure_files() {
+	git ls-files 'stream/src/*.[ch]' cri/src/{grpc,pb,logs,messages}.c certs/src/identity.c \
+		cloudstream/src/{route,config,exchange,registry,podcache}.c \
+		edgestream/src/{es_route,answer,backoff,es_config,cri_plan}.c
+}
+impure() {
+	perl -w - "$@" <<'PERL'
+my $inc = qr{^\s*#\s*include\s*[<"](libwebsockets\.h|curl/[^>"]*|sys/socket\.h|unistd\.h|pthread\.h|stream/(?:log|loop|workq|sandbox|admin)\.h|cri/client\.h)[>"]};
+my $call = qr{(?:^|[^\w.>])(time|clock|clock_gettime|gettimeofday|getenv|secure_getenv|v?fprintf|v?printf|perror|syslog|read|write|st_log|st_(?:err|warn|info|dbg)(?:_ns)?)\s*\(|\b(ST_LOG_[A-Z_]+|stderr|stdout)\b};
+for my $f (@ARGV) {
+	open(my $fh, '<', $f) or die "$f: $!\n";
+	local $/; my $src = <$fh>; close $fh;
+	# comments out (newlines kept); then, per line, string and character literals emptied
+	$src =~ s{("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|/\*.*?\*/|//[^\n]*}{defined $1 ? $1 : ($& =~ tr/\n//cdr)}gse;
+	my $n = 0;
+	for my $line (split /\n/, $src, -1) {
+		$n++;
+		my $code = $line;
+		$code =~ s{"(?:\\.|[^"\\])*"}{""}g unless $line =~ /^\s*#\s*include/;
+		$code =~ s{'(?:\\.|[^'\\])*'}{' '}g;
+		print "$f:$n: $line\n" if $line =~ $inc || $code =~ $call;
+	}
+}
+PERL
+}
+pure_hits=$(impure $(pure_files))
+if [ -n "$pure_hits" ]; then
+	echo "$pure_hits"; fail "pure code (STYLE B6.1: move I/O, clocks and logging to the glue)"
+else
+	echo "pure code: $(pure_files | wc -l) files clean"
+fi
 if git ls-files '*.c' '*.h' | xargs clang-format-14 --dry-run -Werror 2>/tmp/format.$$; then
 	echo "clang-format: clean"
 else
