@@ -34,6 +34,14 @@ class Fail(Exception):
     pass
 
 
+def short_dir(tag):
+    """A new private directory with a short path, /tmp/st-<tag>.XXXXXXXX, for unix sockets: a
+    socket's path holds at most 108 bytes (sun_path) and $ST_TEST_TMPDIR is inside the build
+    tree, which can be deeper than that. Not $TMPDIR, for the same reason. The caller removes
+    it (Env.close() does for Env.sock())."""
+    return tempfile.mkdtemp(prefix="st-%s." % tag, dir="/tmp")
+
+
 def check(cond, msg):
     if not cond:
         raise Fail(msg)
@@ -46,6 +54,8 @@ class Env:
         base = os.environ.get("ST_TEST_TMPDIR", "/tmp")
         os.makedirs(base, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=tag + ".", dir=base)
+        self.tag = tag
+        self.rundir = None  # short directory for unix sockets, made by the first sock()
         self.procs = []
         self.pki = os.path.join(self.dir, "pki")
         certs = os.path.join(BIN, "certs", "stream-certs")
@@ -57,6 +67,14 @@ class Env:
 
     def path(self, name):
         return os.path.join(self.pki, name)
+
+    def sock(self, name):
+        """Where a unix socket of this run goes: a short per-run directory (short_dir), removed
+        by close() even when the run's directory is kept. Every unix socket a test creates
+        belongs there, never under self.dir."""
+        if self.rundir is None:
+            self.rundir = short_dir(self.tag)
+        return os.path.join(self.rundir, name)
 
     def mint(self, *args):
         subprocess.run([self.certs] + list(args), check=True, stdout=subprocess.DEVNULL)
@@ -102,6 +120,9 @@ class Env:
     def close(self, keep=False):
         for p in reversed(self.procs):
             self.stop(p, 5)
+        if self.rundir:  # sockets are useless once their processes are gone
+            shutil.rmtree(self.rundir, ignore_errors=True)
+            self.rundir = None
         if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 

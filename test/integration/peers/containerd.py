@@ -1,16 +1,22 @@
 """A real containerd (Debian's 1.6, CRI plugin) for the tests, entirely under one directory:
-its own config, root, state, socket and runc root; host-network pods only (no CNI); started
-with PR_SET_PDEATHSIG and stopped by PID, with what it left behind swept away (runc containers,
+its own config, root, state and runc root; host-network pods only (no CNI); started with
+PR_SET_PDEATHSIG and stopped by PID, with what it left behind swept away (runc containers,
 shims, mounts). Learned from the lab recipe in ../shared/lab/containerd.sh.
+
+Its sockets (containerd.sock and containerd.sock.ttrpc) are the exception: they go to a short
+directory of their own, /tmp/ctd.XXXXXXXX, removed by stop(), because a unix socket's path holds
+at most 108 bytes and a checkout (so the build tree the tests run in) can be deeper than that.
 
     ctd = Containerd(dir).start()      # ctd.socket, ctd.stream_port
     ...
     ctd.stop()
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 CONFIG = """version = 2
@@ -19,7 +25,7 @@ state = "{d}/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
                     "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
-  address = "{d}/run/containerd.sock"
+  address = "{sock}"
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d}/opt"
 [plugins."io.containerd.grpc.v1.cri"]
@@ -52,19 +58,38 @@ def free_port():
     return port
 
 
+# Not $TMPDIR: the point is a short path.
+RUN_BASE = "/tmp"
+
+
 class Containerd:
     def __init__(self, base):
         self.dir = os.path.join(base, "containerd")
-        self.socket = os.path.join(self.dir, "run", "containerd.sock")
+        # The socket directory's name is recorded under self.dir, so a later Containerd(base)
+        # (the quick start's stop, in another process) finds the socket again.
+        self.rundir_file = os.path.join(self.dir, "rundir")
+        self.rundir = None
+        if os.path.exists(self.rundir_file):
+            with open(self.rundir_file) as f:
+                self.rundir = f.read().strip() or None
+        self.socket = os.path.join(self.rundir, "containerd.sock") if self.rundir else None
+        legacy = os.path.join(self.dir, "run", "containerd.sock")  # a quick start from before
+        if self.socket is None and os.path.exists(legacy):
+            self.socket = legacy
         self.stream_port = free_port()
         self.proc = None
 
     def start(self, timeout=30.0, keep=False):
         """@keep: containerd outlives this process (the quick start); stop it with stop()."""
-        for sub in ("root", "state", "run", "runc", "cni-conf", "opt"):
+        for sub in ("root", "state", "runc", "cni-conf", "opt"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        if self.rundir is None:
+            self.rundir = tempfile.mkdtemp(prefix="ctd.", dir=RUN_BASE)
+            with open(self.rundir_file, "w") as f:
+                f.write(self.rundir + "\n")
+            self.socket = os.path.join(self.rundir, "containerd.sock")
         with open(os.path.join(self.dir, "config.toml"), "w") as f:
-            f.write(CONFIG.format(d=self.dir, port=self.stream_port))
+            f.write(CONFIG.format(d=self.dir, sock=self.socket, port=self.stream_port))
         self.log = open(os.path.join(self.dir, "containerd.log"), "wb")
 
         def child():
@@ -101,6 +126,7 @@ class Containerd:
 
     def stop(self):
         if self.proc is None:
+            self.drop_rundir()
             return
         ctr = ["ctr", "-a", self.socket, "-n", "k8s.io"]
         if self.proc.poll() is None:
@@ -155,3 +181,14 @@ class Containerd:
                 except OSError:
                     pass
         self.proc = None
+        self.drop_rundir()
+
+    def drop_rundir(self):
+        """Removes the socket directory (containerd is gone) and its record."""
+        if self.rundir and os.path.basename(self.rundir).startswith("ctd."):
+            shutil.rmtree(self.rundir, ignore_errors=True)
+        try:
+            os.unlink(self.rundir_file)
+        except OSError:
+            pass
+        self.rundir = None
