@@ -5,12 +5,16 @@
 #
 # Environment:
 #   FUZZ_SECONDS   seconds per fuzz target (default 60 with CI=true, else 15; 0 skips fuzzing)
+#   NEW_CORPUS     where the fuzz inputs found by this run that add coverage to the checked-in
+#                  corpus are kept, one directory per target (default $BUILD_ROOT/fuzz/new-corpus;
+#                  CI keeps it as an artifact)
 #   BUILD_ROOT     where the build trees go (default ./build)
 #   SKIP_INSTALL=1 do not call deploy/install-deps.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD_ROOT=${BUILD_ROOT:-$ROOT/build}
+NEW_CORPUS=${NEW_CORPUS:-$BUILD_ROOT/fuzz/new-corpus}
 JOBS=${JOBS:-$(nproc)}
 if [ "${CI:-}" = true ]; then FUZZ_SECONDS=${FUZZ_SECONDS:-60}; else FUZZ_SECONDS=${FUZZ_SECONDS:-15}; fi
 
@@ -101,10 +105,27 @@ if [ "$FUZZ_SECONDS" -gt 0 ] && command -v clang >/dev/null; then
 		-DST_FUZZ=ON -DST_ASAN=ON -DST_UBSAN=ON -DST_WERROR=ON -DST_BUILD_TESTS=ON >/dev/null
 	if cmake --build "$BUILD_ROOT/fuzz" -j"$JOBS" --target all; then
 		work="$BUILD_ROOT/fuzz/work"
-		rm -rf "$work"; mkdir -p "$work"
+		rm -rf "$work" "$NEW_CORPUS"; mkdir -p "$work" "$NEW_CORPUS"
 		export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 		# Two fuzzers at a time on 2 cores; each writes its new inputs to a scratch corpus so the
 		# checked-in corpus only changes by hand (test/fuzz/corpus-add.sh).
+		# keep_new: the scratch corpus is merged (-set_cover_merge=1) over a copy of the checked-in
+		# one, and the small set of inputs that adds coverage to it goes to $NEW_CORPUS/<target>/
+		# (named by sha1, as libFuzzer names them; corpus-add.sh renames them by sha256).
+		keep_new() {
+			local bin=$1 t=$2 tree="$ROOT/test/fuzz/corpus/$2" merged="$work/$2.merged" f
+			rm -rf "$merged"; mkdir -p "$merged" "$NEW_CORPUS/$t"
+			cp "$tree"/* "$merged"/
+			if (cd "$work" && "$bin" -set_cover_merge=1 -timeout=10 -rss_limit_mb=2048 \
+				"$merged" "$work/$t" >"$work/$t.merge.log" 2>&1); then
+				for f in "$merged"/*; do
+					[ -e "$tree/${f##*/}" ] || mv "$f" "$NEW_CORPUS/$t/"
+				done
+			else # keep everything rather than nothing
+				find "$work/$t" -type f -exec cp {} "$NEW_CORPUS/$t/" \;
+			fi
+			rm -rf "$merged"
+		}
 		run_one() {
 			local bin=$1 t
 			t=$(basename "$bin"); t=${t#fuzz_}
@@ -114,7 +135,8 @@ if [ "$FUZZ_SECONDS" -gt 0 ] && command -v clang >/dev/null; then
 			if (cd "$work" && "$bin" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 \
 				-rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" "$work/$t" \
 				"$ROOT/test/fuzz/corpus/$t" >"$work/$t.log" 2>&1); then
-				echo "fuzz $t: ok ($(grep -m1 'stat::number_of_executed_units' "$work/$t.log" | awk '{print $2}') execs)"
+				keep_new "$bin" "$t"
+				echo "fuzz $t: ok ($(grep -m1 'stat::number_of_executed_units' "$work/$t.log" | awk '{print $2}') execs, $(find "$NEW_CORPUS/$t" -type f | wc -l) new inputs)"
 			else
 				echo "fuzz $t: FAILED"; tail -40 "$work/$t.log"; return 1
 			fi
@@ -136,6 +158,15 @@ else
 fi
 
 step "summary"
+# The fuzz inputs this run found that add coverage; the checked-in corpus is never changed here.
+if [ -d "$NEW_CORPUS" ] && [ -n "$(find "$NEW_CORPUS" -type f -print -quit)" ]; then
+	echo "new fuzz inputs, not in the tree (CI artifact):"
+	for d in "$NEW_CORPUS"/*/; do
+		n=$(find "$d" -type f | wc -l)
+		[ "$n" = 0 ] || echo "  ${d%/} ($n)"
+	done
+	echo "  keep them: test/fuzz/corpus-add.sh <target> $NEW_CORPUS/<target>/*"
+fi
 if [ ${#failures[@]} -gt 0 ]; then
 	for f in "${failures[@]}"; do echo "FAILED: $f"; done
 else
