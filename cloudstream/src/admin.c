@@ -66,6 +66,11 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->stream_stalls);
 	st_text_put(t, "cloudstream_flow_stalls_total{scope=\"tunnel\"} %llu\n",
 	            (unsigned long long)m->tunnel_pauses);
+	st_text_metric(t, "cloudstream_stream_stall_cuts_total", "counter",
+	               "Streams to base-protocol edges cut because their apiserver connection "
+	               "took nothing for --stall-timeout while the tunnel was paused for them.");
+	st_text_put(t, "cloudstream_stream_stall_cuts_total %llu\n",
+	            (unsigned long long)m->stall_cuts);
 	st_text_metric(t, "cloudstream_buffered_bytes", "gauge",
 	               "Bytes queued toward apiservers, all connections.");
 	st_text_put(t, "cloudstream_buffered_bytes %llu\n", (unsigned long long)srv->buffered);

@@ -83,7 +83,8 @@ static const struct st_opt options[] = {
          .min = 1000,
          .max = 3600000,
          .value_name = "DURATION",
-         .help = "Idle time after which cloudstream pings an edge's websocket.",
+         .help = "Quiet time after which cloudstream pings an edge's websocket (one sweep "
+                 "over all tunnels checks every quarter of it, at most every second).",
          .since = "0.1"},
         {.name = "dead-peer-timeout",
          .type = ST_OPT_DURATION_MS,
@@ -92,8 +93,10 @@ static const struct st_opt options[] = {
          .min = 2000,
          .max = 3600000,
          .value_name = "DURATION",
-         .help = "A tunnel that shows no sign of life (data, ping or pong) for this long is "
-                 "closed; its streams fail with 502 and its node is unregistered.",
+         .help = "A tunnel that shows no sign of life (any message, or the PONG to our PING) "
+                 "for this long is closed; its streams fail with 502 and its node is "
+                 "unregistered. Time while cloudstream itself is not reading the tunnel "
+                 "(back-pressure) does not count.",
          .since = "0.1"},
         {.name = "max-sessions",
          .type = ST_OPT_U64,
@@ -179,6 +182,22 @@ static const struct st_opt options[] = {
          .help = "An apiserver connection that is between requests (or sending a request head) "
                  "this long is closed.",
          .since = "0.1"},
+        {.name = "stall-timeout",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(stall_timeout_ms),
+         .default_value = "2s",
+         .min = 50,
+         .max = 60000,
+         .value_name = "DURATION",
+         .help = "Base-protocol (KubeEdge) edges only, which have no per-stream flow control: "
+                 "a stream whose queue toward the apiserver is full pauses reading of the "
+                 "whole tunnel; if its apiserver connection has not drained it to the low mark "
+                 "after this long the stream is cut (the connection closed, REMOVE to the "
+                 "edge; counted in cloudstream_stream_stall_cuts_total), so one client that "
+                 "stops reading, or reads slower than the edge sends, holds up the node's other "
+                 "streams for at most this long at a time. With our edges per-stream credit "
+                 "stops only that stream and nothing is cut.",
+         .since = "0.2"},
         /* ---- limits and flow control ---- */
         {.name = "max-streams",
          .type = ST_OPT_U64,
@@ -236,8 +255,11 @@ static const struct st_opt options[] = {
          .min = 1 * MIB,
          .max = 64ull * 1024 * MIB,
          .value_name = "BYTES",
-         .help = "Bytes of one node's streams queued toward apiservers before its tunnel is "
-                 "paused (counted in cloudstream_flow_stalls_total{scope=\"tunnel\"}).",
+         .help = "Bytes of one node's streams queued toward apiservers: past it, an edge with "
+                 "flow control gets no new stream (503, each stream is bounded by its window "
+                 "anyway); a base-protocol edge's tunnel is paused (counted in "
+                 "cloudstream_flow_stalls_total{scope=\"tunnel\"}) and --stall-timeout cuts "
+                 "the streams that keep it so.",
          .since = "0.1"},
         {.name = "process-buffer-bytes",
          .type = ST_OPT_BYTES,
@@ -246,7 +268,8 @@ static const struct st_opt options[] = {
          .min = 4 * MIB,
          .max = 1024ull * 1024 * MIB,
          .value_name = "BYTES",
-         .help = "Bytes queued toward apiservers in the whole process before the tunnels "
+         .help = "Bytes queued toward apiservers in the whole process: past it, new streams "
+                 "to edges with flow control are refused (503) and base-protocol tunnels "
                  "delivering them are paused; they resume when half is free.",
          .since = "0.1"},
         /* ---- pod -> node through the apiserver ---- */

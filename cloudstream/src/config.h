@@ -36,6 +36,8 @@ struct cs_config {
 	struct st_strlist stream_allowed_subjects;
 	char *edge_target_host;
 	uint64_t answer_timeout_ms, idle_timeout_ms;
+	uint64_t
+	        stall_timeout_ms; /* base protocol: a stream that pauses the tunnel and drains nothing */
 	/* limits and flow control */
 	uint64_t max_streams, max_streams_per_node;
 	uint64_t stream_window_bytes, stream_queue_bytes, data_payload_bytes;

@@ -17,6 +17,7 @@
 #include <stream/admin.h>
 #include <stream/buf.h>
 #include <stream/ext.h>
+#include <stream/liveness.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
 
@@ -50,6 +51,7 @@ struct cs_metrics {
 	uint64_t request_errors[CS_ERR_COUNT];
 	uint64_t tunnel_pauses; /* a tunnel's reading paused for buffer limits */
 	uint64_t stream_stalls; /* a front's reading paused: its stream was full */
+	uint64_t stall_cuts;    /* base protocol: streams cut for pausing the tunnel too long */
 	uint64_t fronts_total, fronts_refused_tls;
 	struct st_session_totals sessions; /* every tunnel session's REMOVE bookkeeping */
 };
@@ -71,8 +73,10 @@ struct cs_server {
 	char *scratch;     /* JSON connect requests are built here (ST_MAX_CONNECT_JSON_BYTES) */
 	uint64_t buffered; /* bytes queued toward apiservers, all fronts */
 	size_t n_tunnels, n_fronts, n_streams;
-	struct cs_tunnel *paused; /* tunnels paused for the process budget (list) */
-	struct cs_front *fronts;  /* every apiserver connection (list) */
+	struct cs_tunnel *paused;  /* tunnels paused for the process budget (list) */
+	struct cs_front *fronts;   /* every apiserver connection (list) */
+	struct cs_tunnel *tunnels; /* every tunnel (list): the liveness sweep walks it */
+	lws_sorted_usec_list_t sul_liveness;
 	uint64_t next_ordinal;
 	bool draining, stop, ready;
 	lws_sorted_usec_list_t sul_drain;
@@ -97,7 +101,10 @@ struct cs_tunnel {
 	bool on_paused_list;
 	bool pause_logged; /* the first pause was logged at WARN */
 	struct cs_tunnel *paused_next, *paused_prev;
-	bool registered; /* the registry points at it */
+	bool registered;         /* the registry points at it */
+	struct st_liveness live; /* any frame received counts; paused = our silence */
+	bool want_ping;          /* the sweep asked for a PING: next WRITEABLE sends it */
+	struct cs_tunnel *all_next, *all_prev; /* in srv->tunnels */
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
 };
@@ -143,8 +150,9 @@ struct cs_front {
 	enum cs_front_mode mode;
 	struct cs_body req_body;
 	struct cs_resp resp;
-	bool blocking_tunnel; /* counted in tun->blocking_fronts */
-	bool counted_stream;  /* counted in streams_open */
+	bool blocking_tunnel;             /* counted in tun->blocking_fronts */
+	lws_sorted_usec_list_t sul_stall; /* armed while blocking_tunnel: cut when it fires */
+	bool counted_stream;              /* counted in streams_open */
 	uint64_t started_ms;
 	lws_sorted_usec_list_t sul_answer;
 };
@@ -155,6 +163,9 @@ extern const struct lws_protocols cs_tunnel_protocols[2]; /* with terminator */
 void cs_tunnel_kick(struct cs_tunnel *t);             /* request WRITEABLE if there is output */
 void cs_tunnel_update_rx(struct cs_tunnel *t);        /* pause/resume reading by the budgets */
 void cs_server_budget_changed(struct cs_server *srv); /* the process budget may have room */
+/* Starts the liveness sweep: one timer for all tunnels (any frame is a sign of life; a tunnel
+ * we paused is never declared dead by us). Stopped by lws_sul_cancel(&srv->sul_liveness). */
+void cs_tunnel_liveness_start(struct cs_server *srv);
 
 /* ---- front.c --------------------------------------------------------------------------- */
 const char *cs_err_reason_name(enum cs_err_reason r);

@@ -66,7 +66,16 @@ static int out_append(struct cs_front *f, const void *p, size_t n)
 	return 0;
 }
 
-/* After bytes were appended: with a base-protocol edge a full queue pauses the tunnel. */
+static void on_stall_check(lws_sorted_usec_list_t *sul);
+
+static void arm_stall_check(struct cs_front *f)
+{
+	lws_sul_schedule(lws_get_context(f->wsi), 0, &f->sul_stall, on_stall_check,
+	                 (lws_usec_t)f->srv->cfg.stall_timeout_ms * LWS_US_PER_MS);
+}
+
+/* After bytes were appended: with a base-protocol edge a full queue pauses the tunnel, and the
+ * stall check starts. */
 static void out_check_high(struct cs_front *f)
 {
 	struct cs_tunnel *t = f->tun;
@@ -76,12 +85,14 @@ static void out_check_high(struct cs_front *f)
 		f->blocking_tunnel = true;
 		t->blocking_fronts++;
 		f->srv->m.stream_stalls++;
+		arm_stall_check(f);
 	}
 	cs_tunnel_update_rx(t);
 }
 
 static void unblock_tunnel(struct cs_front *f)
 {
+	lws_sul_cancel(&f->sul_stall);
 	if (f->blocking_tunnel && f->tun) {
 		f->tun->blocking_fronts--;
 		cs_tunnel_update_rx(f->tun);
@@ -313,6 +324,35 @@ void cs_front_pod_resolved(struct cs_front *f, bool ok, long http_status)
 	front_process(f); /* parses the kept head again; the route now comes from the cache */
 }
 
+/*
+ * Base protocol: this stream's full queue has had the whole tunnel paused (no per-stream
+ * credit) for --stall-timeout without draining to its low mark, and every other stream of the
+ * node waited with it: cut it (its connection closed, REMOVE to the edge) and read the tunnel
+ * again. What counts is how long the others wait, not whether this client still trickles: a
+ * reader that drains its queue within the stall time is never cut.
+ */
+static void on_stall_check(lws_sorted_usec_list_t *sul)
+{
+	struct cs_front *f = lws_container_of(sul, struct cs_front, sul_stall);
+	struct cs_server *srv = f->srv;
+	if (!f->blocking_tunnel || f->tun == NULL)
+		return;
+	srv->m.stall_cuts++;
+	st_log(srv->m.stall_cuts == 1 ? ST_LOG_WARN : ST_LOG_INFO, front_node(f), f->sid,
+	       "stream cut: the tunnel to this base-protocol edge was paused for it for %llu ms "
+	       "and its apiserver connection did not drain it (--stall-timeout; counted in "
+	       "cloudstream_stream_stall_cuts_total)",
+	       (unsigned long long)srv->cfg.stall_timeout_ms);
+	detach(f, true, ST_EXT_ERR_TIMEOUT, "the apiserver side stopped reading");
+	/* Nothing more reaches that client: drop what waits for it and close. */
+	srv->buffered -= st_buf_len(&f->out);
+	st_buf_cleanup(&f->out);
+	f->state = CS_FRONT_CLOSING;
+	f->keep_alive = false;
+	lws_set_timeout(f->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	cs_server_budget_changed(srv);
+}
+
 void cs_front_on_writable(struct cs_front *f)
 {
 	lws_callback_on_writable(f->wsi); /* input waiting for room is fed from WRITEABLE */
@@ -482,6 +522,22 @@ static bool start_request(struct cs_front *f, const struct st_http_request *req)
 	if (jn < 0) {
 		fail(f, jn == -EMSGSIZE ? 431 : 400, CS_ERR_BAD_REQUEST,
 		     "request head cannot be carried to the edge (over the connect limits)");
+		return true;
+	}
+	if ((t->caps & ST_CAP_FLOW) && (t->buffered >= srv->cfg.session_buffer_bytes ||
+	                                srv->buffered >= srv->cfg.process_buffer_bytes)) {
+		/* With credit flow control a budget never pauses the tunnel (that would hold up
+		 * every stream of the node, and its liveness): it refuses new streams until the
+		 * apiserver connections that do not read have gone or drained. */
+		bool node = t->buffered >= srv->cfg.session_buffer_bytes;
+		snprintf(msg, sizeof msg,
+		         "edge node %s: %llu bytes are queued toward apiserver connections that do "
+		         "not read (the %s budget is %llu bytes); try again later",
+		         t->node, (unsigned long long)(node ? t->buffered : srv->buffered),
+		         node ? "node's" : "process's",
+		         (unsigned long long)(node ? srv->cfg.session_buffer_bytes
+		                                   : srv->cfg.process_buffer_bytes));
+		fail(f, 503, CS_ERR_LIMIT, msg);
 		return true;
 	}
 	uint64_t sid = t->next_stream_id;
@@ -690,6 +746,7 @@ static void front_closed(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
 	detach(f, true, 0, NULL);
+	lws_sul_cancel(&f->sul_stall);
 	cs_resp_cleanup(&f->resp);
 	srv->buffered -= st_buf_len(&f->out);
 	st_buf_cleanup(&f->out);

@@ -132,7 +132,7 @@ static void lws_log_emit(int level, const char *line)
 	st_log(level & LLL_ERR ? ST_LOG_ERROR : ST_LOG_WARN, NULL, 0, "lws: %.*s", (int)n, line);
 }
 
-static int create_vhosts(struct cs_server *srv, lws_retry_bo_t *retry)
+static int create_vhosts(struct cs_server *srv)
 {
 	const struct cs_config *c = &srv->cfg;
 	char host[3][64];
@@ -147,7 +147,6 @@ static int create_vhosts(struct cs_server *srv, lws_retry_bo_t *retry)
 	info.ssl_private_key_filepath = c->tunnel_key;
 	info.ssl_ca_filepath = c->tunnel_ca;
 	info.alpn = "http/1.1"; /* lws would pick h2 otherwise (libwebsockets-notes §1) */
-	info.retry_and_idle_policy = retry;
 	info.user = srv;
 	if (set_listen(&info, "tunnel-listen", c->tunnel_listen, host[0], sizeof host[0]) < 0)
 		return -EINVAL;
@@ -302,13 +301,12 @@ int main(int argc, char **argv)
 		st_err("cannot create the event loop");
 		goto out_config;
 	}
-	lws_retry_bo_t retry = {
-	        .secs_since_valid_ping = (uint16_t)(srv.cfg.ping_interval_ms / 1000),
-	        .secs_since_valid_hangup = (uint16_t)(srv.cfg.dead_peer_timeout_ms / 1000),
-	};
 	cs_admin_ops_init(&srv.admin_ops, &srv);
-	if (create_vhosts(&srv, &retry) < 0)
+	if (create_vhosts(&srv) < 0)
 		goto out_ctx;
+	/* Liveness is ours, not lws's validity policy: that one counts only PONGs, never reads
+	 * them while a tunnel is paused, and re-sorts a timer per tunnel (stream/liveness.h). */
+	cs_tunnel_liveness_start(&srv);
 	if (st_loop_signals_new(&srv.sig, srv.vh_aux, "cs-aux", on_signal, &srv) < 0) {
 		st_err("cannot set up signal handling");
 		goto out_ctx;
@@ -340,6 +338,7 @@ int main(int argc, char **argv)
 
 out_ctx:
 	lws_sul_cancel(&srv.sul_drain);
+	lws_sul_cancel(&srv.sul_liveness);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */
 	srv.wq = NULL;
 	lws_context_destroy(srv.ctx); /* closes every connection: their callbacks free state */

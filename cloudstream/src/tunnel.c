@@ -234,6 +234,12 @@ void cs_tunnel_update_rx(struct cs_tunnel *t)
 	struct cs_server *srv = t->srv;
 	if (t->wsi == NULL)
 		return; /* closing: nothing to pause */
+	/* With credit flow control each stream is bounded by its window and the budgets refuse
+	 * new streams instead (front.c): the tunnel is never paused. A base-protocol edge has no
+	 * credit: a full stream, or a budget, pauses it, and the stall check cuts a stream that
+	 * keeps it paused (front.c on_stall_check). */
+	if (t->caps & ST_CAP_FLOW)
+		return;
 	bool over_process = srv->buffered > srv->cfg.process_buffer_bytes;
 	bool want_pause = t->blocking_fronts > 0 || t->buffered > srv->cfg.session_buffer_bytes ||
 	                  (over_process && t->buffered > 0);
@@ -248,6 +254,7 @@ void cs_tunnel_update_rx(struct cs_tunnel *t)
 	if (want_pause == t->rx_paused)
 		return;
 	t->rx_paused = want_pause;
+	st_liveness_pause(&t->live, want_pause, cs_now_ms());
 	if (want_pause) {
 		srv->m.tunnel_pauses++;
 		/* Once per tunnel at WARN; after that only the counter moves. */
@@ -259,6 +266,7 @@ void cs_tunnel_update_rx(struct cs_tunnel *t)
 		t->pause_logged = true;
 	} else {
 		paused_list_remove(srv, t);
+		st_log(ST_LOG_DEBUG, t->node, 0, "tunnel resumed");
 	}
 	lws_rx_flow_control(t->wsi, want_pause ? 0 : 1);
 }
@@ -272,6 +280,44 @@ void cs_server_budget_changed(struct cs_server *srv)
 		paused_list_remove(srv, t);
 		cs_tunnel_update_rx(t);
 	}
+}
+
+/* ---- liveness ------------------------------------------------------------------------- */
+
+/* One pass over every tunnel, O(1) each: ping the quiet ones, close the dead ones. */
+static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
+{
+	struct cs_server *srv = lws_container_of(sul, struct cs_server, sul_liveness);
+	uint64_t now = cs_now_ms();
+	for (struct cs_tunnel *t = srv->tunnels; t; t = t->all_next) {
+		if (t->wsi == NULL)
+			continue;
+		switch (st_liveness_check(&t->live, now, srv->cfg.ping_interval_ms,
+		                          srv->cfg.dead_peer_timeout_ms)) {
+		case ST_LIVENESS_PING:
+			t->want_ping = true;
+			lws_callback_on_writable(t->wsi);
+			break;
+		case ST_LIVENESS_DEAD:
+			st_log(ST_LOG_WARN, t->node, 0,
+			       "tunnel dropped: nothing received for %llu ms (--dead-peer-timeout)",
+			       (unsigned long long)(now - t->live.last_rx_ms));
+			lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			break;
+		case ST_LIVENESS_OK:
+			break;
+		}
+	}
+	lws_sul_schedule(srv->ctx, 0, &srv->sul_liveness, on_liveness_sweep,
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
+	                         LWS_US_PER_MS);
+}
+
+void cs_tunnel_liveness_start(struct cs_server *srv)
+{
+	lws_sul_schedule(srv->ctx, 0, &srv->sul_liveness, on_liveness_sweep,
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
+	                         LWS_US_PER_MS);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
@@ -322,6 +368,11 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 		return;
 	}
 	t->registered = true;
+	st_liveness_init(&t->live, t->connected_ms);
+	t->all_next = srv->tunnels;
+	if (srv->tunnels)
+		srv->tunnels->all_prev = t;
+	srv->tunnels = t;
 	*slot = t;
 	srv->n_tunnels++;
 	srv->m.sessions_total[t->caps ? 1 : 0]++;
@@ -353,6 +404,12 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	if (t->registered)
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
 	paused_list_remove(srv, t);
+	if (t->all_prev)
+		t->all_prev->all_next = t->all_next;
+	else
+		srv->tunnels = t->all_next;
+	if (t->all_next)
+		t->all_next->all_prev = t->all_prev;
 	struct st_session_stats st;
 	st_session_get_stats(t->sess, &st);
 	st_log(ST_LOG_INFO, t->node, 0,
@@ -399,6 +456,17 @@ static int tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bo
 static int tunnel_writeable(struct cs_tunnel *t)
 {
 	struct cs_server *srv = t->srv;
+	if (t->want_ping) {
+		/* Its PONG, like any frame, counts as life (st_liveness_rx). Not empty: lws 4.1.6
+		 * gives no RECEIVE_PONG for an empty PONG (ops-ws.c, "goto already_done"). */
+		static const char ping[] = "cloudstream";
+		t->want_ping = false;
+		memcpy(srv->tx + LWS_PRE, ping, sizeof ping - 1);
+		if (lws_write(t->wsi, srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
+			return -1;
+		cs_tunnel_kick(t);
+		return 0;
+	}
 	bool binary;
 	ssize_t n = st_session_pack(t->sess, srv->tx + LWS_PRE, ST_MAX_MESSAGE_BYTES, &binary);
 	if (n < 0) {
@@ -468,9 +536,14 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_RECEIVE:
 		if (*slot == NULL)
 			return -1;
+		st_liveness_rx(&(*slot)->live, cs_now_ms());
 		(*slot)->bytes_in += len;
 		return tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
 		                      lws_is_final_fragment(wsi));
+	case LWS_CALLBACK_RECEIVE_PONG:
+		if (*slot)
+			st_liveness_rx(&(*slot)->live, cs_now_ms());
+		return 0;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return *slot ? tunnel_writeable(*slot) : -1;
 	case LWS_CALLBACK_CLOSED:

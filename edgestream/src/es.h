@@ -21,6 +21,7 @@
 #include <edgestream/edgestream.h>
 #include <stream/admin.h>
 #include <stream/buf.h>
+#include <stream/liveness.h>
 #include <stream/connect.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
@@ -94,7 +95,8 @@ struct edgestream {
 	bool want_ping;
 	bool rx_paused;            /* base protocol: tunnel reading paused */
 	unsigned blocking_streams; /* base protocol: streams whose backend queue is over the mark */
-	uint64_t last_rx_ms, connected_ms;
+	struct st_liveness live;   /* any frame received counts; paused = our silence */
+	uint64_t connected_ms;
 	char close_reason[256]; /* why we are closing the tunnel, for the log and callback */
 	int close_err;
 	struct es_backoff backoff;
@@ -151,7 +153,8 @@ struct es_stream {
 	bool body_sent;         /* some of the cloud's bytes reached the backend */
 	bool backend_paused;    /* lws_rx_flow_control(wsi, 0) for a full to_cloud */
 	bool blocking;          /* counted in es->blocking_streams */
-	bool cloud_closed;      /* REMOVE/ERROR from the cloud: tear down */
+	lws_sorted_usec_list_t sul_stall; /* armed while blocking: cut when it fires */
+	bool cloud_closed;                /* REMOVE/ERROR from the cloud: tear down */
 	bool cloud_half_closed;
 	bool shut_wr_sent;
 	bool answered; /* some answer byte went toward the cloud */

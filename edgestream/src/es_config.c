@@ -99,7 +99,8 @@ static const struct st_opt options[] = {
          .min = 100,
          .max = 3600000,
          .value_name = "DURATION",
-         .help = "Websocket PING period (KubeEdge's edge pings every 5 s).",
+         .help = "Quiet time after which the edge pings the cloud (KubeEdge's edge pings every "
+                 "5 s); anything received resets it.",
          .since = "0.1"},
         {.name = "dead-peer-timeout",
          .type = ST_OPT_DURATION_MS,
@@ -108,8 +109,9 @@ static const struct st_opt options[] = {
          .min = 200,
          .max = 3600000,
          .value_name = "DURATION",
-         .help = "Nothing received from the cloud (not even a PONG) for this long: the tunnel "
-                 "is dead, drop it and redial.",
+         .help = "Nothing received from the cloud (no message, no PONG) for this long: the "
+                 "tunnel is dead, drop it and redial. Time while the edge itself is not reading "
+                 "the tunnel (back-pressure) does not count.",
          .since = "0.1"},
         {.name = "connect-timeout",
          .type = ST_OPT_DURATION_MS,
@@ -224,6 +226,20 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "Deadline for the TLS handshake with the kubelet.",
          .since = "0.1"},
+        {.name = "stall-timeout",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(stall_timeout_ms),
+         .default_value = "2s",
+         .min = 50,
+         .max = 60000,
+         .value_name = "DURATION",
+         .help = "Base-protocol (KubeEdge) clouds only, which have no per-stream flow control: "
+                 "a stream whose queue toward its backend is full pauses reading of the whole "
+                 "tunnel; if the backend has not drained it to the low mark after this long "
+                 "the stream is cut (REMOVE to the cloud; counted in "
+                 "edgestream_stream_stall_cuts_total), so one backend that stops reading holds "
+                 "up the other streams for at most this long at a time.",
+         .since = "0.2"},
         {.name = "kubelet-idle-connections",
          .type = ST_OPT_U64,
          .offset = OFF(kubelet_idle_connections),

@@ -166,6 +166,11 @@ static void render_metrics(struct st_text *t, void *user)
 	               "session; the request went again with a full handshake.");
 	st_text_put(t, "edgestream_kubelet_tls_resumption_refused_total %llu\n",
 	            (unsigned long long)m->kubelet_resumption_refused);
+	st_text_metric(t, "edgestream_stream_stall_cuts_total", "counter",
+	               "Streams from base-protocol clouds cut because their backend took nothing "
+	               "for --stall-timeout while the tunnel was paused for them.");
+	st_text_put(t, "edgestream_stream_stall_cuts_total %llu\n",
+	            (unsigned long long)m->stall_cuts);
 	st_text_session_totals(t, "edgestream", &es->session_totals);
 }
 

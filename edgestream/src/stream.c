@@ -66,6 +66,7 @@ static const char *backend_name(const struct es_stream *st, char *buf, size_t ca
 
 static void unblock_tunnel(struct es_stream *st)
 {
+	lws_sul_cancel(&st->sul_stall);
 	if (!st->blocking)
 		return;
 	st->blocking = false;
@@ -786,6 +787,33 @@ void es_stream_backend_done(struct es_stream *st)
 
 /* ---- from the cloud -------------------------------------------------------------------- */
 
+static void on_stall_check(lws_sorted_usec_list_t *sul);
+
+static void arm_stall_check(struct es_stream *st)
+{
+	lws_sul_schedule(st->es->ctx, 0, &st->sul_stall, on_stall_check,
+	                 (lws_usec_t)st->es->cfg.stall_timeout_ms * LWS_US_PER_MS);
+}
+
+/* Base protocol: this stream's full queue toward its backend has had the tunnel paused (no
+ * per-stream credit) for --stall-timeout without draining to its low mark, and every other
+ * stream waited with it: cut it. A backend that drains its queue within the stall time is
+ * never cut, however often it fills it. */
+static void on_stall_check(lws_sorted_usec_list_t *sul)
+{
+	struct es_stream *st = lws_container_of(sul, struct es_stream, sul_stall);
+	struct edgestream *es = st->es;
+	if (!st->blocking)
+		return;
+	es->m.stall_cuts++;
+	char why[160];
+	snprintf(why, sizeof why,
+	         "the tunnel was paused for its backend for %llu ms and the backend did not drain "
+	         "it (--stall-timeout)",
+	         (unsigned long long)es->cfg.stall_timeout_ms);
+	stream_fail(st, ST_EXT_ERR_TIMEOUT, why);
+}
+
 int es_stream_on_data(struct es_stream *st, const uint8_t *p, size_t len)
 {
 	struct edgestream *es = st->es;
@@ -797,6 +825,7 @@ int es_stream_on_data(struct es_stream *st, const uint8_t *p, size_t len)
 	if (!(es->caps & ST_CAP_FLOW) && st_buf_above_high(&st->to_backend) && !st->blocking) {
 		st->blocking = true;
 		es->blocking_streams++;
+		arm_stall_check(st);
 		es_tunnel_update_rx(es);
 	}
 	if (st->wsi && st->state != ES_STREAM_DIALING)

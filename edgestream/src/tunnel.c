@@ -94,6 +94,7 @@ void es_tunnel_update_rx(struct edgestream *es)
 	if (es->wsi == NULL || !es->connected || pause == es->rx_paused)
 		return;
 	es->rx_paused = pause;
+	st_liveness_pause(&es->live, pause, es_now_ms());
 	if (pause) {
 		es->m.tunnel_pauses++;
 		st_log(es->m.tunnel_pauses == 1 ? ST_LOG_WARN : ST_LOG_DEBUG, es->node, 0,
@@ -235,18 +236,26 @@ static void on_ping_timer(lws_sorted_usec_list_t *sul)
 	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_ping);
 	if (es->wsi == NULL || !es->connected)
 		return;
-	uint64_t quiet = es_now_ms() - es->last_rx_ms;
-	if (quiet >= es->cfg.dead_peer_timeout_ms) {
+	uint64_t now = es_now_ms();
+	switch (st_liveness_check(&es->live, now, es->cfg.ping_interval_ms,
+	                          es->cfg.dead_peer_timeout_ms)) {
+	case ST_LIVENESS_DEAD: {
 		char why[128];
 		snprintf(why, sizeof why, "nothing from the cloud for %llu ms (dead peer)",
-		         (unsigned long long)quiet);
+		         (unsigned long long)(now - es->live.last_rx_ms));
 		es_tunnel_close(es, -ETIMEDOUT, why);
 		return;
 	}
-	es->want_ping = true;
-	es_tunnel_kick(es);
+	case ST_LIVENESS_PING:
+		es->want_ping = true;
+		es_tunnel_kick(es);
+		break;
+	case ST_LIVENESS_OK:
+		break;
+	}
 	lws_sul_schedule(es->ctx, 0, &es->sul_ping, on_ping_timer,
-	                 (lws_usec_t)es->cfg.ping_interval_ms * LWS_US_PER_MS);
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(es->cfg.ping_interval_ms) *
+	                         LWS_US_PER_MS);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------ */
@@ -330,7 +339,8 @@ static int established(struct edgestream *es, const struct st_ext_offer *agreed)
 	es->connected = true;
 	es->dialing = false;
 	es->rx_paused = false;
-	es->connected_ms = es->last_rx_ms = es_now_ms();
+	es->connected_ms = es_now_ms();
+	st_liveness_init(&es->live, es->connected_ms);
 	es->m.connects_total++;
 	if (es->caps)
 		st_session_hello(es->sess, es->node);
@@ -338,7 +348,8 @@ static int established(struct edgestream *es, const struct st_ext_offer *agreed)
 	        es->node, es->extended ? "extended" : "base",
 	        agreed->replica_id[0] ? ", cloud replica " : "", agreed->replica_id);
 	lws_sul_schedule(es->ctx, 0, &es->sul_ping, on_ping_timer,
-	                 (lws_usec_t)es->cfg.ping_interval_ms * LWS_US_PER_MS);
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(es->cfg.ping_interval_ms) *
+	                         LWS_US_PER_MS);
 	lws_sul_schedule(es->ctx, 0, &es->sul_stable, on_stable,
 	                 (lws_usec_t)es->cfg.backoff_reset_ms * LWS_US_PER_MS);
 	write_ready(es);
@@ -487,13 +498,13 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_RECEIVE:
-		es->last_rx_ms = es_now_ms();
+		st_liveness_rx(&es->live, es_now_ms());
 		if (es->sess == NULL)
 			return -1;
 		return tunnel_receive(es, in, len, lws_is_first_fragment(wsi),
 		                      lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-		es->last_rx_ms = es_now_ms();
+		st_liveness_rx(&es->live, es_now_ms());
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		return es->sess ? tunnel_writeable(es) : 0;

@@ -19,6 +19,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
 
@@ -688,10 +689,107 @@ def check_clean_exit(chain):
         rc, chain.env.tail(chain.cloud)))
 
 
+def tunnel_sessions(chain):
+    return (metric_value(chain.cloud, "cloudstream_sessions"),
+            labelled_metric(chain.cloud, "cloudstream_sessions_total", 'protocol="base"'))
+
+
+def stalled_reader_never_kills_node(chain, seconds=30):
+    """A base-protocol edge has no per-stream credit, so a full stream pauses the whole tunnel.
+    With --dead-peer-timeout 6s: one logs -f client that reads nothing while the backend floods
+    (100 KB every 100 ms); for 30 s a second client asks /metrics every second and must get
+    every answer in < 1 s; the tunnel is never closed; the stalled stream is cut (counted)
+    within moments: its buffered bytes, then the end."""
+    sessions0 = tunnel_sessions(chain)
+    cuts0 = metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total")
+    stalled = chain.api.connect()
+    stalled.sendall(h.head("GET", "/containerLogs/default/pod-a/ctr?follow=true&burst=1000",
+                           [("Host", "edge-1:10350")]))
+    t0 = time.monotonic()
+    worst, cut_at, answers = 0.0, None, 0
+    while time.monotonic() - t0 < seconds:
+        t = time.monotonic()
+        status, _, body, s = chain.get("/metrics")
+        s.close()
+        took = time.monotonic() - t
+        check(status == 200, "metrics during the stall: status %d %r" % (status, body[:200]))
+        answers += 1
+        worst = max(worst, took)
+        if cut_at is None and metric_value(
+                chain.cloud, "cloudstream_stream_stall_cuts_total") > cuts0:
+            cut_at = time.monotonic() - t0
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t)))
+    print("     %d /metrics answers during %d s, the slowest %.3f s; the stalled stream was cut "
+          "%.1f s after it started" % (answers, seconds, worst, cut_at or -1), flush=True)
+    check(worst < 1.0, "a /metrics answer took %.3f s" % worst)
+    check(cut_at is not None and cut_at < 5.0, "the stalled stream was not cut (%r)" % cut_at)
+    check(tunnel_sessions(chain) == sessions0,
+          "the tunnel was closed: sessions %r -> %r" % (sessions0, tunnel_sessions(chain)))
+    check(chain.edge.poll() is None, "the test edge exited")
+    got, _ = h.wait_closed(stalled, 10)
+    check(got.startswith(b"HTTP/1.1 200 "), "stalled client: %r" % got[:80])
+
+
+def pausing_reader_is_not_cut(chain, n=16 << 20):
+    """A client that stops reading again and again, each time for less than the stall time,
+    pauses the tunnel again and again and is never cut: every byte arrives."""
+    import fake_kubelet  # the bodies' reference
+    cuts0 = metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total")
+    pauses0 = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    s = chain.api.connect()
+    s.sendall(h.head("GET", "/bytes?n=%d&seed=5" % n, [("Host", "edge-1:10350")]))
+    status, hdrs, rest = h.read_head(s)
+
+    class Pausing:
+        """Reads for 100 ms, then nothing for 300 ms (the stall time is 500 ms)."""
+
+        def __init__(self):
+            self.since = time.monotonic()
+
+        def recv(self, k):
+            if time.monotonic() - self.since > 0.1:
+                time.sleep(0.3)
+                self.since = time.monotonic()
+            return s.recv(k)
+
+    body = h.read_body(Pausing(), hdrs, rest)
+    s.close()
+    check(status == 200, "pausing reader: status %d" % status)
+    want = b"".join(fake_kubelet.body_chunks(n, 5))
+    # A base edge relays /bytes as metrics, one line per message with '\n' appended to the
+    # last: KubeEdge's own habit.
+    check(body.rstrip(b"\n") == want.rstrip(b"\n"), "pausing reader: %d bytes, want %d"
+          % (len(body), n))
+    pauses = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    print("     pausing reader: %d tunnel pauses, no cut" % (pauses - pauses0), flush=True)
+    check(pauses > pauses0, "the reader never paused the tunnel: the test tests nothing")
+    check(metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total") == cuts0,
+          "a reader that drains within the stall time was cut")
+
+
+def group_stall():
+    chain = Chain("cs-stall", "base", cloud_extra=("--dead-peer-timeout", "6s",
+                                                   "--ping-interval", "2s",
+                                                   "--stall-timeout", "500ms"))
+    rc = 1
+    try:
+        tests = [
+            ("stalled_reader_never_kills_node", lambda: stalled_reader_never_kills_node(chain)),
+            ("pausing_reader_is_not_cut", lambda: pausing_reader_is_not_cut(chain)),
+        ]
+        only = os.environ.get("ST_ONLY")
+        rc = h.run(named("stall", [t for t in tests if not only or t[0] in only.split(",")]))
+        check_clean_exit(chain)
+        return rc
+    finally:
+        chain.close(rc != 0)
+
+
 def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "base"
     sys.argv = sys.argv[1:]
-    return {"base": group_base, "ext": group_ext, "auth": group_auth}[group]()
+    return {"base": group_base, "ext": group_ext, "auth": group_auth,
+            "stall": group_stall}[group]()
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ class Chain:
     """kubelet stand-in + cloudstream + edgestream for edge-1 (what cloudstream_test's checks
     expect of a chain), plus a local HTTP port on the allow-list and one that is not."""
 
-    def __init__(self, tag, edge_extra=()):
+    def __init__(self, tag, edge_extra=(), cloud_extra=()):
         self.env = h.Env(tag, nodes=("edge-1",))
         self.allowed = LocalHttp()
         self.forbidden = LocalHttp()
@@ -244,7 +244,10 @@ class BaseChain:
             self.cloud = KubeEdgeCloud(self.env.path("cloudstream-tunnel.crt"),
                                        self.env.path("cloudstream-tunnel.key"),
                                        self.env.path("tunnel-ca.crt")).start()
-            self.edge = h.start_edgestream(self.env, self.cloud, self.kubelet)
+            self.edge = h.start_edgestream(
+                self.env, self.cloud, self.kubelet,
+                extra=("--stall-timeout", "500ms", "--dead-peer-timeout", "6s",
+                       "--ping-interval", "2s"))
             self.cloud.wait_session("edge-1")
         except Exception:
             self.env.close(keep=True)
@@ -435,6 +438,48 @@ def base_unknown_remove(c):
           after["repeated"] == before["repeated"] + 4, "removes: %r -> %r" % (before, after))
 
 
+def base_stalled_backend_is_cut(c):
+    """The mirror on the edge: a backend that stops reading (exec command=stall) while the
+    cloud uploads. The base protocol has no credit, so the edge pauses the tunnel for it; after
+    --stall-timeout (500 ms here) the stream is cut (REMOVE to the cloud, counted), the tunnel
+    lives on (--dead-peer-timeout 6s) and other requests are answered meanwhile in < 1 s."""
+    _, text = admin_get(c.edge.ports["admin"], "/metrics")
+    cuts0 = int(re.search(r"^edgestream_stream_stall_cuts_total (\d+)$", text, re.M).group(1))
+    connects0 = int(re.search(r"^edgestream_tunnel_connects_total (\d+)$", text, re.M).group(1))
+    st = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=stall", EXEC_SPDY,
+                      method="POST")
+    st.read_until(lambda b: b.startswith(b"HTTP/1.1 101 "))
+    t0 = time.monotonic()
+
+    def upload():
+        for _ in range(512):  # up to 32 MiB, the kernel's buffers are several
+            if st.removed.is_set():
+                return
+            try:
+                st.send(b"x" * 65536)
+            except Exception:  # noqa: BLE001 - the tunnel may be paused past send's timeout
+                return
+    threading.Thread(target=upload, daemon=True).start()
+    worst = 0.0
+    while not st.removed.is_set() and time.monotonic() - t0 < 10:
+        t = time.monotonic()
+        m = c.cloud.open(tp.METRIC, "/metrics", "", {})
+        m.read_all(timeout=5)
+        worst = max(worst, time.monotonic() - t)
+        time.sleep(0.1)
+    cut_after = time.monotonic() - t0
+    check(st.removed.wait(10), "the stalled stream was never cut")
+    _, text = admin_get(c.edge.ports["admin"], "/metrics")
+    cuts = int(re.search(r"^edgestream_stream_stall_cuts_total (\d+)$", text, re.M).group(1))
+    connects = int(re.search(r"^edgestream_tunnel_connects_total (\d+)$", text, re.M).group(1))
+    print("     stalled backend: cut after %.1f s, other requests %.3f s at most"
+          % (cut_after, worst), flush=True)
+    check(cuts == cuts0 + 1, "stall cuts %d -> %d" % (cuts0, cuts))
+    check(connects == connects0, "the tunnel was dropped")
+    check(worst < 1.0, "a request waited %.3f s" % worst)
+    base_metrics_body_only(c)  # the tunnel still carries requests
+
+
 def base_no_extension_sent(c):
     check(c.cloud.opcodes == {1}, "frames other than TEXT: %r" % c.cloud.opcodes)
     ext = [t for t in c.cloud.types if t >= 64]
@@ -455,6 +500,7 @@ def group_base():
             ("remove_loop_normal_end", lambda: base_remove_loop_normal_end(c)),
             ("remove_crossing", lambda: base_remove_crossing(c)),
             ("unknown_remove", lambda: base_unknown_remove(c)),
+            ("stalled_backend_is_cut", lambda: base_stalled_backend_is_cut(c)),
             ("no_extension_sent", lambda: base_no_extension_sent(c)),
         ]))
     finally:

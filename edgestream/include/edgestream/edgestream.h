@@ -76,6 +76,7 @@ struct edgestream_stats {
 	/* Base protocol stream endings (stream/session.h): our REMOVE sent in answer to the
 	 * cloud's, ours queued when the cloud's arrived, the cloud's repeats absorbed. */
 	uint64_t removes_answered, removes_crossed, removes_repeated;
+	uint64_t stall_cuts; /* base protocol: streams cut for keeping the tunnel paused */
 	/* kubelet TLS handshakes that failed because it refused the session offered for resumption
 	 * (the request went again with a full handshake; resumption stays off afterwards) */
 	uint64_t kubelet_resumption_refused;

@@ -11,11 +11,13 @@ Paths:
         X-Stream-Protocol-Version), then an echo of every byte. ?command=greet first writes
         "hello from <ns>/<pod>/<ctr>\\n"; command=greet-exit writes it and closes;
         command=sink&n=N reads N bytes, writes nothing until then, then their sha256 (hex,
-        newline) and closes; command=blast&n=N writes N bytes of body_bytes(N, 0) and closes.
+        newline) and closes; command=blast&n=N writes N bytes of body_bytes(N, 0) and closes;
+        command=stall reads nothing (for a minute), a backend that stopped.
         With Upgrade: websocket and refuse-websocket=1: 400 + JSON, like a kubelet that only
         speaks SPDY (the kubectl >= 1.30 fallback case).
   /containerLogs/ns/pod/ctr?tailLines=N[&follow=true]   chunked "line <i>\\n", i = 1..N
-        (default 10); with follow, one more line every 100 ms until the client leaves.
+        (default 10); with follow, one more line every 100 ms until the client leaves
+        (&burst=N: N lines of 100 bytes every 100 ms, a log that floods).
   /metrics, /metrics/cadvisor, /metrics/resource   Prometheus text, Content-Length
   /healthz /pods /stats/summary /configz            small bodies
   /conn[?close]         the client's source port: which connection carried the request
@@ -121,6 +123,10 @@ async def serve_upgrade(reader, writer, path, q, headers):
         writer.write(("%s\n" % digest.hexdigest()).encode())
         await writer.drain()
         return False
+    if cmd == "stall":  # a backend that stopped reading
+        await writer.drain()
+        await asyncio.sleep(60)
+        return False
     if cmd == "blast":  # output that ends by itself, as much as asked
         n = int(q.get("n", ["0"])[0])
         for block in body_chunks(n, 0):
@@ -159,8 +165,13 @@ async def serve(reader, writer, method, target, headers):
         for i in range(1, n + 1):
             await chunk(writer, b"line %d\n" % i)
         i = n
+        burst = int(q.get("burst", ["0"])[0])
         while follow:
             await asyncio.sleep(0.1)
+            if burst:
+                await chunk(writer, b"".join(b"line %-94d\n" % (i + k) for k in range(burst)))
+                i += burst
+                continue
             i += 1
             await chunk(writer, b"line %d\n" % i)
         writer.write(b"0\r\n\r\n")

@@ -26,6 +26,7 @@ import os
 import signal
 import ssl
 import sys
+import time
 import urllib.parse
 
 import websockets
@@ -37,7 +38,8 @@ import tunnelproto as tp  # noqa: E402
 
 
 def log(*a):
-    print("edge:", *a, file=sys.stderr, flush=True)
+    print(time.strftime("%H:%M:%S") + ".%03d edge:" % (time.time() % 1 * 1000), *a,
+          file=sys.stderr, flush=True)
 
 
 class RawProtocol(WebSocketClientProtocol):
