@@ -32,6 +32,8 @@ const char *st_strerror(int rc)
 		return "connection refused";
 	case -EPIPE:
 		return "broken pipe";
+	case -ENOSPC:
+		return "memory budget spent";
 	default:
 		return "error";
 	}

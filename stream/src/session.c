@@ -46,7 +46,8 @@ struct stream {
 	/* Base protocol: the peer's REMOVE came; ours (close_pending) answers it, and the caller
 	 * was told (on_close), so user is NULL and nothing but that REMOVE is sent. */
 	bool peer_removed;
-	void *user; /* the caller's object for this stream (st_session_set_stream_user) */
+	uint64_t charged; /* with ST_CAP_FLOW: its receive window, charged to both budgets */
+	void *user;       /* the caller's object for this stream (st_session_set_stream_user) */
 };
 
 /* Base protocol: one stream ID we sent REMOVE for, or owe one (answer_pending: the peer's
@@ -71,7 +72,8 @@ struct st_session {
 	struct ended_id ended[ST_BASE_ENDED_IDS];
 	size_t ended_next;
 	size_t ended_used;
-	size_t answers_pending; /* entries with answer_pending: REMOVEs to pack */
+	size_t answers_pending;       /* entries with answer_pending: REMOVEs to pack */
+	struct st_budget node_budget; /* with ST_CAP_FLOW: every stream's receive window */
 	struct st_session_stats stats;
 };
 
@@ -170,8 +172,68 @@ static void ready_remove(struct st_session *s, struct stream *st)
 	st->in_ready = false;
 }
 
+/* ---- budgets (ST_CAP_FLOW) ----------------------------------------------------------------- */
+
+/* Charges @n more bytes of @st's window to the node budget and the process budget, both or
+ * neither: 0 or -ENOSPC. */
+static int window_charge(struct st_session *s, struct stream *st, uint64_t n)
+{
+	if (st_budget_charge(&s->node_budget, n) < 0)
+		return -ENOSPC;
+	if (st_budget_charge(s->cfg.process_budget, n) < 0) {
+		st_budget_credit(&s->node_budget, n);
+		return -ENOSPC;
+	}
+	st->charged += n;
+	return 0;
+}
+
+static void window_credit(struct st_session *s, struct stream *st, uint64_t n)
+{
+	if (n > st->charged)
+		n = st->charged;
+	st_budget_credit(&s->node_budget, n);
+	st_budget_credit(s->cfg.process_budget, n);
+	st->charged -= n;
+}
+
+/* The first window of a new stream: reserved whole, or the stream is refused. */
+static int window_reserve(struct st_session *s, struct stream *st)
+{
+	if (!has_cap(s, ST_CAP_FLOW))
+		return 0;
+	if (window_charge(s, st, st->win.recv_window) < 0) {
+		s->stats.budget_refusals++;
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* A grant of @inc is due for @st: grow its window while it drains and the budgets have room,
+ * shrink it toward the first window while either is tight. Returns the increment to send. */
+static uint64_t window_adjust(struct st_session *s, struct stream *st, uint64_t inc)
+{
+	uint64_t win = st->win.recv_window;
+	bool tight = st_budget_tight(&s->node_budget) || st_budget_tight(s->cfg.process_budget);
+	if (tight && win > s->cfg.recv_window_bytes) {
+		uint64_t before = win;
+		inc = st_window_shrink(&st->win, inc, win - s->cfg.recv_window_bytes);
+		window_credit(s, st, before - st->win.recv_window);
+		return inc;
+	}
+	if (!tight && win < s->cfg.recv_window_max_bytes) {
+		uint64_t grow = s->cfg.recv_window_max_bytes - win;
+		if (grow > win)
+			grow = win; /* doubling: a stream that keeps draining reaches the maximum fast */
+		if (window_charge(s, st, grow) == 0)
+			inc = st_window_grow(&st->win, inc, grow);
+	}
+	return inc;
+}
+
 static void stream_free(struct st_session *s, struct stream *st)
 {
+	window_credit(s, st, st->charged);
 	ready_remove(s, st);
 	struct stream **pp = &s->buckets[bucket_of(s, st->id)];
 	while (*pp != st)
@@ -240,14 +302,17 @@ int st_session_new(struct st_session **out, const struct st_session_config *cfg,
 		s->cfg.stream_out_bytes = ST_DEFAULT_STREAM_OUT_BYTES;
 	if (s->cfg.max_data_payload == 0)
 		s->cfg.max_data_payload = ST_DEFAULT_DATA_PAYLOAD_BYTES;
+	if (s->cfg.recv_window_max_bytes < s->cfg.recv_window_bytes)
+		s->cfg.recv_window_max_bytes = s->cfg.recv_window_bytes;
 	if (s->cfg.max_data_payload > ST_MAX_MESSAGE_BYTES - ST_MAX_MESSAGE_HEADER_BYTES ||
 	    (has_cap(s, ST_CAP_FLOW) &&
 	     (s->cfg.send_window_bytes == 0 || s->cfg.recv_window_bytes == 0 ||
 	      s->cfg.send_window_bytes > ST_MAX_STREAM_WINDOW_BYTES ||
-	      s->cfg.recv_window_bytes > ST_MAX_STREAM_WINDOW_BYTES))) {
+	      s->cfg.recv_window_max_bytes > ST_MAX_STREAM_WINDOW_BYTES))) {
 		free(s);
 		return -EINVAL;
 	}
+	st_budget_init(&s->node_budget, s->cfg.node_budget_bytes);
 	s->nbuckets = 64;
 	while (s->nbuckets < s->cfg.max_streams)
 		s->nbuckets <<= 1;
@@ -356,6 +421,8 @@ static int recv_connect(struct st_session *s, const struct st_msg *m)
 	int rc;
 	if (s->nstreams > s->cfg.max_streams)
 		rc = -EAGAIN;
+	else if (window_reserve(s, st) < 0)
+		rc = -ENOSPC; /* the cloud gets ERROR limit; nothing of it was read yet */
 	else
 		rc = s->cb->on_open(s, m->connect_id, m->type, m->payload, m->payload_len, s->user);
 	if (rc < 0 && find(s, m->connect_id) == st) {
@@ -581,6 +648,12 @@ int st_session_open(struct st_session *s, uint64_t id, uint64_t type, const uint
 		free(copy);
 		return -ENOMEM;
 	}
+	if (window_reserve(s, st) < 0) {
+		stream_free(s, st);
+		s->stats.streams_total--; /* it never existed for the peer */
+		free(copy);
+		return -ENOSPC;
+	}
 	st->state = ST_STREAM_S_OPEN;
 	st->connect = copy;
 	st->connect_len = len;
@@ -661,6 +734,9 @@ void st_session_consumed(struct st_session *s, uint64_t id, size_t n)
 	if (st == NULL || !has_cap(s, ST_CAP_FLOW) || st->close_pending)
 		return;
 	uint64_t inc = st_window_on_consumed(&st->win, n);
+	if (inc == 0)
+		return;
+	inc = window_adjust(s, st, inc);
 	if (inc == 0)
 		return;
 	st->window_grant += inc;
@@ -872,4 +948,5 @@ void st_session_get_stats(const struct st_session *s, struct st_session_stats *o
 {
 	*out = s->stats;
 	out->streams_open = s->nstreams;
+	out->window_bytes = s->node_budget.used_bytes;
 }

@@ -40,6 +40,29 @@ int st_window_on_received(struct st_window *w, size_t n)
 	return 0;
 }
 
+uint64_t st_window_grow(struct st_window *w, uint64_t inc, uint64_t n)
+{
+	if (w->recv_window >= ST_MAX_STREAM_WINDOW_BYTES)
+		return inc;
+	if (n > ST_MAX_STREAM_WINDOW_BYTES - w->recv_window)
+		n = ST_MAX_STREAM_WINDOW_BYTES - w->recv_window;
+	w->recv_window += n;
+	w->recv_outstanding += n;
+	return inc + n;
+}
+
+uint64_t st_window_shrink(struct st_window *w, uint64_t inc, uint64_t n)
+{
+	/* The bytes given back are part of the grant not yet sent: the peer never had them. */
+	if (n > inc)
+		n = inc;
+	if (n >= w->recv_window)
+		n = w->recv_window - 1;
+	w->recv_window -= n;
+	w->recv_outstanding -= n;
+	return inc - n;
+}
+
 uint64_t st_window_on_consumed(struct st_window *w, size_t n)
 {
 	w->recv_unacked += n;

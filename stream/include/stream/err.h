@@ -16,6 +16,7 @@
  *   -EACCES      an identity or a request was refused by policy
  *   -ENOENT      the thing named does not exist (node without session, unknown container)
  *   -ENOTSUP     the peer did not negotiate the feature required
+ *   -ENOSPC      a byte budget is spent (budget.h): nothing more may be held now
  */
 #ifndef STREAM_ERR_H
 #define STREAM_ERR_H

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <stream/budget.h>
 #include <stream/limits.h>
 
 struct st_session;
@@ -47,9 +48,19 @@ struct st_session_config {
 	enum st_session_role role;
 	uint32_t caps;              /* agreed ext.h capabilities; 0 = base protocol */
 	uint64_t send_window_bytes; /* with ST_CAP_FLOW: the peer's announced window */
-	uint64_t recv_window_bytes; /* with ST_CAP_FLOW: the window we announced */
-	size_t max_streams;         /* 0 = ST_DEFAULT_MAX_STREAMS */
-	size_t stream_out_bytes;    /* per-stream output queue; 0 = ST_DEFAULT_STREAM_OUT_BYTES */
+	uint64_t recv_window_bytes; /* with ST_CAP_FLOW: the window we announced (each stream's
+	                             * first window) */
+	/* With ST_CAP_FLOW, memory is bounded by credit, never by pausing the tunnel: every stream's
+	 * receive window (what the peer may have in flight or we hold for it) is charged to the
+	 * session's node budget and to @process_budget. A stream whose first window does not fit
+	 * is refused (-ENOSPC from st_session_open; ERROR limit to the cloud on the edge). A window
+	 * grows (doubling, up to recv_window_max_bytes) when its consumer drains it and both
+	 * budgets have room, and shrinks back toward recv_window_bytes when either is tight. */
+	uint64_t recv_window_max_bytes;   /* 0 = recv_window_bytes: no growth */
+	uint64_t node_budget_bytes;       /* 0 = no node limit */
+	struct st_budget *process_budget; /* optional, borrowed: shared by a process's sessions */
+	size_t max_streams;               /* 0 = ST_DEFAULT_MAX_STREAMS */
+	size_t stream_out_bytes; /* per-stream output queue; 0 = ST_DEFAULT_STREAM_OUT_BYTES */
 	size_t max_data_payload; /* DATA payload per message; 0 = ST_DEFAULT_DATA_PAYLOAD_BYTES */
 	struct st_session_totals *totals; /* optional, borrowed: must outlive the session */
 };
@@ -89,6 +100,8 @@ struct st_session_stats {
 	uint64_t removes_answered; /* our REMOVE sent because the peer's came first */
 	uint64_t removes_crossed;  /* the peer's REMOVE arrived while ours was still queued */
 	uint64_t removes_repeated; /* the peer's REMOVE for an ID already answered: absorbed */
+	uint64_t budget_refusals;  /* streams refused because their first window did not fit */
+	uint64_t window_bytes; /* receive windows held now, all streams (the node budget's use) */
 };
 
 /* st_session_new() - 0, -EINVAL (bad config or missing on_data/on_close, or edge without
@@ -110,8 +123,10 @@ int st_session_recv(struct st_session *s, const uint8_t *msg, size_t len);
 
 /*
  * st_session_open() - cloud: open stream @id by queueing connect @type with @payload (copied).
- * Returns 0; -EEXIST (id in use); -EAGAIN (max_streams open); -EMSGSIZE (payload too big);
- * -ENOTSUP (TCP_CONNECT not negotiated); -EINVAL (not a connect type, id 0, or the edge role).
+ * Returns 0; -EEXIST (id in use); -EAGAIN (max_streams open); -ENOSPC (with ST_CAP_FLOW: the
+ * stream's receive window does not fit the node or process budget); -EMSGSIZE (payload too
+ * big); -ENOTSUP (TCP_CONNECT not negotiated); -EINVAL (not a connect type, id 0, or the edge
+ * role).
  */
 int st_session_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *payload,
                     size_t len);
@@ -147,7 +162,8 @@ int st_session_shutdown(struct st_session *s, uint64_t id);
 int st_session_close(struct st_session *s, uint64_t id, uint64_t code, const char *reason);
 
 /* st_session_consumed() - the consumer took @n bytes of @id's DATA: with ST_CAP_FLOW, credit
- * goes back to the peer (in WINDOW messages of at least half the window). */
+ * goes back to the peer (in WINDOW messages of at least half the window), the window growing or
+ * shrinking as the budgets allow. */
 void st_session_consumed(struct st_session *s, uint64_t id, size_t n);
 
 /* st_session_hello() - queue our HELLO (with ext caps) carrying @replica_id; sent first. */

@@ -47,4 +47,14 @@ int st_window_on_received(struct st_window *w, size_t n);
  */
 uint64_t st_window_on_consumed(struct st_window *w, size_t n);
 
+/*
+ * st_window_grow() / st_window_shrink() - with the increment @inc that st_window_on_consumed
+ * just returned, make the window @n bytes larger (the peer gets @inc + @n) or smaller (the
+ * peer gets @inc - @n; @n is cut to @inc and to what keeps the window at least 1 byte).
+ * Return the increment to send instead (0: send nothing). Growth beyond
+ * ST_MAX_STREAM_WINDOW_BYTES is cut too.
+ */
+uint64_t st_window_grow(struct st_window *w, uint64_t inc, uint64_t n);
+uint64_t st_window_shrink(struct st_window *w, uint64_t inc, uint64_t n);
+
 #endif /* STREAM_WINDOW_H */

@@ -363,6 +363,131 @@ static void test_ext_remove_not_answered(void **state)
 	free_pair(&cloud, &edge);
 }
 
+/* With credit flow control the receive windows are charged to a node budget and a process
+ * budget: a stream whose first window does not fit is refused (cloud: -ENOSPC; edge: ERROR
+ * limit), a window grows while its consumer drains and the budgets have room, shrinks while
+ * one is tight, and everything is credited back when streams end. */
+static void test_flow_budgets(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	memset(&cloud, 0, sizeof cloud);
+	memset(&edge, 0, sizeof edge);
+	struct st_budget proc;
+	st_budget_init(&proc, 40 * 1024);
+	struct st_session_config cc = {.role = ST_SESSION_CLOUD,
+	                               .caps = ST_CAP_ALL,
+	                               .send_window_bytes = 64 * 1024,
+	                               .recv_window_bytes = 8 * 1024,
+	                               .recv_window_max_bytes = 32 * 1024,
+	                               .node_budget_bytes = 24 * 1024,
+	                               .process_budget = &proc,
+	                               .max_streams = 8};
+	struct st_session_config ec = {.role = ST_SESSION_EDGE,
+	                               .caps = ST_CAP_ALL,
+	                               .send_window_bytes = 8 * 1024,
+	                               .recv_window_bytes = 64 * 1024,
+	                               .max_streams = 8};
+	assert_int_equal(st_session_new(&cloud.s, &cc, &callbacks, &cloud), 0);
+	assert_int_equal(st_session_new(&edge.s, &ec, &callbacks, &edge), 0);
+	/* Three first windows of 8 KiB fill the node's 24 KiB; the fourth is refused. */
+	for (uint64_t id = 1; id <= 3; id++)
+		assert_int_equal(
+		        st_session_open(cloud.s, id, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+		        0);
+	assert_int_equal(st_session_open(cloud.s, 4, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 -ENOSPC);
+	assert_false(st_session_stream_exists(cloud.s, 4));
+	struct st_session_stats stats;
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.budget_refusals == 1 && stats.window_bytes == 24 * 1024);
+	assert_true(stats.streams_total == 3);
+	assert_true(proc.used_bytes == 24 * 1024);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 3); /* the connects */
+	/* Stream 1 drains: its window would double, but the node budget is full, so it stays. */
+	cloud.consume = true;
+	uint8_t blob[8 * 1024];
+	memset(blob, 'x', sizeof blob);
+	assert_int_equal(st_session_write(edge.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
+	while (pump(&edge, &cloud, 10, false) + pump(&cloud, &edge, 10, false) > 0)
+		;
+	assert_true(cloud.bytes[1] == sizeof blob);
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.window_bytes == 24 * 1024);
+	/* Streams 2 and 3 end: the budget has room, stream 1 grows by doubling while it drains. */
+	assert_int_equal(st_session_close(cloud.s, 2, 0, NULL), 0);
+	assert_int_equal(st_session_close(cloud.s, 3, 0, NULL), 0);
+	while (pump(&cloud, &edge, 10, false) + pump(&edge, &cloud, 10, false) > 0)
+		;
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.window_bytes == 8 * 1024);
+	for (int round = 0; round < 4; round++) {
+		assert_int_equal(st_session_write(edge.s, 1, blob, sizeof blob),
+		                 (ssize_t)sizeof blob);
+		while (pump(&edge, &cloud, 10, false) + pump(&cloud, &edge, 10, false) > 0)
+			;
+	}
+	st_session_get_stats(cloud.s, &stats);
+	/* 8 -> 16 KiB; 32 KiB would pass three quarters of the 24 KiB node budget... and does
+	 * not fit: it stays at 16 KiB. */
+	assert_true(stats.window_bytes == 16 * 1024);
+	assert_true(cloud.bytes[1] == 5 * sizeof blob);
+	/* A new stream makes the budgets tight: stream 1 shrinks back as it drains. */
+	assert_int_equal(st_session_open(cloud.s, 5, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.window_bytes == 24 * 1024);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 1);
+	assert_int_equal(st_session_write(edge.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
+	while (pump(&edge, &cloud, 10, false) + pump(&cloud, &edge, 10, false) > 0)
+		;
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.window_bytes == 16 * 1024);
+	/* Everything goes back when the session ends; the process budget is shared. */
+	st_session_free(cloud.s);
+	assert_true(proc.used_bytes == 0);
+	assert_true(proc.peak_bytes == 24 * 1024);
+	st_session_free(edge.s);
+}
+
+/* The edge refuses a stream whose first window does not fit its process budget with ERROR
+ * limit, and reads nothing of it. */
+static void test_flow_budget_edge_refusal(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	memset(&cloud, 0, sizeof cloud);
+	memset(&edge, 0, sizeof edge);
+	struct st_budget proc;
+	st_budget_init(&proc, 100 * 1024);
+	struct st_session_config cc = {.role = ST_SESSION_CLOUD,
+	                               .caps = ST_CAP_ALL,
+	                               .send_window_bytes = 64 * 1024,
+	                               .recv_window_bytes = 64 * 1024,
+	                               .max_streams = 8};
+	struct st_session_config ec = {.role = ST_SESSION_EDGE,
+	                               .caps = ST_CAP_ALL,
+	                               .send_window_bytes = 64 * 1024,
+	                               .recv_window_bytes = 64 * 1024,
+	                               .process_budget = &proc,
+	                               .max_streams = 8};
+	assert_int_equal(st_session_new(&cloud.s, &cc, &callbacks, &cloud), 0);
+	assert_int_equal(st_session_new(&edge.s, &ec, &callbacks, &edge), 0);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(st_session_open(cloud.s, 2, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 2);
+	assert_int_equal(edge.opens, 1); /* the second never reached on_open */
+	assert_int_equal(pump(&edge, &cloud, 10, false), 1);
+	assert_int_equal(cloud.closes[2], 1);
+	assert_true(cloud.close_code[2] == ST_EXT_ERR_LIMIT);
+	assert_string_equal(cloud.close_reason[2], "memory budget spent");
+	assert_true(proc.used_bytes == 64 * 1024 && proc.refused == 1);
+	free_pair(&cloud, &edge);
+	assert_true(proc.used_bytes == 0);
+}
+
 static void test_refusals_and_codes(void **state)
 {
 	(void)state;
@@ -681,6 +806,8 @@ int main(void)
 	        cmocka_unit_test(test_base_crossing_removes),
 	        cmocka_unit_test(test_base_unknown_remove_answered_once),
 	        cmocka_unit_test(test_ext_remove_not_answered),
+	        cmocka_unit_test(test_flow_budgets),
+	        cmocka_unit_test(test_flow_budget_edge_refusal),
 	        cmocka_unit_test(test_refusals_and_codes),
 	        cmocka_unit_test(test_protocol_errors),
 	        cmocka_unit_test(test_half_close_both_ways),

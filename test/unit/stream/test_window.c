@@ -83,12 +83,44 @@ static void test_stream_fill_and_drain(void **state)
 	assert_true(sent == total);
 }
 
+static void test_st_window_grow_shrink__keep_the_accounting(void **state)
+{
+	(void)state;
+	struct st_window w;
+	st_window_init(&w, 0, 1000);
+	assert_int_equal(st_window_on_received(&w, 600), 0);
+	uint64_t inc = st_window_on_consumed(&w, 600);
+	assert_true(inc == 600);
+	/* Doubling: the peer gets its 600 back and 1000 more. */
+	inc = st_window_grow(&w, inc, 1000);
+	assert_true(inc == 1600 && w.recv_window == 2000 && w.recv_outstanding == 2000);
+	assert_int_equal(st_window_on_received(&w, 2000), 0);
+	assert_int_equal(st_window_on_received(&w, 1), -EPROTO); /* not one byte more */
+	/* Shrinking gives back part of a grant the peer never had. */
+	inc = st_window_on_consumed(&w, 1200);
+	assert_true(inc == 1200);
+	inc = st_window_shrink(&w, inc, 1000);
+	assert_true(inc == 200 && w.recv_window == 1000 && w.recv_outstanding == 200);
+	/* Never more than the grant, never to nothing. */
+	inc = st_window_on_consumed(&w, 800);
+	assert_true(inc == 800);
+	inc = st_window_shrink(&w, inc, 5000);
+	assert_true(inc == 0 && w.recv_window == 200);
+	assert_true(st_window_shrink(&w, 5000, 5000) == 4801 && w.recv_window == 1);
+	/* Growth stops at the protocol's maximum. */
+	st_window_init(&w, 0, ST_MAX_STREAM_WINDOW_BYTES - 10);
+	assert_true(st_window_grow(&w, 0, 100) == 10);
+	assert_true(w.recv_window == ST_MAX_STREAM_WINDOW_BYTES);
+	assert_true(st_window_grow(&w, 7, 100) == 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_send_side),
 	        cmocka_unit_test(test_recv_side),
 	        cmocka_unit_test(test_stream_fill_and_drain),
+	        cmocka_unit_test(test_st_window_grow_shrink__keep_the_accounting),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
