@@ -72,6 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
+	/* Budgets small enough that refusals, growth and shrinking all happen. */
+	struct st_budget proc;
+	st_budget_init(&proc, 40000);
 	struct st_session_config cfg = {
 	        .role = (data[0] & 1) ? ST_SESSION_EDGE : ST_SESSION_CLOUD,
 	        .caps = (data[0] & 2) ? ST_CAP_ALL : 0,
@@ -80,6 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	        .max_streams = 8,
 	        .stream_out_bytes = 16384,
 	        .max_data_payload = 4096,
+	        .recv_window_max_bytes = 32768,
+	        .node_budget_bytes = 30000,
+	        .process_budget = &proc,
 	};
 	struct st_session *s;
 	if (st_session_new(&s, &cfg, &cb, NULL) != 0)
@@ -116,5 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	st_session_free(s);
+	if (proc.used_bytes != 0)
+		abort(); /* every window charged is credited back */
 	return 0;
 }
