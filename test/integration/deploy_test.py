@@ -227,7 +227,11 @@ class Mounts:
                 if t == "Socket":
                     os.makedirs(os.path.dirname(d), exist_ok=True)
                     s = socket.socket(socket.AF_UNIX)
-                    s.bind(d)
+                    # Bound in the run's short socket directory (a socket path holds 108 bytes,
+                    # a deep build tree more) and reached through a symlink at the mount path.
+                    short = self.env.sock(os.path.basename(d))
+                    s.bind(short)
+                    os.symlink(short, d)
                     self.socks.append(s)
                 elif t == "Directory":
                     os.makedirs(d, exist_ok=True)
