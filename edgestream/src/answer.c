@@ -196,6 +196,8 @@ ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len,
 		return rc;
 	if (b->kind == ST_HTTP_BODY_UPGRADE)
 		return -EBADMSG; /* a 101 to a logs or metrics request */
+	b->keep_alive = b->kind != ST_HTTP_BODY_UNTIL_CLOSE &&
+	                st_http_keep_alive(resp.minor_version, resp.headers, resp.num_headers);
 	b->head_done = true;
 	free(b->head);
 	b->head = NULL;

@@ -40,6 +40,10 @@ struct es_body_only {
 	size_t head_len;
 	bool head_done;
 	int status; /* the backend's status, once head_done */
+	/* Once head_done: the response lets its connection carry another request (HTTP/1.1
+	 * without "Connection: close", HTTP/1.0 only with "Connection: keep-alive") and ends by
+	 * its framing, not by the close. */
+	bool keep_alive;
 	enum st_http_body_kind kind;
 	uint64_t remaining; /* ST_HTTP_BODY_LENGTH */
 	struct st_chunked_decoder ch;

@@ -249,12 +249,14 @@ void es_idle_free_all(struct edgestream *es)
 }
 
 /* The response on @st's kubelet connection is complete: keep the connection for the next
- * request. Returns 0, or -1 when it cannot be kept (the pool is full, TLS bytes unsent). */
+ * request. Returns 0, or -1 when it cannot be kept (the response said "Connection: close" or
+ * was HTTP/1.0 without keep-alive, the pool is full, TLS bytes unsent). */
 static int pool_put(struct es_stream *st)
 {
 	struct edgestream *es = st->es;
 	if (st->wsi == NULL || !st->use_tls || st->state != ES_STREAM_RELAYING ||
-	    es->idle_count >= es->cfg.kubelet_idle_connections || es_tls_pending(&st->tls) > 0)
+	    !st->bo.keep_alive || es->idle_count >= es->cfg.kubelet_idle_connections ||
+	    es_tls_pending(&st->tls) > 0)
 		return -1;
 	struct es_idle_conn *c = calloc(1, sizeof *c);
 	if (c == NULL)

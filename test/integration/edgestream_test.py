@@ -131,6 +131,26 @@ def kept_kubelet_connections(chain):
         check(st == 200 and b == b"line 1\nline 2\nline 3\n", "logs: %d %r" % (st, b))
 
 
+def kubelet_close_not_kept(chain):
+    """A kubelet answer that says "Connection: close", or is HTTP/1.0 without keep-alive, ends
+    its connection: edgestream does not keep it for the next request, even while the kubelet
+    has not closed it yet (here it closes 3 s later and reads nothing meanwhile). Before, the
+    connection went into the idle pool and the next request was sent on it, to wait for the
+    close and a new dial."""
+    for q in ("close=1", "v10=1"):
+        st, _, body, s = chain.get("/conn?%s&linger=3" % q)
+        s.close()
+        check(st == 200 and body.isdigit(), "/conn?%s: %d %r" % (q, st, body))
+        t0 = time.monotonic()
+        st, _, after, s = chain.get("/conn")
+        took = time.monotonic() - t0
+        s.close()
+        check(st == 200 and after.isdigit() and after != body,
+              "after /conn?%s: %d %r (that one was %r)" % (q, st, after, body))
+        check(took < 1.5, "after /conn?%s the next request took %.2f s: it went on the "
+              "connection the kubelet was closing" % (q, took))
+
+
 def upgrade_echo(chain, method, target):
     s = chain.api.connect()
     s.sendall(h.head(method, target, [("Host", "edge-1:10350")] + UPGRADE_SPDY))
@@ -220,6 +240,7 @@ def group_cloud():
             ("status_passthrough", lambda: cst.status_passthrough(chain)),
             ("keep_alive", lambda: cst.keep_alive(chain)),
             ("kept_kubelet_connections", lambda: kept_kubelet_connections(chain)),
+            ("kubelet_close_not_kept", lambda: kubelet_close_not_kept(chain)),
             ("refused_upgrade_is_fast", lambda: cst.refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: cst.edge_end_closes_fast(chain)),
             ("big_body_100mib", lambda: cst.big_body(chain)),

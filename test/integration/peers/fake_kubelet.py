@@ -17,11 +17,14 @@ Paths:
         speaks SPDY (the kubectl >= 1.30 fallback case).
   /containerLogs/ns/pod/ctr?tailLines=N[&follow=true]   chunked "line <i>\\n", i = 1..N
         (default 10); with follow, one more line every 100 ms until the client leaves
-        (&burst=N: N lines of 100 bytes every 100 ms, a log that floods).
+        (&burst=N: N lines of 100 bytes every 100 ms, a log that floods; &interval=S: one
+        line every S seconds instead, a quiet log).
   /metrics, /metrics/cadvisor, /metrics/resource   Prometheus text, Content-Length
   /healthz /pods /stats/summary /configz            small bodies
   /conn[?close]         the client's source port: which connection carried the request
-                        (with close: "Connection: close", then it closes)
+                        (with close: "Connection: close", then it closes; with v10 instead:
+                        an HTTP/1.0 answer without keep-alive, then it closes; &linger=S:
+                        it closes S seconds later, reading nothing meanwhile)
   /bytes?n=N&seed=S     N deterministic bytes (see body_bytes), header X-Body-Sha256
   /stream[?n=N]         chunked 64 KiB chunks, endless unless n is given
   /status/CODE          that status, a short body
@@ -166,8 +169,9 @@ async def serve(reader, writer, method, target, headers):
             await chunk(writer, b"line %d\n" % i)
         i = n
         burst = int(q.get("burst", ["0"])[0])
+        interval = float(q.get("interval", ["0.1"])[0])
         while follow:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(interval)
             if burst:
                 await chunk(writer, b"".join(b"line %-94d\n" % (i + k) for k in range(burst)))
                 i += burst
@@ -181,9 +185,12 @@ async def serve(reader, writer, method, target, headers):
         writer.write(response(200, b"ok"))
     elif path == "/conn":
         port = b"%d" % writer.get_extra_info("peername")[1]
-        if "close" in q:  # answer, say so, and close
-            writer.write(response(200, port, extra=["Connection: close"]))
+        linger = float(q.get("linger", ["0"])[0])
+        if "close" in q or "v10" in q:  # answer, say so (or HTTP/1.0), and close
+            r = response(200, port, extra=[] if "v10" in q else ["Connection: close"])
+            writer.write(r.replace(b"HTTP/1.1", b"HTTP/1.0", 1) if "v10" in q else r)
             await writer.drain()
+            await asyncio.sleep(linger)  # reading nothing more meanwhile
             return False
         writer.write(response(200, port))
     elif path in ("/pods", "/stats/summary", "/configz"):

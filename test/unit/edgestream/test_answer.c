@@ -194,6 +194,47 @@ static void test_es_body_only__framings_split_anywhere(void **state)
 	}
 }
 
+/* Whether the kubelet lets its connection carry the next request: only then may the edge keep
+ * it (HTTP/1.1 unless "Connection: close", HTTP/1.0 only with keep-alive, never a body that
+ * ends with the close). Known once the head is complete, however it is split. */
+static void test_es_body_only__keep_alive(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *resp;
+		bool keep;
+	} cases[] = {
+	        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true},
+	        {"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", false},
+	        {"HTTP/1.1 200 OK\r\nconnection: Keep-Alive, CLOSE\r\nContent-Length: 2\r\n\r\nok",
+	         false},
+	        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+	         "0\r\n\r\n",
+	         false},
+	        {"HTTP/1.1 204 No Content\r\n\r\n", true},
+	        {"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
+	        {"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", true},
+	        {"HTTP/1.1 200 OK\r\n\r\nuntil close", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		size_t len = strlen(cases[i].resp);
+		for (size_t step = 1; step <= len; step++) {
+			struct es_body_only b;
+			es_body_only_init(&b);
+			assert_false(b.keep_alive);
+			for (size_t off = 0; off < len; off += step) {
+				size_t k = len - off < step ? len - off : step;
+				assert_true(es_body_only_feed(&b,
+				                              (const uint8_t *)cases[i].resp + off,
+				                              k, NULL, SIZE_MAX) >= 0);
+			}
+			assert_true(b.head_done);
+			assert_int_equal(b.keep_alive, cases[i].keep);
+			es_body_only_cleanup(&b);
+		}
+	}
+}
+
 static void test_es_body_only__malformed(void **state)
 {
 	(void)state;
@@ -226,6 +267,7 @@ int main(void)
 	        cmocka_unit_test(test_es_request_head__upgrade_keeps_connection),
 	        cmocka_unit_test(test_es_request_head__refuses_head_splitting),
 	        cmocka_unit_test(test_es_body_only__framings_split_anywhere),
+	        cmocka_unit_test(test_es_body_only__keep_alive),
 	        cmocka_unit_test(test_es_body_only__malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
