@@ -1,0 +1,3 @@
+module cloudstream.local/edgestream
+
+go 1.19
