@@ -21,6 +21,7 @@ peer_pkgs=(
   nginx-light containerd runc busybox-static iproute2 iptables conntrack socat
   python3 python3-kubernetes python3-websocket python3-websockets python3-yaml curl procps psmisc
   libnginx-mod-http-js  # njs: the apiserver stand-in's pods/log errors (peers/apiserver_podlog.js)
+  golang-go  # Go 1.19: edgestream/go and its example agent (integration.go_*, e2e.kubectl_goagent)
 )
 
 want=("${build_pkgs[@]}")
