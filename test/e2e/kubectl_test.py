@@ -6,7 +6,11 @@ apiserver) → tunnel → edgestream (--cri-socket: exec, attach, port-forward a
 through containerd; node proxy to a kubelet stand-in) → a real containerd with a real
 host-network pod default/demo.
 
-    kubectl_test.py GROUP [TEST...]     GROUP: streams | logs
+    kubectl_test.py GROUP [TEST...]     GROUP: streams | logs | goagent
+
+goagent: the example Go agent (edgestream/go/example-agent, built by integration.go_package)
+embeds libedgestream in place of the edgestream daemon, and kubectl exec, exec -i, exec -it,
+port-forward and the node proxy go through it.
 
 Each group is one process with one containerd (starting it is the expensive part). Outputs are
 asserted exactly; figures (exec times, cp throughput) are printed for the record. Skipped (77)
@@ -34,6 +38,7 @@ from apiserver import Apiserver, NJS_MODULE, free_port  # noqa: E402
 from containerd import Containerd  # noqa: E402
 import images  # noqa: E402
 import fake_kubelet  # noqa: E402  (its /metrics body is the reference)
+import go_agent_test  # noqa: E402  (the Go agent as the edge, group goagent)
 
 KUBECTL_DIR = "/usr/lib/google-cloud-sdk/bin"
 VERSIONS = ("1.27", "1.32", "1.33")
@@ -74,6 +79,7 @@ class Lab:
 
     def __init__(self, group):
         self.env = h.Env("e2e-" + group, nodes=(NODE,))
+        self.group = group
         self.base = self.env.dir
         self.home = os.path.join(self.base, "home")  # kubectl's discovery cache goes here
         os.makedirs(self.home)
@@ -119,8 +125,12 @@ class Lab:
         self.api.add_pod("default", "nosandbox", ["app"])
         self.api.add_pod("default", "far", ["app"], node="ghost-node")
         self.api.start()
-        self.edge = h.start_edgestream(env, self.cloud, self.kubelet, node=NODE,
-                                       extra=["--cri-socket", self.ctd.socket])
+        if self.group == "goagent":  # the Go agent embedding libedgestream is the edge
+            self.edge = go_agent_test.start_agent(env, self.cloud, self.kubelet, node=NODE,
+                                                  options={"cri-socket": self.ctd.socket})
+        else:
+            self.edge = h.start_edgestream(env, self.cloud, self.kubelet, node=NODE,
+                                           extra=["--cri-socket", self.ctd.socket])
         print("setup: containerd + images %.1fs, chain up %.1fs" %
               (t_ctd, time.monotonic() - t0), flush=True)
         return self
@@ -744,6 +754,12 @@ GROUPS = {
              ("errors_as_documented", errors_as_documented, VERSIONS),
              ("python_client", python_client, None),
              ("apiserver_rewrite", apiserver_rewrite, None)],
+    # exec_stdin first: it counts the apiserver's /exec lines after a mark, and nginx writes an
+    # upgraded request's line when its connection ends, which can be after kubectl has exited
+    # (an exec_status just before would land in its count)
+    "goagent": [("exec_stdin", exec_stdin, ("1.32",)), ("exec_status", exec_status, VERSIONS),
+                ("exec_tty", exec_tty, ("1.32",)), ("port_forward", port_forward, ("1.32",)),
+                ("node_metrics", node_metrics, ("1.32",))],
 }
 
 
@@ -753,6 +769,11 @@ def main():
         return 2
     group = sys.argv.pop(1)
     miss = missing_peers()
+    if group == "goagent" and not os.access(go_agent_test.AGENT, os.X_OK):
+        if shutil.which("go") is not None:
+            print("FAIL %s is missing: integration.go_package builds it" % go_agent_test.AGENT)
+            return 1
+        miss.append("go (golang-go)")
     if os.geteuid() != 0 or miss:
         why = "needs root" if os.geteuid() != 0 else "missing " + ", ".join(miss)
         if os.environ.get("CI") == "true":
