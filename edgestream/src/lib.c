@@ -1,7 +1,7 @@
 /*
  * edgestream/src/lib.c — the library's public API (edgestream.h): configuration, the instance
- * and its event loop, running it (own thread, host-driven or blocking), cross-thread stop and
- * reload, stats, and the admin endpoints.
+ * and its event loop, its tunnels, running it (own thread, host-driven or blocking),
+ * cross-thread stop and reload, stats, and the admin endpoints.
  */
 #include "es.h"
 
@@ -19,6 +19,11 @@
 #include <stream/log.h>
 #include <stream/loop.h>
 #include <stream/workq.h>
+
+#include "backend.h"
+#include "conn.h"
+#include "tls.h"
+#include "tunnel.h"
 
 uint64_t es_now_ms(void)
 {
@@ -98,10 +103,23 @@ static int config_copy(struct es_config *dst, const struct es_config *src, char 
 
 /* ---- stats and admin ------------------------------------------------------------------- */
 
+/* Whether a tunnel is up (and the first one up speaks the extensions). */
+static bool any_up(const struct edgestream *es, bool *extended)
+{
+	for (const struct es_tunnel *t = es->tunnels; t; t = t->next)
+		if (t->connected) {
+			if (extended)
+				*extended = t->extended;
+			return true;
+		}
+	return false;
+}
+
 void es_publish_stats(struct edgestream *es)
 {
-	es->m.connected = es->connected;
-	es->m.extended = es->extended;
+	bool extended = false;
+	es->m.connected = any_up(es, &extended);
+	es->m.extended = extended;
 	es->m.removes_answered = es->session_totals.removes_answered;
 	es->m.removes_crossed = es->session_totals.removes_crossed;
 	es->m.removes_repeated = es->session_totals.removes_repeated;
@@ -178,7 +196,7 @@ static bool ready(void *user, const char **why)
 {
 	struct edgestream *es = user;
 	*why = "the tunnel to the cloud is down";
-	return es->connected;
+	return any_up(es, NULL);
 }
 
 /* ---- the loop -------------------------------------------------------------------------- */
@@ -190,10 +208,9 @@ static void handle_requests(struct edgestream *es)
 	if (atomic_load(&es->stop_requested) && !es->stopped) {
 		es->stopped = true;
 		st_info("stopping");
-		lws_sul_cancel(&es->sul_dial);
 		lws_sul_cancel(&es->sul_certs);
-		if (es->wsi)
-			es_tunnel_close(es, -ECANCELED, "stopping");
+		for (struct es_tunnel *t = es->tunnels; t; t = t->next)
+			es_tunnel_stop(t);
 	}
 }
 
@@ -431,7 +448,6 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 			seed ^= (uint64_t)time(NULL);
 		fclose(ur);
 	}
-	es_backoff_init(&es->backoff, es->cfg.backoff_initial_ms, es->cfg.backoff_max_ms, seed);
 	/* Runtime calls block (libcurl): they run on two workers, never on the loop. */
 	if (es->cri_enabled && (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
 	                        st_workq_new(&es->wq, es->ctx, 2, 256) < 0)) {
@@ -439,7 +455,16 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 		edgestream_free(es);
 		return -ENOMEM;
 	}
-	es_tunnel_start_timers(es);
+	/* One tunnel, to --cloud-url; the structure takes more (tunnel.h). */
+	struct es_tunnel *t;
+	if (es_tunnel_new(&t, es, seed) < 0) {
+		snprintf(err, errlen, "out of memory");
+		edgestream_free(es);
+		return -ENOMEM;
+	}
+	es_certs_start(es);
+	for (t = es->tunnels; t; t = t->next)
+		es_tunnel_schedule_dial(t, 0);
 	st_info("edgestream %s: node %s, cloud wss://%s:%d%s (verified as %s), kubelet %s, %zu "
 	        "local ports allowed, CRI %s, admin %s",
 	        EDGESTREAM_VERSION, es->node, es->cloud_host, es->cloud_port, es->cloud_path,
@@ -456,9 +481,20 @@ static void on_service_timer(lws_sorted_usec_list_t *sul)
 	(void)sul; /* firing is the point: the wait in lws_service ends */
 }
 
+/* Stopped, and every tunnel's websocket closed. */
+static bool all_closed(const struct edgestream *es)
+{
+	if (!es->stopped)
+		return false;
+	for (const struct es_tunnel *t = es->tunnels; t; t = t->next)
+		if (t->wsi)
+			return false;
+	return true;
+}
+
 int edgestream_service(struct edgestream *es, int timeout_ms)
 {
-	if (es->stopped && es->wsi == NULL)
+	if (all_closed(es))
 		return 1;
 	handle_requests(es);
 	/* lws 4.1 waits until its next timer or event; a timer bounds the wait for the host. */
@@ -469,7 +505,7 @@ int edgestream_service(struct edgestream *es, int timeout_ms)
 	lws_sul_cancel(&es->sul_service);
 	if (rc < 0)
 		return 1;
-	return es->stopped && es->wsi == NULL ? 1 : 0;
+	return all_closed(es) ? 1 : 0;
 }
 
 int edgestream_run(struct edgestream *es)
@@ -522,18 +558,19 @@ void edgestream_free(struct edgestream *es)
 	st_workq_free(es->wq); /* before the context: completions look at streams */
 	es->wq = NULL;
 	if (es->ctx) {
-		lws_sul_cancel(&es->sul_dial);
 		lws_sul_cancel(&es->sul_certs);
-		lws_sul_cancel(&es->sul_ping);
-		lws_sul_cancel(&es->sul_stable);
 		lws_sul_cancel(&es->sul_service);
-		es_idle_free_all(es);
-		lws_context_destroy(es->ctx); /* closes the tunnel and every backend */
+		/* Streams and kept connections go while the context still serves their sockets
+		 * and timers; then the context closes the tunnels (their callbacks run). */
+		for (struct es_tunnel *t = es->tunnels; t; t = t->next) {
+			es_tunnel_stop(t);
+			es_tunnel_end_streams(t);
+		}
+		es_kubelet_pool_free(es);
+		lws_context_destroy(es->ctx);
 	}
-	while (es->streams)
-		es_stream_tunnel_gone(es->streams);
-	st_session_free(es->sess);
-	st_reasm_cleanup(&es->rx);
+	while (es->tunnels)
+		es_tunnel_free(es->tunnels);
 	if (es->kubelet_ctx)
 		SSL_CTX_free(es->kubelet_ctx);
 	free(es->tx);

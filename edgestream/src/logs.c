@@ -24,6 +24,9 @@
  * 404s, for a pod it does not know, would reach kubectl as generic text). To kube-apiserver's
  * pods/log client the body is the text alone and the status one it shows (stream/status.h,
  * st_http_error_answer); to others a Status.
+ *
+ * The CRI logs backend of backend.h: no connection, the stream's state is a struct es_logs
+ * (st->be), which outlives the stream while a job runs (the job's completion frees it then).
  */
 #include <errno.h>
 #include <libgen.h>
@@ -45,8 +48,10 @@
 #include <stream/status.h>
 #include <stream/workq.h>
 
+#include "backend.h"
 #include "cri_plan.h"
-#include "es.h"
+#include "relay.h"
+#include "tunnel.h"
 
 /* One job's output: big enough that 100 MiB costs few jobs, small enough that a job plus the
  * queue's low mark fits the stream's queue toward the cloud. */
@@ -55,7 +60,9 @@
 
 struct es_logs {
 	struct edgestream *es;
-	struct es_stream *st; /* NULL once the stream ended while a job ran */
+	struct es_stream *st;        /* NULL once the stream ended while a job ran */
+	struct es_logs *next, *prev; /* es->logs, while the stream lives */
+	bool body_only;              /* a base-protocol cloud: the bare body, no head */
 	struct es_cri_plan plan;
 	struct cri_log_opts opts;
 	char socket[ES_CRI_SOCKET_MAX];
@@ -250,6 +257,19 @@ static void logs_free(struct es_logs *l)
 	free(l);
 }
 
+/* @l leaves the followers' list (its stream ended). */
+static void unlink_(struct es_logs *l)
+{
+	struct edgestream *es = l->es;
+	if (l->prev)
+		l->prev->next = l->next;
+	else if (es->logs == l)
+		es->logs = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	l->next = l->prev = NULL;
+}
+
 /* The watch on @l's directory goes when no other follower uses it. */
 static void unwatch(struct es_logs *l)
 {
@@ -258,8 +278,8 @@ static void unwatch(struct es_logs *l)
 		return;
 	int wd = l->wd;
 	l->wd = -1;
-	for (struct es_stream *s = es->streams; s; s = s->next)
-		if (s->logs && s->logs != l && s->logs->wd == wd)
+	for (struct es_logs *o = es->logs; o; o = o->next)
+		if (o != l && o->wd == wd)
 			return;
 	if (es->inotify_fd >= 0)
 		inotify_rm_watch(es->inotify_fd, wd);
@@ -320,7 +340,7 @@ static void pump(struct es_logs *l)
 	if (st == NULL || l->busy || l->finished || (l->waiting && !l->wake))
 		return;
 	if (!st_buf_below_low(&st->to_cloud))
-		return; /* es_logs_on_drained() comes once the cloud took it */
+		return; /* on_writable comes once the cloud took it */
 	l->busy = true;
 	l->wake = false;
 	l->waiting = false;
@@ -354,16 +374,16 @@ void es_logs_on_inotify(struct edgestream *es)
 			break;
 		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
 			const struct inotify_event *ev = (const void *)(u.buf + off);
-			for (struct es_stream *s = es->streams; s; s = s->next)
-				if (s->logs && s->logs->wd == ev->wd)
-					s->logs->wake = true;
+			for (struct es_logs *l = es->logs; l; l = l->next)
+				if (l->wd == ev->wd)
+					l->wake = true;
 			off += (ssize_t)sizeof(struct inotify_event) + ev->len;
 		}
 	}
-	for (struct es_stream *s = es->streams, *next; s; s = next) {
-		next = s->next; /* pump() may end a stream */
-		if (s->logs && s->logs->wake)
-			pump(s->logs);
+	for (struct es_logs *l = es->logs, *next; l; l = next) {
+		next = l->next; /* pump() may end this stream, no other */
+		if (l->wake)
+			pump(l);
 	}
 }
 
@@ -382,7 +402,7 @@ static void answer_error(struct es_logs *l, int http_status, const char *reason)
 	char why[sizeof l->why];
 	snprintf(why, sizeof why, "%s", reason); /* @l goes with the stream */
 	l->finished = true;
-	if (!(es->caps & ST_CAP_RAW_RESPONSE)) {
+	if (!(es_tunnel_caps(st->t) & ST_CAP_RAW_RESPONSE)) {
 		uint64_t code = http_status == 504   ? ST_EXT_ERR_TIMEOUT
 		                : http_status == 503 ? ST_EXT_ERR_UNREACHABLE
 		                : http_status >= 500 ? ST_EXT_ERR_INTERNAL
@@ -404,7 +424,7 @@ static int send_out(struct es_logs *l, const char *p, size_t n)
 	struct es_stream *st = l->st;
 	if (n == 0)
 		return 0;
-	if (st->body_only)
+	if (l->body_only)
 		return es_stream_to_cloud(st, (const uint8_t *)p, n);
 	char head[ST_CHUNK_HEADER_MAX_BYTES];
 	ssize_t hn = st_chunked_encode_header(head, sizeof head, n);
@@ -421,7 +441,7 @@ static void finish(struct es_logs *l)
 	struct es_stream *st = l->st;
 	l->finished = true;
 	lws_sul_cancel(&l->sul_status);
-	if (!st->body_only &&
+	if (!l->body_only &&
 	    es_stream_to_cloud(st, (const uint8_t *)ST_CHUNK_LAST, sizeof ST_CHUNK_LAST - 1) < 0)
 		return;
 	es_stream_backend_done(st); /* REMOVE once the queue is out */
@@ -433,7 +453,8 @@ static void logs_done(void *arg, int status)
 	l->busy = false;
 	if (l->st == NULL || status < 0) {
 		if (l->st) { /* the pool is going away: so is the stream */
-			l->st->logs = NULL;
+			l->st->be = NULL;
+			unlink_(l);
 			lws_sul_cancel(&l->sul_status);
 		}
 		logs_free(l);
@@ -454,7 +475,7 @@ static void logs_done(void *arg, int status)
 		static const char head[] = "HTTP/1.1 200 OK\r\n"
 		                           "Content-Type: text/plain; charset=utf-8\r\n"
 		                           "Transfer-Encoding: chunked\r\n\r\n";
-		if (!st->body_only &&
+		if (!l->body_only &&
 		    es_stream_to_cloud(st, (const uint8_t *)head, sizeof head - 1) < 0)
 			return;
 	}
@@ -489,45 +510,55 @@ static void logs_done(void *arg, int status)
 	pump(l);
 }
 
-void es_logs_start(struct es_stream *st, const struct es_cri_plan *plan)
+static int logs_open(struct es_stream *st, struct st_connect_req *req, const char *path,
+                     size_t path_len)
 {
+	(void)path; /* the plan reads the request itself */
+	(void)path_len;
 	struct edgestream *es = st->es;
 	struct es_logs *l = calloc(1, sizeof *l);
 	if (l == NULL) {
 		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
-		return;
+		return -1;
+	}
+	if (es_cri_plan_for(st, req, &l->plan) < 0) {
+		free(l);
+		return -1;
 	}
 	l->es = es;
 	l->st = st;
 	l->wd = -1;
-	l->plan = *plan;
-	es_cri_plan_fix(&l->plan);
 	snprintf(l->socket, sizeof l->socket, "%s", es->cfg.cri_socket);
 	l->timeout_ms = es->cfg.cri_timeout_ms;
-	st->logs = l;
-	st->body_only = !(es->caps & ST_CAP_RAW_RESPONSE); /* a KubeEdge cloud relays bodies */
-	l->form =
-	        st_error_form_for(true, st_connect_req_header(&st->req, "X-Forwarded-Uri") != NULL);
-	const char *q = st->req.raw_query ? st->req.raw_query : "";
+	st->be = l;
+	l->next = es->logs;
+	if (es->logs)
+		es->logs->prev = l;
+	es->logs = l;
+	l->body_only = !(es_tunnel_caps(st->t) & ST_CAP_RAW_RESPONSE); /* KubeEdge relays bodies */
+	l->form = st_error_form_for(true, st_connect_req_header(req, "X-Forwarded-Uri") != NULL);
+	const char *q = req->raw_query ? req->raw_query : "";
 	int http = cri_log_opts_parse(q, strlen(q), (int64_t)wall_ns(), &l->opts, l->why,
 	                              sizeof l->why);
 	if (http != 0) {
 		es->m.streams_refused++;
 		answer_error(l, http, l->why);
-		return;
+		return -1;
 	}
 	st_dbg_ns(es->node, st->id, "containerLogs %s/%s/%s%s → the container runtime (%s)",
-	          plan->namespace_, plan->pod, plan->container, l->opts.follow ? " (follow)" : "",
-	          l->socket);
+	          l->plan.namespace_, l->plan.pod, l->plan.container,
+	          l->opts.follow ? " (follow)" : "", l->socket);
 	pump(l);
+	return 0;
 }
 
-void es_logs_stream_gone(struct es_stream *st)
+static void logs_close(struct es_stream *st)
 {
-	struct es_logs *l = st->logs;
+	struct es_logs *l = st->be;
 	if (l == NULL)
 		return;
-	st->logs = NULL;
+	st->be = NULL;
+	unlink_(l);
 	lws_sul_cancel(&l->sul_status);
 	unwatch(l);
 	l->st = NULL;
@@ -535,8 +566,21 @@ void es_logs_stream_gone(struct es_stream *st)
 		logs_free(l); /* else the job's completion frees it */
 }
 
-void es_logs_on_drained(struct es_stream *st)
+static void logs_on_writable(struct es_stream *st)
 {
-	if (st->logs)
-		pump(st->logs);
+	if (st->be)
+		pump(st->be);
 }
+
+static void describe(const struct es_stream *st, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "the container runtime's log files (%.200s)", st->es->cfg.cri_socket);
+}
+
+const struct es_backend_ops es_backend_cri_logs = {
+        .name = "CRI logs",
+        .open = logs_open,
+        .on_writable = logs_on_writable,
+        .close = logs_close,
+        .describe = describe,
+};

@@ -1,25 +1,24 @@
 /*
- * edgestream/src/tunnel.c — the websocket to the cloud (lws glue): dial with mutual TLS and the
- * cloud's certificate verified, KubeEdge's upgrade headers plus our extension offer, the
- * session (edge role), pings and dead-peer detection, redial with backoff and jitter, and
- * certificate files re-read when they change. Loop thread only.
+ * edgestream/src/tunnel.c — a tunnel to the cloud (tunnel.h), lws glue: dial with mutual TLS
+ * and the cloud's certificate verified, KubeEdge's upgrade headers plus our extension offer, the
+ * session (edge role), pings and dead-peer detection, redial with backoff and jitter, and the
+ * streams' access to the session. Loop thread only.
  */
-#include "es.h"
+#include "tunnel.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#include <openssl/err.h>
 
 #include <stream/err.h>
 #include <stream/ext.h>
 #include <stream/log.h>
 #include <stream/loop.h>
 
-/* ---- session callbacks ----------------------------------------------------------------- */
+#include "relay.h"
+
+/* ---- session callbacks: the cloud's stream events go to the stream objects -------------- */
 
 static int on_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *payload,
                    size_t len, void *user)
@@ -79,22 +78,65 @@ static const struct st_session_callbacks session_cbs = {
         .on_tunnel_close = on_tunnel_close,
 };
 
-/* ---- helpers --------------------------------------------------------------------------- */
+/* ---- the streams' side ----------------------------------------------------------------- */
 
-void es_tunnel_kick(struct edgestream *es)
+void es_tunnel_kick(struct es_tunnel *t)
 {
-	if (es->wsi && es->connected &&
-	    (es->want_ping || (es->sess && st_session_want_write(es->sess))))
-		lws_callback_on_writable(es->wsi);
+	if (t->wsi && t->connected && (t->want_ping || (t->sess && st_session_want_write(t->sess))))
+		lws_callback_on_writable(t->wsi);
 }
 
-void es_tunnel_update_rx(struct edgestream *es)
+uint32_t es_tunnel_caps(const struct es_tunnel *t)
 {
-	bool pause = es->blocking_streams > 0;
-	if (es->wsi == NULL || !es->connected || pause == es->rx_paused)
+	return t->sess ? t->caps : 0;
+}
+
+ssize_t es_tunnel_write(struct es_tunnel *t, uint64_t id, const uint8_t *p, size_t n)
+{
+	if (t->sess == NULL)
+		return -ENOTCONN;
+	ssize_t w = st_session_write(t->sess, id, p, n);
+	es_tunnel_kick(t);
+	return w;
+}
+
+void es_tunnel_end_stream(struct es_tunnel *t, uint64_t id, uint64_t code, const char *reason)
+{
+	if (t->sess == NULL)
 		return;
-	es->rx_paused = pause;
-	st_liveness_pause(&es->live, pause, es_now_ms());
+	st_session_close(t->sess, id, code, reason);
+	es_tunnel_kick(t);
+}
+
+void es_tunnel_consumed(struct es_tunnel *t, uint64_t id, size_t n)
+{
+	if (t->sess == NULL)
+		return;
+	st_session_consumed(t->sess, id, n);
+	es_tunnel_kick(t);
+}
+
+void es_tunnel_attach(struct es_tunnel *t, uint64_t id, struct es_stream *st)
+{
+	if (t->sess)
+		st_session_set_stream_user(t->sess, id, st);
+}
+
+void es_tunnel_detach(struct es_tunnel *t, uint64_t id, const struct es_stream *st)
+{
+	if (t->sess && st_session_stream_user(t->sess, id) == st)
+		st_session_set_stream_user(t->sess, id, NULL);
+}
+
+/* Reading follows the blocking streams: paused while any is over its mark. */
+static void update_rx(struct es_tunnel *t)
+{
+	struct edgestream *es = t->es;
+	bool pause = t->blocking_streams > 0;
+	if (t->wsi == NULL || !t->connected || pause == t->rx_paused)
+		return;
+	t->rx_paused = pause;
+	st_liveness_pause(&t->live, pause, es_now_ms());
 	if (pause) {
 		es->m.tunnel_pauses++;
 		st_log(es->m.tunnel_pauses == 1 ? ST_LOG_WARN : ST_LOG_DEBUG, es->node, 0,
@@ -102,164 +144,112 @@ void es_tunnel_update_rx(struct edgestream *es)
 		       "protocol has no per-stream flow control (counted in "
 		       "edgestream_tunnel_pauses_total)");
 	}
-	lws_rx_flow_control(es->wsi, pause ? 0 : 1);
+	lws_rx_flow_control(t->wsi, pause ? 0 : 1);
 }
 
-void es_tunnel_close(struct edgestream *es, int err, const char *why)
+void es_tunnel_block(struct es_tunnel *t, bool on)
 {
-	if (es->wsi == NULL)
+	if (on)
+		t->blocking_streams++;
+	else if (t->blocking_streams > 0)
+		t->blocking_streams--;
+	update_rx(t);
+}
+
+void es_tunnel_close(struct es_tunnel *t, int err, const char *why)
+{
+	if (t->wsi == NULL)
 		return;
-	if (es->close_reason[0] == '\0') {
-		snprintf(es->close_reason, sizeof es->close_reason, "%.250s", why);
-		es->close_err = err;
+	if (t->close_reason[0] == '\0') {
+		snprintf(t->close_reason, sizeof t->close_reason, "%.250s", why);
+		t->close_err = err;
 	}
-	lws_set_timeout(es->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-}
-
-/* ---- certificate files ----------------------------------------------------------------- */
-
-static void stamp_of(const char *path, struct es_file_stamp *out)
-{
-	struct stat sb;
-	memset(out, 0, sizeof *out);
-	if (path && stat(path, &sb) == 0) {
-		out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-		out->size = (int64_t)sb.st_size;
-		out->ino = (uint64_t)sb.st_ino;
-	}
-}
-
-/* The stamps of the tunnel certificate, key and CA now. */
-static void stamps_now(const struct edgestream *es, struct es_file_stamp out[3])
-{
-	stamp_of(es->cfg.tunnel_cert, &out[0]);
-	stamp_of(es->cfg.tunnel_key, &out[1]);
-	stamp_of(es->cfg.tunnel_ca, &out[2]);
-}
-
-void es_certs_check(struct edgestream *es, bool log_unchanged)
-{
-	struct es_file_stamp now[3];
-	stamps_now(es, now);
-	if (memcmp(now, es->stamps, sizeof now) == 0) {
-		if (log_unchanged)
-			st_info("certificate files unchanged");
-		return;
-	}
-	if (es->tunnel_ctx == NULL) {
-		st_warn("certificate files changed but the TLS context is unknown: they are used "
-		        "after a restart");
-		memcpy(es->stamps, now, sizeof now);
-		return;
-	}
-	/* Load into the live client context: the next handshake uses them, the tunnel up now
-	 * keeps its session. A half-written file fails to load and is retried next time. */
-	SSL_CTX *ctx = es->tunnel_ctx;
-	X509_STORE *store = X509_STORE_new();
-	if (store == NULL || X509_STORE_load_file(store, es->cfg.tunnel_ca) != 1 ||
-	    SSL_CTX_use_certificate_chain_file(ctx, es->cfg.tunnel_cert) != 1 ||
-	    SSL_CTX_use_PrivateKey_file(ctx, es->cfg.tunnel_key, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_check_private_key(ctx) != 1) {
-		char e[200] = "";
-		ERR_error_string_n(ERR_get_error(), e, sizeof e);
-		ERR_clear_error();
-		X509_STORE_free(store);
-		st_warn("certificate files changed but do not load yet (%s); retrying", e);
-		return;
-	}
-	SSL_CTX_set_cert_store(ctx, store); /* takes ownership, frees the old store */
-	memcpy(es->stamps, now, sizeof now);
-	es->m.cert_reloads++;
-	st_info("reloaded the tunnel certificate, key and CA (used from the next handshake)");
-}
-
-static void on_certs_timer(lws_sorted_usec_list_t *sul)
-{
-	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_certs);
-	es_certs_check(es, false);
-	lws_sul_schedule(es->ctx, 0, &es->sul_certs, on_certs_timer,
-	                 (lws_usec_t)es->cfg.cert_check_interval_ms * LWS_US_PER_MS);
+	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
 /* ---- dialling -------------------------------------------------------------------------- */
 
 static void dial_now(lws_sorted_usec_list_t *sul)
 {
-	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_dial);
-	if (es->stopped || es->wsi || es->dialing)
+	struct es_tunnel *t = lws_container_of(sul, struct es_tunnel, sul_dial);
+	struct edgestream *es = t->es;
+	if (es->stopped || t->wsi || t->dialing)
 		return;
 	struct lws_client_connect_info i;
 	memset(&i, 0, sizeof i);
 	i.context = es->ctx;
 	i.vhost = es->vh_client;
-	i.address = es->cloud_host;
-	i.port = es->cloud_port;
-	i.path = es->cloud_path;
-	i.host = es->cloud_name; /* SNI and the certificate name check */
-	i.origin = NULL;         /* the Go server refuses a foreign Origin */
+	i.address = t->cloud_host;
+	i.port = t->cloud_port;
+	i.path = t->cloud_path;
+	i.host = t->cloud_name; /* SNI and the certificate name check */
+	i.origin = NULL;        /* the Go server refuses a foreign Origin */
 	i.ssl_connection = LCCSCF_USE_SSL;
 	i.local_protocol_name = es_tunnel_protocol.name;
-	i.pwsi = &es->wsi;
-	i.opaque_user_data = es;
-	es->dialing = true;
-	es->close_reason[0] = '\0';
-	es->close_err = 0;
+	i.pwsi = &t->wsi; /* the tunnel outlives every wsi of it */
+	i.opaque_user_data = t;
+	t->dialing = true;
+	t->close_reason[0] = '\0';
+	t->close_err = 0;
 	es->m.dials_total++;
-	st_dbg("dialling wss://%s:%d%s", es->cloud_host, es->cloud_port, es->cloud_path);
-	if (lws_client_connect_via_info(&i) == NULL && es->dialing) {
-		es->dialing = false;
-		es->wsi = NULL;
-		uint64_t d = es_backoff_next(&es->backoff);
-		st_warn("cannot dial %s:%d; retrying in %llu ms", es->cloud_host, es->cloud_port,
+	st_dbg("dialling wss://%s:%d%s", t->cloud_host, t->cloud_port, t->cloud_path);
+	if (lws_client_connect_via_info(&i) == NULL && t->dialing) {
+		t->dialing = false;
+		t->wsi = NULL;
+		uint64_t d = es_backoff_next(&t->backoff);
+		st_warn("cannot dial %s:%d; retrying in %llu ms", t->cloud_host, t->cloud_port,
 		        (unsigned long long)d);
 		if (es->cb.disconnected)
 			es->cb.disconnected(es, -ECONNREFUSED, "dial failed", d, es->user);
-		es_tunnel_schedule_dial(es, d);
+		es_tunnel_schedule_dial(t, d);
 	}
 }
 
-void es_tunnel_schedule_dial(struct edgestream *es, uint64_t delay_ms)
+void es_tunnel_schedule_dial(struct es_tunnel *t, uint64_t delay_ms)
 {
-	if (es->stopped)
+	if (t->es->stopped)
 		return;
-	lws_sul_schedule(es->ctx, 0, &es->sul_dial, dial_now, (lws_usec_t)delay_ms * LWS_US_PER_MS);
+	lws_sul_schedule(t->es->ctx, 0, &t->sul_dial, dial_now,
+	                 (lws_usec_t)delay_ms * LWS_US_PER_MS);
 }
 
 static void on_stable(lws_sorted_usec_list_t *sul)
 {
-	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_stable);
-	es_backoff_reset(&es->backoff);
+	struct es_tunnel *t = lws_container_of(sul, struct es_tunnel, sul_stable);
+	es_backoff_reset(&t->backoff);
 }
 
 static void on_ping_timer(lws_sorted_usec_list_t *sul)
 {
-	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_ping);
-	if (es->wsi == NULL || !es->connected)
+	struct es_tunnel *t = lws_container_of(sul, struct es_tunnel, sul_ping);
+	struct edgestream *es = t->es;
+	if (t->wsi == NULL || !t->connected)
 		return;
 	uint64_t now = es_now_ms();
-	switch (st_liveness_check(&es->live, now, es->cfg.ping_interval_ms,
+	switch (st_liveness_check(&t->live, now, es->cfg.ping_interval_ms,
 	                          es->cfg.dead_peer_timeout_ms)) {
 	case ST_LIVENESS_DEAD: {
 		char why[128];
 		snprintf(why, sizeof why, "nothing from the cloud for %llu ms (dead peer)",
-		         (unsigned long long)(now - es->live.last_rx_ms));
-		es_tunnel_close(es, -ETIMEDOUT, why);
+		         (unsigned long long)(now - t->live.last_rx_ms));
+		es_tunnel_close(t, -ETIMEDOUT, why);
 		return;
 	}
 	case ST_LIVENESS_PING:
-		es->want_ping = true;
-		es_tunnel_kick(es);
+		t->want_ping = true;
+		es_tunnel_kick(t);
 		break;
 	case ST_LIVENESS_OK:
 		break;
 	}
-	lws_sul_schedule(es->ctx, 0, &es->sul_ping, on_ping_timer,
+	lws_sul_schedule(es->ctx, 0, &t->sul_ping, on_ping_timer,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(es->cfg.ping_interval_ms) *
 	                         LWS_US_PER_MS);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
+/* The ready file, once the first tunnel is up. */
 static int write_ready(struct edgestream *es)
 {
 	if (es->ready_written || es->cfg.ready_file == NULL || es->cfg.ready_file[0] == '\0')
@@ -274,15 +264,16 @@ static int write_ready(struct edgestream *es)
 	return rc;
 }
 
-static void append_headers(struct edgestream *es, unsigned char **p, unsigned char *end)
+static void append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
+                           unsigned char *end)
 {
 	/* A header that does not fit fails the handshake in lws; nothing to add here. */
-	if (lws_add_http_header_by_name(es->wsi, (const unsigned char *)"SessionHostNameOverride:",
+	if (lws_add_http_header_by_name(wsi, (const unsigned char *)"SessionHostNameOverride:",
 	                                (const unsigned char *)es->node, (int)strlen(es->node), p,
 	                                end))
 		return;
 	if (es->internal_ip[0] &&
-	    lws_add_http_header_by_name(es->wsi, (const unsigned char *)"SessionInternalIP:",
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"SessionInternalIP:",
 	                                (const unsigned char *)es->internal_ip,
 	                                (int)strlen(es->internal_ip), p, end))
 		return;
@@ -294,16 +285,16 @@ static void append_headers(struct edgestream *es, unsigned char **p, unsigned ch
 	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
 	char v[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(v, sizeof v, &offer);
-	if (n > 0 && lws_add_http_header_by_name(es->wsi, (const unsigned char *)ST_EXT_HEADER ":",
+	if (n > 0 && lws_add_http_header_by_name(wsi, (const unsigned char *)ST_EXT_HEADER ":",
 	                                         (const unsigned char *)v, (int)n, p, end))
 		st_warn("the extension offer did not fit the upgrade request");
 }
 
 /* The 101's echo: our extensions, the base protocol, or a broken cloud. 0 or -EPROTO. */
-static int read_echo(struct edgestream *es, struct lws *wsi, struct st_ext_offer *agreed)
+static int read_echo(struct es_tunnel *t, struct lws *wsi, struct st_ext_offer *agreed)
 {
 	memset(agreed, 0, sizeof *agreed);
-	if (!es->cfg.extensions)
+	if (!t->es->cfg.extensions)
 		return 0;
 	char v[ST_EXT_HEADER_MAX_BYTES + 1];
 	int n = lws_hdr_custom_copy(wsi, v, sizeof v, ST_EXT_HEADER_LWS,
@@ -312,15 +303,16 @@ static int read_echo(struct edgestream *es, struct lws *wsi, struct st_ext_offer
 		return 0; /* no echo: a KubeEdge cloud, base protocol */
 	struct st_ext_offer ours = {.version = ST_EXT_VERSION, .caps = ST_CAP_ALL};
 	if (st_ext_offer_parse(v, (size_t)n, agreed) < 0 || st_ext_check_echo(&ours, agreed) < 0) {
-		snprintf(es->close_reason, sizeof es->close_reason,
+		snprintf(t->close_reason, sizeof t->close_reason,
 		         "the cloud's extension echo \"%.100s\" is not a subset of our offer", v);
 		return -EPROTO;
 	}
 	return 0;
 }
 
-static int established(struct edgestream *es, const struct st_ext_offer *agreed)
+static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 {
+	struct edgestream *es = t->es;
 	struct st_session_config sc = {
 	        .role = ST_SESSION_EDGE,
 	        .caps = agreed->version ? agreed->caps : 0,
@@ -332,61 +324,67 @@ static int established(struct edgestream *es, const struct st_ext_offer *agreed)
 	        .max_data_payload = es->cfg.data_payload_bytes,
 	        .totals = &es->session_totals,
 	};
-	if (st_session_new(&es->sess, &sc, &session_cbs, es) < 0)
+	if (st_session_new(&t->sess, &sc, &session_cbs, t) < 0)
 		return -ENOMEM;
-	es->caps = sc.caps;
-	es->extended = sc.caps != 0;
-	es->connected = true;
-	es->dialing = false;
-	es->rx_paused = false;
-	es->connected_ms = es_now_ms();
-	st_liveness_init(&es->live, es->connected_ms);
+	t->caps = sc.caps;
+	t->extended = sc.caps != 0;
+	t->connected = true;
+	t->dialing = false;
+	t->rx_paused = false;
+	t->connected_ms = es_now_ms();
+	st_liveness_init(&t->live, t->connected_ms);
 	es->m.connects_total++;
-	if (es->caps)
-		st_session_hello(es->sess, es->node);
-	st_info("tunnel up to %s:%d as node %s (%s protocol%s%s)", es->cloud_host, es->cloud_port,
-	        es->node, es->extended ? "extended" : "base",
+	if (t->caps)
+		st_session_hello(t->sess, es->node);
+	st_info("tunnel up to %s:%d as node %s (%s protocol%s%s)", t->cloud_host, t->cloud_port,
+	        es->node, t->extended ? "extended" : "base",
 	        agreed->replica_id[0] ? ", cloud replica " : "", agreed->replica_id);
-	lws_sul_schedule(es->ctx, 0, &es->sul_ping, on_ping_timer,
+	lws_sul_schedule(es->ctx, 0, &t->sul_ping, on_ping_timer,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(es->cfg.ping_interval_ms) *
 	                         LWS_US_PER_MS);
-	lws_sul_schedule(es->ctx, 0, &es->sul_stable, on_stable,
+	lws_sul_schedule(es->ctx, 0, &t->sul_stable, on_stable,
 	                 (lws_usec_t)es->cfg.backoff_reset_ms * LWS_US_PER_MS);
 	write_ready(es);
 	es_publish_stats(es);
 	if (es->cb.connected)
-		es->cb.connected(es, es->node, es->extended, es->user);
-	es_tunnel_kick(es);
+		es->cb.connected(es, es->node, t->extended, es->user);
+	es_tunnel_kick(t);
 	return 0;
 }
 
-/* The tunnel or the dial ended: streams end, a redial is scheduled. */
-static void down(struct edgestream *es, int err, const char *why)
+/* Every stream of @t ends without a word (the tunnel is gone, or the instance goes). */
+static void end_streams(struct es_tunnel *t)
 {
-	bool was_up = es->connected;
-	es->wsi = NULL;
-	es->connected = false;
-	es->dialing = false;
-	es->want_ping = false;
-	lws_sul_cancel(&es->sul_ping);
-	lws_sul_cancel(&es->sul_stable);
-	while (es->streams)
-		es_stream_tunnel_gone(es->streams);
-	es->blocking_streams = 0;
-	if (es->sess) {
-		st_session_free(es->sess);
-		es->sess = NULL;
+	while (t->streams)
+		es_stream_tunnel_gone(t->streams);
+	t->blocking_streams = 0;
+}
+
+/* The tunnel or the dial ended: streams end, a redial is scheduled. */
+static void down(struct es_tunnel *t, int err, const char *why)
+{
+	struct edgestream *es = t->es;
+	bool was_up = t->connected;
+	t->wsi = NULL;
+	t->connected = false;
+	t->dialing = false;
+	t->want_ping = false;
+	lws_sul_cancel(&t->sul_ping);
+	lws_sul_cancel(&t->sul_stable);
+	end_streams(t);
+	st_session_free(t->sess);
+	t->sess = NULL;
+	t->caps = 0;
+	st_reasm_cleanup(&t->rx);
+	if (t->close_reason[0]) {
+		why = t->close_reason;
+		err = t->close_err ? t->close_err : err;
 	}
-	st_reasm_cleanup(&es->rx);
-	if (es->close_reason[0]) {
-		why = es->close_reason;
-		err = es->close_err ? es->close_err : err;
-	}
-	uint64_t retry = es->stopped ? 0 : es_backoff_next(&es->backoff);
+	uint64_t retry = es->stopped ? 0 : es_backoff_next(&t->backoff);
 	if (was_up) {
 		es->m.disconnects_total++;
 		st_warn("tunnel down after %llu s: %s%s",
-		        (unsigned long long)((es_now_ms() - es->connected_ms) / 1000), why,
+		        (unsigned long long)((es_now_ms() - t->connected_ms) / 1000), why,
 		        es->stopped ? "" : "; redialling");
 	}
 	if (!es->stopped)
@@ -396,125 +394,126 @@ static void down(struct edgestream *es, int err, const char *why)
 	es_publish_stats(es);
 	if (es->cb.disconnected)
 		es->cb.disconnected(es, err, why, retry, es->user);
-	es_tunnel_schedule_dial(es, retry);
+	es_tunnel_schedule_dial(t, retry);
 	if (es->stopped)
 		lws_cancel_service(es->ctx); /* the loop may have nothing else to wake it */
 }
 
-static int tunnel_message(struct edgestream *es, const uint8_t *msg, size_t len)
+static int tunnel_message(struct es_tunnel *t, const uint8_t *msg, size_t len)
 {
-	int rc = st_session_recv(es->sess, msg, len);
+	int rc = st_session_recv(t->sess, msg, len);
 	if (rc < 0) {
 		char why[128];
 		snprintf(why, sizeof why, "%s from the cloud", st_strerror(rc));
-		es_tunnel_close(es, rc, why);
+		es_tunnel_close(t, rc, why);
 		return -1;
 	}
-	es_tunnel_kick(es);
+	es_tunnel_kick(t);
 	return 0;
 }
 
-static int tunnel_receive(struct edgestream *es, const uint8_t *in, size_t len, bool first,
+static int tunnel_receive(struct es_tunnel *t, const uint8_t *in, size_t len, bool first,
                           bool final)
 {
 	const uint8_t *msg;
 	size_t msg_len;
-	int rc = st_reasm_feed(&es->rx, in, len, first, final, &msg, &msg_len);
+	int rc = st_reasm_feed(&t->rx, in, len, first, final, &msg, &msg_len);
 	if (rc == 0)
 		return 0;
 	if (rc < 0) {
-		es_tunnel_close(es, rc,
+		es_tunnel_close(t, rc,
 		                rc == -EMSGSIZE ? "a message over 1 MiB from the cloud"
 		                                : "out of memory");
 		return -1;
 	}
-	return tunnel_message(es, msg, msg_len);
+	return tunnel_message(t, msg, msg_len);
 }
 
-static int tunnel_writeable(struct edgestream *es)
+static int tunnel_writeable(struct es_tunnel *t)
 {
-	if (es->want_ping) {
-		es->want_ping = false;
+	uint8_t *tx = t->es->tx + LWS_PRE;
+	if (t->want_ping) {
+		t->want_ping = false;
 		static const char ping[] = "ping you"; /* what KubeEdge's edge sends */
-		memcpy(es->tx + LWS_PRE, ping, sizeof ping - 1);
-		if (lws_write(es->wsi, es->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
+		memcpy(tx, ping, sizeof ping - 1);
+		if (lws_write(t->wsi, tx, sizeof ping - 1, LWS_WRITE_PING) < 0)
 			return -1;
-		es_tunnel_kick(es);
+		es_tunnel_kick(t);
 		return 0;
 	}
 	bool binary;
-	ssize_t n = st_session_pack(es->sess, es->tx + LWS_PRE, ST_MAX_MESSAGE_BYTES, &binary);
+	ssize_t n = st_session_pack(t->sess, tx, ST_MAX_MESSAGE_BYTES, &binary);
 	if (n < 0) {
-		es_tunnel_close(es, (int)n, "cannot pack a message");
+		es_tunnel_close(t, (int)n, "cannot pack a message");
 		return -1;
 	}
-	if (n > 0 && lws_write(es->wsi, es->tx + LWS_PRE, (size_t)n,
-	                       binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0)
+	if (n > 0 &&
+	    lws_write(t->wsi, tx, (size_t)n, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0)
 		return -1;
-	es_tunnel_kick(es);
+	es_tunnel_kick(t);
 	return 0;
 }
 
 static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                      size_t len)
 {
-	(void)user;
 	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS) {
-		/* @user is the client vhost's SSL_CTX: keep it to load rotated files into. */
+		/* @user is the client vhost's SSL_CTX, shared by every tunnel of the instance:
+		 * keep it to load rotated files into (reload.c). */
 		struct edgestream *es = lws_context_user(lws_get_context(wsi));
 		if (es && user)
 			es->tunnel_ctx = user;
 		return 0;
 	}
-	struct edgestream *es = lws_context_user(lws_get_context(wsi));
-	if (es == NULL)
+	struct es_tunnel *t = lws_get_opaque_user_data(wsi);
+	if (t == NULL)
 		return 0;
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
 		unsigned char **p = in;
-		append_headers(es, p, *p + len);
+		append_headers(t->es, wsi, p, *p + len);
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH: {
 		struct st_ext_offer agreed;
-		if (read_echo(es, wsi, &agreed) < 0) {
-			es->close_err = -EPROTO;
+		if (read_echo(t, wsi, &agreed) < 0) {
+			t->close_err = -EPROTO;
 			return -1;
 		}
-		es->wsi = wsi;
-		return established(es, &agreed) < 0 ? -1 : 0;
+		t->wsi = wsi;
+		return established(t, &agreed) < 0 ? -1 : 0;
 	}
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
-		es_tunnel_kick(es);
+		es_tunnel_kick(t);
 		return 0;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
 		char why[300];
-		snprintf(why, sizeof why, "%.100s:%d: %.180s", es->cloud_host, es->cloud_port,
-		         es->close_reason[0] ? es->close_reason
-		         : in                ? (const char *)in
-		                             : "connection failed");
-		es->close_reason[0] = '\0';
-		down(es, es->close_err ? es->close_err : -ECONNREFUSED, why);
+		snprintf(why, sizeof why, "%.100s:%d: %.180s", t->cloud_host, t->cloud_port,
+		         t->close_reason[0] ? t->close_reason
+		         : in               ? (const char *)in
+		                            : "connection failed");
+		t->close_reason[0] = '\0';
+		down(t, t->close_err ? t->close_err : -ECONNREFUSED, why);
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_RECEIVE:
-		st_liveness_rx(&es->live, es_now_ms());
-		if (es->sess == NULL)
+		st_liveness_rx(&t->live, es_now_ms());
+		if (t->sess == NULL)
 			return -1;
-		return tunnel_receive(es, in, len, lws_is_first_fragment(wsi),
+		return tunnel_receive(t, in, len, lws_is_first_fragment(wsi),
 		                      lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-		st_liveness_rx(&es->live, es_now_ms());
+		st_liveness_rx(&t->live, es_now_ms());
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
-		return es->sess ? tunnel_writeable(es) : 0;
+		return t->sess ? tunnel_writeable(t) : 0;
 	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-		if (es->close_reason[0] == '\0')
-			snprintf(es->close_reason, sizeof es->close_reason,
+		if (t->close_reason[0] == '\0')
+			snprintf(t->close_reason, sizeof t->close_reason,
 			         "the cloud closed the websocket");
 		return 0;
 	case LWS_CALLBACK_CLIENT_CLOSED:
-		down(es, -ECONNRESET, "connection closed");
+		down(t, -ECONNRESET, "connection closed");
 		return 0;
 	default:
 		return 0;
@@ -528,10 +527,46 @@ const struct lws_protocols es_tunnel_protocol = {
         .tx_packet_size = 65536,
 };
 
-void es_tunnel_start_timers(struct edgestream *es)
+int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed)
 {
-	stamps_now(es, es->stamps);
-	lws_sul_schedule(es->ctx, 0, &es->sul_certs, on_certs_timer,
-	                 (lws_usec_t)es->cfg.cert_check_interval_ms * LWS_US_PER_MS);
-	es_tunnel_schedule_dial(es, 0);
+	struct es_tunnel *t = calloc(1, sizeof *t);
+	if (t == NULL)
+		return -ENOMEM;
+	t->es = es;
+	snprintf(t->cloud_host, sizeof t->cloud_host, "%s", es->cloud_host);
+	snprintf(t->cloud_path, sizeof t->cloud_path, "%s", es->cloud_path);
+	snprintf(t->cloud_name, sizeof t->cloud_name, "%s", es->cloud_name);
+	t->cloud_port = es->cloud_port;
+	es_backoff_init(&t->backoff, es->cfg.backoff_initial_ms, es->cfg.backoff_max_ms, seed);
+	t->next = es->tunnels;
+	es->tunnels = t;
+	*out = t;
+	return 0;
+}
+
+void es_tunnel_stop(struct es_tunnel *t)
+{
+	lws_sul_cancel(&t->sul_dial);
+	if (t->wsi)
+		es_tunnel_close(t, -ECANCELED, "stopping");
+}
+
+void es_tunnel_end_streams(struct es_tunnel *t)
+{
+	end_streams(t);
+}
+
+void es_tunnel_free(struct es_tunnel *t)
+{
+	if (t == NULL)
+		return;
+	end_streams(t);
+	st_session_free(t->sess);
+	st_reasm_cleanup(&t->rx);
+	for (struct es_tunnel **pp = &t->es->tunnels; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	free(t);
 }

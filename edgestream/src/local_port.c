@@ -1,0 +1,45 @@
+/*
+ * edgestream/src/local_port.c — the local-port backend (backend.h): an allow-listed port on
+ * 127.0.0.1 (--local-port NAME=PORT; es_route.h decides), plain TCP. A request through
+ * /ports/NAME/rest goes as HTTP/1.1 with "Connection: close" (the answer ends with the close);
+ * a TCP_CONNECT stream is raw bytes both ways, with the cloud's half-close passed on. Loop
+ * thread only.
+ */
+#include <stdio.h>
+
+#include <stream/ext.h>
+
+#include "backend.h"
+#include "conn.h"
+#include "relay.h"
+
+static void describe(const struct es_stream *st, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "local port %s (127.0.0.1:%u)", st->target.local_name, st->target.port);
+}
+
+static int local_port_open(struct es_stream *st, struct st_connect_req *req, const char *path,
+                           size_t path_len)
+{
+	struct es_conn *c;
+	if (es_conn_new(&c, st, "127.0.0.1", st->target.port, NULL, NULL) < 0) {
+		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	if (req) { /* HTTP; a TCP_CONNECT has no request */
+		char host_header[32];
+		snprintf(host_header, sizeof host_header, "127.0.0.1:%u", st->target.port);
+		if (es_conn_set_head(c, req, path, path_len, host_header, true, false) < 0)
+			return -1;
+	}
+	return es_conn_dial(c) < 0 ? -1 : 0;
+}
+
+const struct es_backend_ops es_backend_local_port = {
+        .name = "local port",
+        .open = local_port_open,
+        .write = es_conn_op_write,
+        .on_writable = es_conn_op_on_writable,
+        .close = es_conn_op_close,
+        .describe = describe,
+};

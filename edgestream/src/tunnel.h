@@ -1,0 +1,122 @@
+/*
+ * edgestream/src/tunnel.h — one tunnel to a cloud: the websocket (dialled with mutual TLS and
+ * redialled with backoff forever), its session (stream/session.h, edge role), the reassembly of
+ * fragmented messages, liveness (pings, dead peer), the base protocol's pause, and the streams
+ * the cloud opened on it.
+ *
+ * An instance may hold several tunnels (es->tunnels); each is independent: its own session,
+ * stream ids, liveness and backoff. The streams of a tunnel reach its session only through the
+ * functions below, never through its fields, so a stream does not care which tunnel it rides.
+ *
+ * Lifetime: a tunnel lives from es_tunnel_new() until es_tunnel_free() at edgestream_free();
+ * while the websocket is down it has no session and no streams (they end with it). Worker jobs
+ * refer to streams, never to tunnels. Loop thread only.
+ */
+#ifndef EDGESTREAM_TUNNEL_H
+#define EDGESTREAM_TUNNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <libwebsockets.h>
+
+#include <stream/liveness.h>
+#include <stream/reasm.h>
+#include <stream/session.h>
+
+#include "backoff.h"
+#include "es.h"
+
+struct es_stream;
+
+struct es_tunnel {
+	struct edgestream *es;  /* the instance (borrowed; outlives the tunnel) */
+	struct es_tunnel *next; /* es->tunnels */
+	/* where it dials */
+	char cloud_host[ES_HOST_MAX], cloud_path[ES_HOST_MAX];
+	char cloud_name[ES_HOST_MAX]; /* what the cloud's certificate must name */
+	int cloud_port;
+	/* the websocket: wsi set from the upgrade's answer until CLOSED */
+	struct lws *wsi;
+	bool dialing;   /* a connect is under way (wsi may still be NULL) */
+	bool connected; /* upgraded: sess exists */
+	struct st_session *sess;
+	uint32_t caps; /* agreed extensions (ext.h); 0 = base protocol */
+	bool extended;
+	struct st_reasm rx; /* reassembly of a fragmented message */
+	struct st_liveness live;
+	bool want_ping;
+	bool rx_paused;            /* base protocol: reading paused for blocking streams */
+	unsigned blocking_streams; /* streams whose queue toward the backend is over its mark */
+	uint64_t connected_ms;
+	char close_reason[256]; /* why we are closing it, for the log and the callback */
+	int close_err;
+	struct es_backoff backoff;
+	lws_sorted_usec_list_t sul_dial, sul_ping, sul_stable;
+	struct es_stream *streams; /* live streams, newest first (relay.c links them) */
+};
+
+extern const struct lws_protocols es_tunnel_protocol;
+
+/*
+ * es_tunnel_new() - a tunnel of @es to the configured cloud (es->cloud_*), not dialled yet,
+ * linked into es->tunnels. @seed seeds its backoff jitter. 0 or -ENOMEM.
+ */
+int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed);
+
+/* es_tunnel_free() - after the context is gone (no callback can reach it any more): ends its
+ * streams, frees its session, unlinks it. NULL is a no-op. */
+void es_tunnel_free(struct es_tunnel *t);
+
+/* es_tunnel_schedule_dial() - dial in @delay_ms (unless the instance is stopping). */
+void es_tunnel_schedule_dial(struct es_tunnel *t, uint64_t delay_ms);
+
+/* es_tunnel_stop() - no more dials; the websocket, if any, closes (its streams end). */
+void es_tunnel_stop(struct es_tunnel *t);
+
+/* es_tunnel_end_streams() - every stream of @t ends now, without a word to the cloud (the
+ * instance is going: while the context still serves their connections). */
+void es_tunnel_end_streams(struct es_tunnel *t);
+
+/* es_tunnel_close() - close the websocket with @err and @why (kept for the log and the
+ * disconnected callback; the first reason wins). */
+void es_tunnel_close(struct es_tunnel *t, int err, const char *why);
+
+/* es_tunnel_kick() - ask for WRITEABLE when the session or a ping has something to send. */
+void es_tunnel_kick(struct es_tunnel *t);
+
+/* ---- for the streams riding a tunnel (relay.c) ----------------------------------------- */
+
+/* es_tunnel_caps() - the agreed extensions (0 while down or with a base-protocol cloud). */
+uint32_t es_tunnel_caps(const struct es_tunnel *t);
+
+/*
+ * es_tunnel_write() - queue stream @id's bytes toward the cloud, as many as its queue and
+ * credit take. Returns the bytes taken (may be short: the session calls on_writable later),
+ * or <0 when the session no longer knows the stream (or the tunnel is down).
+ */
+ssize_t es_tunnel_write(struct es_tunnel *t, uint64_t id, const uint8_t *p, size_t n);
+
+/* es_tunnel_end_stream() - end stream @id from our side: REMOVE after its queued bytes, or
+ * ERROR @code with @reason (code != 0, when negotiated). */
+void es_tunnel_end_stream(struct es_tunnel *t, uint64_t id, uint64_t code, const char *reason);
+
+/* es_tunnel_consumed() - @n bytes of stream @id left the edge toward its backend: their
+ * credit goes back to the cloud (flow extension). */
+void es_tunnel_consumed(struct es_tunnel *t, uint64_t id, size_t n);
+
+/* es_tunnel_attach() / es_tunnel_detach() - the stream object the session's callbacks for
+ * @id reach; detach forgets it only if it is still @st. */
+void es_tunnel_attach(struct es_tunnel *t, uint64_t id, struct es_stream *st);
+void es_tunnel_detach(struct es_tunnel *t, uint64_t id, const struct es_stream *st);
+
+/*
+ * es_tunnel_block() - base protocol (no per-stream credit): a stream's queue toward its
+ * backend went over (@on) or back under its mark. While any stream is over, the tunnel is not
+ * read (lws_rx_flow_control), and its liveness clock stands still.
+ */
+void es_tunnel_block(struct es_tunnel *t, bool on);
+
+#endif /* EDGESTREAM_TUNNEL_H */
