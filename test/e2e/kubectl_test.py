@@ -221,16 +221,18 @@ class Lab:
     def log_mark(self):
         return len(self.api.access_log())
 
-    def requests_since(self, mark, sub, expect=0):
-        """(method, status, upgrade) of the apiserver requests after @mark whose path has @sub.
-        nginx logs an upgraded request when its connection ends, which may be a moment after
-        kubectl exits: with @expect, wait up to 5 s for that many."""
+    def requests_since(self, mark, sub, expect=0, query=None):
+        """(method, status, upgrade) of the apiserver requests after @mark whose path has @sub
+        (and whose query has @query). nginx logs an upgraded request when its connection ends,
+        which may be a moment after kubectl exits: with @expect, wait up to 5 s for that many;
+        a late line of an earlier request can land after @mark too, hence @query."""
         deadline = time.monotonic() + 5
         while True:
             out = []
             for r in self.api.access_log()[mark:]:
                 method, target = r["request"].split(" ")[:2]
-                if sub in target.split("?")[0]:
+                path, _, q = target.partition("?")
+                if sub in path and (query is None or query in q):
                     out.append((method, r["status"], r["upgrade"]))
             if len(out) >= expect or time.monotonic() > deadline:
                 return out
@@ -292,7 +294,7 @@ def exec_stdin(lab, ver):
         want = [("POST", "101", "SPDY/3.1")]
         if mode == "websocket-first":
             want = [("GET", "403", "websocket")] + want
-        seq = lab.requests_since(mark, "/exec", len(want))
+        seq = lab.requests_since(mark, "/exec", len(want), query="command=cat")
         check(seq == want, "kubectl %s exec -i (%s): expected the apiserver to see %r, saw %r"
               % (ver, mode, want, seq))
 
