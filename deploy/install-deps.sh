@@ -11,6 +11,7 @@ build_pkgs=(
   build-essential cmake pkg-config git ca-certificates
   libwebsockets-dev libssl-dev libjson-c-dev libcurl4-openssl-dev libseccomp-dev libcmocka-dev
   zlib1g-dev clang clang-format-14 libclang-rt-14-dev openssl
+  file  # CPack's Debian packages: dpkg-shlibdeps finds the binaries with it (build-packages.sh)
 )
 # Real peers the integration and end-to-end tests start: nginx plays kube-apiserver, containerd +
 # runc run real pods, busybox-static fills the test images, iproute2/iptables build the DNAT test's
