@@ -23,6 +23,7 @@ peer_pkgs=(
   python3 python3-kubernetes python3-websocket python3-websockets python3-yaml curl procps psmisc
   libnginx-mod-http-js  # njs: the apiserver stand-in's pods/log errors (peers/apiserver_podlog.js)
   golang-go  # Go 1.19: edgestream/go and its example agent (integration.go_*, e2e.kubectl_goagent)
+  umoci  # OCI image layouts without a registry or engine (build-images.sh, integration.images)
 )
 
 want=("${build_pkgs[@]}")

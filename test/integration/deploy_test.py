@@ -348,6 +348,11 @@ def wait_for(fn, what, timeout=10.0):
 
 # ---- the checks ----
 
+def project_version():
+    with open(os.path.join(h.SRC, "CMakeLists.txt")) as f:
+        return re.search(r"project\(\w+ VERSION ([\d.]+)", f.read()).group(1)
+
+
 def test_objects(objs, kust):
     got = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in objs}
     check(got == EXPECTED, "objects: missing %s, unexpected %s" % (
@@ -381,6 +386,11 @@ def test_objects(objs, kust):
         built = [d for d in yaml.safe_load_all(r.stdout) if d]
         check({(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in built} == EXPECTED,
               "kubectl kustomize built other objects")
+    # kustomization.yaml's images: keep the names the workloads use, at the project version.
+    imgs = {i["name"]: i for i in kust.get("images", [])}
+    for n in ("cloudstream", "edgestream"):
+        i = imgs.get("localhost/" + n, {})
+        check(i.get("newTag") == project_version(), "kustomization images: %s %s" % (n, i))
 
 
 def test_rbac(objs):
@@ -422,8 +432,12 @@ def test_security(objs):
         if non_root:
             check(psc.get("runAsNonRoot") is True and psc.get("runAsUser", 0) > 0,
                   what + ": runs as root")
-        check(c["image"].startswith("registry.example/"), what + ": image placeholder changed "
-              "(deploy/README.md documents registry.example)")
+        # The image deploy/build-images.sh builds (localhost/<daemon>:<project version>), and
+        # never pulled: nodes without a registry have it imported.
+        want = "localhost/%s:%s" % (name, project_version())
+        check(c["image"] == want, what + ": image %s, deploy/build-images.sh builds %s" % (
+            c["image"], want))
+        check(c.get("imagePullPolicy") == "IfNotPresent", what + ": imagePullPolicy")
 
 
 def test_cloudstream(env, net, objs):
@@ -431,7 +445,7 @@ def test_cloudstream(env, net, objs):
     tmpl = dep["spec"]["template"]
     pod = tmpl["spec"]
     (c,) = pod["containers"]
-    check(c["command"] == ["/usr/local/bin/cloudstream"], "command %s" % c["command"])
+    check(c["command"] == ["/usr/bin/cloudstream"], "command %s (the image's binary)" % c["command"])
     cenv = container_env(c)
     args = [expand_vars(a, cenv) for a in c["args"]]
     m = Mounts(env, os.path.join(env.dir, "cloud-root"), objs, pod, c)
@@ -495,7 +509,7 @@ def test_edgestream(env, net, objs, cloud, kubelet):
     ds = find(objs, "DaemonSet", "edgestream")
     pod = ds["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    check(c["command"] == ["/usr/local/bin/edgestream"], "command %s" % c["command"])
+    check(c["command"] == ["/usr/bin/edgestream"], "command %s (the image's binary)" % c["command"])
     check(pod.get("hostNetwork") is True, "hostNetwork: the kubelet and the runtime's streaming "
           "server are on the node's loopback")
     check(pod["nodeSelector"] == {"node-role.kubernetes.io/edge": ""},
