@@ -445,7 +445,8 @@ def test_cloudstream(env, net, objs):
     tmpl = dep["spec"]["template"]
     pod = tmpl["spec"]
     (c,) = pod["containers"]
-    check(c["command"] == ["/usr/bin/cloudstream"], "command %s (the image's binary)" % c["command"])
+    check(c["command"] == ["/usr/bin/cloudstream"], "command %s (the image's binary)" % (
+        c["command"],))
     cenv = container_env(c)
     args = [expand_vars(a, cenv) for a in c["args"]]
     m = Mounts(env, os.path.join(env.dir, "cloud-root"), objs, pod, c)
