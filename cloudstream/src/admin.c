@@ -21,7 +21,7 @@ static void render_metrics(struct st_text *t, void *user)
 	struct cs_server *srv = user;
 	const struct cs_metrics *m = &srv->m;
 	st_text_metric(t, "cloudstream_sessions", "gauge", "Edge tunnel sessions connected now.");
-	st_text_put(t, "cloudstream_sessions %zu\n", srv->n_tunnels);
+	st_text_put(t, "cloudstream_sessions %zu\n", srv->tun.n);
 	st_text_metric(
 	        t, "cloudstream_sessions_total", "counter",
 	        "Edge tunnel sessions accepted, by protocol (base = unmodified KubeEdge edge).");
@@ -73,7 +73,8 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->stall_cuts);
 	st_text_metric(t, "cloudstream_buffered_bytes", "gauge",
 	               "Bytes queued toward apiservers, all connections.");
-	st_text_put(t, "cloudstream_buffered_bytes %llu\n", (unsigned long long)srv->buffered);
+	st_text_put(t, "cloudstream_buffered_bytes %llu\n",
+	            (unsigned long long)srv->tun.budget.used_bytes);
 	st_text_metric(t, "cloudstream_apiserver_connections", "gauge",
 	               "Connections on the stream port now.");
 	st_text_put(t, "cloudstream_apiserver_connections %zu\n", srv->n_fronts);

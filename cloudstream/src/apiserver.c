@@ -158,11 +158,7 @@ static void pod_done(void *arg, int status)
 		st_warn("pod %s/%s: apiserver lookup failed: %s", j->ns, j->pod,
 		        j->error[0] ? j->error : "unexpected HTTP status");
 	}
-	for (struct cs_front *f = srv->fronts; f; f = f->anext)
-		if (f->ordinal == j->front_ordinal) {
-			cs_front_pod_resolved(f, ok, j->http_status);
-			break;
-		}
+	cs_front_pod_resolved(srv, j->front_ordinal, ok); /* a front gone by now is not found */
 	free(j);
 }
 

@@ -19,13 +19,12 @@
 
 #include <certs/certs.h>
 #include <stream/admin.h>
+#include <stream/certreload.h>
 #include <stream/err.h>
 #include <stream/log.h>
 #include <stream/loop.h>
 #include <stream/sandbox.h>
 #include <stream/workq.h>
-
-#include "reload.h"
 
 uint64_t cs_now_ms(void)
 {
@@ -62,14 +61,14 @@ static void stop_now(struct cs_server *srv, const char *why)
 {
 	if (srv->stop)
 		return;
-	st_info("stopping: %s (%zu sessions, %zu streams)", why, srv->n_tunnels, srv->n_streams);
+	st_info("stopping: %s (%zu sessions, %zu streams)", why, srv->tun.n, srv->tun.n_streams);
 	srv->stop = true;
 	lws_cancel_service(srv->ctx);
 }
 
 void cs_maybe_finish_drain(struct cs_server *srv)
 {
-	if (srv->draining && srv->n_streams == 0)
+	if (srv->draining && srv->tun.n_streams == 0)
 		stop_now(srv, "drained");
 }
 
@@ -83,7 +82,11 @@ static void on_signal(int signo, void *user)
 {
 	struct cs_server *srv = user;
 	if (signo == SIGHUP) {
-		cs_reload_start(srv);
+		st_info("SIGHUP: reloading certificates");
+		int rc = st_certreload_start(srv->certs, 0);
+		if (rc < 0)
+			st_err("reload: %s; send SIGHUP again",
+			       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
 		return;
 	}
 	if (srv->draining) {
@@ -92,11 +95,44 @@ static void on_signal(int signo, void *user)
 	}
 	srv->draining = true;
 	st_info("%s: draining (%zu streams in flight, up to %llu ms)", strsignal(signo),
-	        srv->n_streams, (unsigned long long)srv->cfg.drain_timeout_ms);
+	        srv->tun.n_streams, (unsigned long long)srv->cfg.drain_timeout_ms);
 	cs_front_drain_idle(srv);
 	lws_sul_schedule(srv->ctx, 0, &srv->sul_drain, on_drain_timeout,
 	                 (lws_usec_t)srv->cfg.drain_timeout_ms * LWS_US_PER_MS);
 	cs_maybe_finish_drain(srv);
+}
+
+/* ---- certificate reload (stream/certreload.h) ------------------------------------------ */
+
+/* The listeners, in the order of the reload helper's contexts. */
+static const char *const tls_vhosts[2] = {"tunnel", "stream"};
+
+void cs_certs_note_ctx(struct cs_server *srv, const char *vhost_name, void *ssl_ctx)
+{
+	for (size_t i = 0; i < 2; i++)
+		if (strcmp(vhost_name, tls_vhosts[i]) == 0)
+			srv->ssl_ctx[i] = ssl_ctx;
+}
+
+static void on_certs_reloaded(int rc, const char *reason, void *user)
+{
+	(void)user;
+	if (rc < 0 && rc != -ECANCELED)
+		st_err("reload failed, old certificates kept: %s", reason);
+}
+
+/* Once the worker pool runs: SIGHUP reloads both listeners' files into their SSL_CTXs. */
+static int certs_reload_new(struct cs_server *srv)
+{
+	const struct cs_config *c = &srv->cfg;
+	const struct st_certreload_files files[2] = {
+	        {tls_vhosts[0], c->tunnel_cert, c->tunnel_key, c->tunnel_ca},
+	        {tls_vhosts[1], c->stream_cert, c->stream_key, c->stream_client_ca},
+	};
+	int rc = st_certreload_new(&srv->certs, srv->wq, files, 2, on_certs_reloaded, srv);
+	for (size_t i = 0; rc == 0 && i < 2; i++)
+		st_certreload_set_ctx(srv->certs, i, srv->ssl_ctx[i]);
+	return rc;
 }
 
 /* Signals and worker completions: a vhost with no listener. */
@@ -282,6 +318,7 @@ int main(int argc, char **argv)
 		st_err("cannot initialise libcurl");
 		goto out_config;
 	}
+	cs_tunnels_init(&srv);
 	if (srv.tx == NULL || srv.scratch == NULL ||
 	    cs_registry_new(&srv.reg, (size_t)srv.cfg.max_sessions, seed) < 0 ||
 	    (srv.cfg.apiserver_url && srv.cfg.apiserver_url[0] &&
@@ -317,7 +354,7 @@ int main(int argc, char **argv)
 		st_err("cannot install the seccomp filter: %s", st_strerror(rc));
 		goto out_ctx;
 	}
-	if (st_workq_new(&srv.wq, srv.ctx, 2, 64) < 0) {
+	if (st_workq_new(&srv.wq, srv.ctx, 2, 64) < 0 || certs_reload_new(&srv) < 0) {
 		st_err("cannot start the worker pool");
 		goto out_ctx;
 	}
@@ -338,12 +375,13 @@ int main(int argc, char **argv)
 
 out_ctx:
 	lws_sul_cancel(&srv.sul_drain);
-	lws_sul_cancel(&srv.sul_liveness);
+	cs_tunnels_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */
 	srv.wq = NULL;
+	st_certreload_free(srv.certs); /* its SSL_CTXs go with the context */
+	srv.certs = NULL;
 	lws_context_destroy(srv.ctx); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
-	cs_reload_cleanup(&srv);
 out_config:
 	cs_registry_free(srv.reg);
 	cs_podcache_free(srv.pods);

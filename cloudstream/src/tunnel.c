@@ -6,10 +6,10 @@
  * SessionHostNameOverride that disagrees is refused, a SessionInternalIP must be one of the
  * certificate's IPs (unless the policy trusts the header). Each accepted websocket gets an
  * st_session; messages are reassembled and fed to it, and whatever it packs is written back,
- * one message per WRITEABLE. Loop thread only.
+ * one message per WRITEABLE. One liveness sweep serves every tunnel. What the session's streams
+ * carry, and for whom, is tunnel_stream.c's (stream endpoints, tunnel.h). Loop thread only.
  */
-#include "cs.h"
-#include "reload.h"
+#include "tunnel_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -125,11 +125,10 @@ static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
 		snprintf(a->detail, sizeof a->detail, "cloudstream is shutting down");
 		return;
 	}
-	if (srv->n_tunnels >= srv->cfg.max_sessions &&
+	if (srv->tun.n >= srv->cfg.max_sessions &&
 	    cs_registry_get(srv->reg, a->node, strlen(a->node)) == NULL) {
 		a->status = 503;
-		snprintf(a->detail, sizeof a->detail, "session limit reached (%zu)",
-		         srv->n_tunnels);
+		snprintf(a->detail, sizeof a->detail, "session limit reached (%zu)", srv->tun.n);
 		return;
 	}
 	char offer[ST_EXT_HEADER_MAX_BYTES + 1];
@@ -170,126 +169,14 @@ static int refuse(struct lws *wsi, struct cs_server *srv, const struct admission
 	return 1;
 }
 
-/* ---- session callbacks ----------------------------------------------------------------- */
-
-static int on_data(struct st_session *s, uint64_t id, const uint8_t *data, size_t len, void *user)
-{
-	struct cs_tunnel *t = user;
-	struct cs_front *f = st_session_stream_user(s, id);
-	t->srv->m.bytes_from_edge += len;
-	if (f == NULL)
-		return 0; /* the apiserver side is gone; its REMOVE is on its way */
-	return cs_front_on_data(f, data, len);
-}
-
-static void on_close(struct st_session *s, uint64_t id, void *stream_user, uint64_t code,
-                     const char *reason, size_t reason_len, void *user)
-{
-	(void)s;
-	(void)id;
-	(void)user;
-	struct cs_front *f = stream_user;
-	if (f != NULL)
-		cs_front_on_stream_end(f, code, reason, reason_len);
-}
-
-static void on_writable(struct st_session *s, uint64_t id, void *user)
-{
-	(void)user;
-	struct cs_front *f = st_session_stream_user(s, id);
-	if (f != NULL)
-		cs_front_on_writable(f);
-}
-
-static const struct st_session_callbacks session_cbs = {
-        .on_data = on_data,
-        .on_close = on_close,
-        .on_writable = on_writable,
-};
-
-/* ---- budgets --------------------------------------------------------------------------- */
-
-void cs_tunnel_kick(struct cs_tunnel *t)
-{
-	if (t->wsi && st_session_want_write(t->sess))
-		lws_callback_on_writable(t->wsi);
-}
-
-static void paused_list_remove(struct cs_server *srv, struct cs_tunnel *t)
-{
-	if (!t->on_paused_list)
-		return;
-	if (t->paused_prev)
-		t->paused_prev->paused_next = t->paused_next;
-	else
-		srv->paused = t->paused_next;
-	if (t->paused_next)
-		t->paused_next->paused_prev = t->paused_prev;
-	t->paused_next = t->paused_prev = NULL;
-	t->on_paused_list = false;
-}
-
-void cs_tunnel_update_rx(struct cs_tunnel *t)
-{
-	struct cs_server *srv = t->srv;
-	if (t->wsi == NULL)
-		return; /* closing: nothing to pause */
-	/* With credit flow control each stream is bounded by its window and the budgets refuse
-	 * new streams instead (front.c): the tunnel is never paused. A base-protocol edge has no
-	 * credit: a full stream, or a budget, pauses it, and the stall check cuts a stream that
-	 * keeps it paused (front.c on_stall_check). */
-	if (t->caps & ST_CAP_FLOW)
-		return;
-	bool over_process = srv->buffered > srv->cfg.process_buffer_bytes;
-	bool want_pause = t->blocking_fronts > 0 || t->buffered > srv->cfg.session_buffer_bytes ||
-	                  (over_process && t->buffered > 0);
-	if (over_process && want_pause && !t->on_paused_list) {
-		t->paused_next = srv->paused;
-		t->paused_prev = NULL;
-		if (srv->paused)
-			srv->paused->paused_prev = t;
-		srv->paused = t;
-		t->on_paused_list = true;
-	}
-	if (want_pause == t->rx_paused)
-		return;
-	t->rx_paused = want_pause;
-	st_liveness_pause(&t->live, want_pause, cs_now_ms());
-	if (want_pause) {
-		srv->m.tunnel_pauses++;
-		/* Once per tunnel at WARN; after that only the counter moves. */
-		st_log(t->pause_logged ? ST_LOG_DEBUG : ST_LOG_WARN, t->node, 0,
-		       "tunnel paused: %llu bytes queued toward apiservers (%u full streams%s); "
-		       "further pauses are counted in cloudstream_flow_stalls_total",
-		       (unsigned long long)t->buffered, t->blocking_fronts,
-		       t->caps & ST_CAP_FLOW ? "" : ", base-protocol edge without flow control");
-		t->pause_logged = true;
-	} else {
-		paused_list_remove(srv, t);
-		st_log(ST_LOG_DEBUG, t->node, 0, "tunnel resumed");
-	}
-	lws_rx_flow_control(t->wsi, want_pause ? 0 : 1);
-}
-
-void cs_server_budget_changed(struct cs_server *srv)
-{
-	if (srv->buffered > srv->cfg.process_buffer_bytes / 2)
-		return; /* hysteresis: resume the paused tunnels once half the budget is free */
-	while (srv->paused) {
-		struct cs_tunnel *t = srv->paused;
-		paused_list_remove(srv, t);
-		cs_tunnel_update_rx(t);
-	}
-}
-
 /* ---- liveness ------------------------------------------------------------------------- */
 
 /* One pass over every tunnel, O(1) each: ping the quiet ones, close the dead ones. */
 static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 {
-	struct cs_server *srv = lws_container_of(sul, struct cs_server, sul_liveness);
+	struct cs_server *srv = lws_container_of(sul, struct cs_server, tun.sul_liveness);
 	uint64_t now = cs_now_ms();
-	for (struct cs_tunnel *t = srv->tunnels; t; t = t->all_next) {
+	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next) {
 		if (t->wsi == NULL)
 			continue;
 		switch (st_liveness_check(&t->live, now, srv->cfg.ping_interval_ms,
@@ -308,14 +195,19 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 			break;
 		}
 	}
-	lws_sul_schedule(srv->ctx, 0, &srv->sul_liveness, on_liveness_sweep,
+	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
 	                         LWS_US_PER_MS);
 }
 
+void cs_tunnels_stop(struct cs_server *srv)
+{
+	lws_sul_cancel(&srv->tun.sul_liveness);
+}
+
 void cs_tunnel_liveness_start(struct cs_server *srv)
 {
-	lws_sul_schedule(srv->ctx, 0, &srv->sul_liveness, on_liveness_sweep,
+	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
 	                         LWS_US_PER_MS);
 }
@@ -346,7 +238,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	        .max_data_payload = srv->cfg.data_payload_bytes,
 	        .totals = &srv->m.sessions,
 	};
-	if (st_session_new(&t->sess, &sc, &session_cbs, t) < 0) {
+	if (st_session_new(&t->sess, &sc, &cs__tunnel_session_cbs, t) < 0) {
 		free(t);
 		return;
 	}
@@ -355,6 +247,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	t->caps = sc.caps;
 	t->ordinal = ++srv->next_ordinal;
 	t->next_stream_id = 1;
+	cs_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
 	t->connected_ms = cs_now_ms();
 	memcpy(t->node, a.node, sizeof t->node);
 	if (t->caps)
@@ -369,12 +262,12 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	}
 	t->registered = true;
 	st_liveness_init(&t->live, t->connected_ms);
-	t->all_next = srv->tunnels;
-	if (srv->tunnels)
-		srv->tunnels->all_prev = t;
-	srv->tunnels = t;
+	t->all_next = srv->tun.all;
+	if (srv->tun.all)
+		srv->tun.all->all_prev = t;
+	srv->tun.all = t;
 	*slot = t;
-	srv->n_tunnels++;
+	srv->tun.n++;
 	srv->m.sessions_total[t->caps ? 1 : 0]++;
 	char peer[64] = "";
 	lws_get_peer_simple(wsi, peer, sizeof peer);
@@ -389,25 +282,23 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 		srv->m.sessions_replaced++;
 		st_log(ST_LOG_WARN, o->node, 0, "tunnel replaced by a newer connection from %s",
 		       peer);
-		while (o->fronts)
-			cs_front_on_tunnel_gone(o->fronts, "the edge node reconnected");
+		cs__tunnel_end_streams(o, "the edge node reconnected");
 		lws_set_timeout(o->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 	}
-	cs_tunnel_kick(t);
+	cs__tunnel_kick(t);
 }
 
 static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 {
 	t->wsi = NULL; /* lws is closing it: no more writes or flow control */
-	while (t->fronts)
-		cs_front_on_tunnel_gone(t->fronts, "the edge node disconnected");
+	cs__tunnel_end_streams(t, "the edge node disconnected");
 	if (t->registered)
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
-	paused_list_remove(srv, t);
+	cs__tunnel_paused_remove(t);
 	if (t->all_prev)
 		t->all_prev->all_next = t->all_next;
 	else
-		srv->tunnels = t->all_next;
+		srv->tun.all = t->all_next;
 	if (t->all_next)
 		t->all_next->all_prev = t->all_prev;
 	struct st_session_stats st;
@@ -419,7 +310,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	       (unsigned long long)st.data_bytes_out);
 	st_session_free(t->sess);
 	st_reasm_cleanup(&t->rx);
-	srv->n_tunnels--;
+	srv->tun.n--;
 	free(t);
 	cs_maybe_finish_drain(srv);
 }
@@ -433,7 +324,7 @@ static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
 		       st_strerror(rc));
 		return -1;
 	}
-	cs_tunnel_kick(t);
+	cs__tunnel_kick(t);
 	return 0;
 }
 
@@ -464,7 +355,7 @@ static int tunnel_writeable(struct cs_tunnel *t)
 		memcpy(srv->tx + LWS_PRE, ping, sizeof ping - 1);
 		if (lws_write(t->wsi, srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
 			return -1;
-		cs_tunnel_kick(t);
+		cs__tunnel_kick(t);
 		return 0;
 	}
 	bool binary;
@@ -480,7 +371,7 @@ static int tunnel_writeable(struct cs_tunnel *t)
 			return -1;
 		t->bytes_out += (uint64_t)n;
 	}
-	cs_tunnel_kick(t);
+	cs__tunnel_kick(t);
 	return 0;
 }
 
@@ -493,7 +384,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return !len;
 	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS) {
 		struct lws_vhost *vh = in;
-		cs_reload_note_ctx(lws_get_vhost_user(vh), lws_get_vhost_name(vh), user);
+		cs_certs_note_ctx(lws_get_vhost_user(vh), lws_get_vhost_name(vh), user);
 		return 0;
 	}
 	struct cs_server *srv = server_of(wsi);

@@ -124,6 +124,22 @@ def keep_alive(chain):
     check(b2 == b"line 1\nline 2\n", "keep-alive: second body %r" % b2)
 
 
+def keep_alive_then_bad_head(chain):
+    """A malformed head after a kept-alive answer gets its own 400 (the previous answer's
+    bytes do not count as this request's), then the connection closes."""
+    st1, _, _, s = chain.get("/metrics/resource")
+    check(st1 == 200, "keep-alive, bad head: first status %d" % st1)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nNo colon here\r\n\r\n")
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    closed, _ = h.wait_closed(s, 2)
+    s.close()
+    check(status == 400, "keep-alive, bad head: status %d" % status)
+    check(json.loads(body)["message"] == "malformed HTTP request head",
+          "keep-alive, bad head: body %r" % body)
+    check(closed == b"", "keep-alive, bad head: connection not closed")
+
+
 def unknown_node_503(chain):
     status, hdrs, body, s = chain.api.request(
         "GET", "/metrics", [("Host", "10.0.0.9:10350"),
@@ -470,6 +486,7 @@ def group_base():
             ("logs_tail", lambda: logs_tail(chain)),
             ("metrics_same_as_direct", lambda: metrics_same_as_direct(chain)),
             ("keep_alive", lambda: keep_alive(chain)),
+            ("keep_alive_then_bad_head", lambda: keep_alive_then_bad_head(chain)),
             ("unknown_node_503", lambda: unknown_node_503(chain)),
             ("unknown_node_pod_log", lambda: unknown_node_pod_log(chain)),
             ("refused_upgrade_is_fast", lambda: refused_upgrade_is_fast(chain)),

@@ -1,0 +1,83 @@
+/*
+ * cloudstream/src/front.h — one apiserver connection on the stream port (a "front"), shared by
+ * front.c (the connection: lws raw TLS glue, input and output buffers, client identity) and
+ * request.c (the request on it: routing, its stream on a tunnel as a stream endpoint, the
+ * answer). What to do with the bytes is decided by relay.c (pure).
+ *
+ * Loop thread only.
+ */
+#ifndef CLOUDSTREAM_FRONT_H
+#define CLOUDSTREAM_FRONT_H
+
+#include "cs.h"
+
+enum cs_front_state {
+	CS_FRONT_HEAD = 0, /* reading a request head (idle keep-alive connections too); no stream,
+	                    * the relay is idle */
+	CS_FRONT_ROUTING,  /* head kept in `in` while the apiserver says which node runs the pod;
+	                    * no stream */
+	CS_FRONT_WAIT,     /* stream open, connect sent; relaying the request body; no answer
+	                    * byte yet (the answer deadline is armed) */
+	CS_FRONT_RESPONSE, /* answer bytes flowing to the apiserver */
+	CS_FRONT_CLOSING,  /* write what is queued, then close; no stream, nothing more is read */
+};
+
+/* One apiserver connection. Created at RAW_ADOPT, freed at RAW_CLOSE. */
+struct cs_front {
+	struct cs_endpoint ep; /* its request's stream on a tunnel (tunnel.h) */
+	struct cs_server *srv;
+	struct lws *wsi;
+	uint64_t ordinal;
+	enum cs_front_state state;
+	bool verified;       /* the client certificate was checked on the first bytes */
+	bool rx_paused;      /* our lws_rx_flow_control(wsi, 0) is in effect */
+	bool pod_looked_up;  /* this request's pod was asked of the apiserver already */
+	bool pod_lookup_ok;  /* ... and the apiserver answered */
+	bool counted_stream; /* counted in streams_open (while it has a stream) */
+	uint8_t *in;         /* unprocessed input (head, or bytes the stream cannot take yet);
+	                     * NULL while empty */
+	size_t in_len;
+	struct st_buf out;              /* toward the apiserver; every byte reported to ep */
+	struct cs_front *anext, *aprev; /* in srv->fronts */
+	char orig_dst[64]; /* SO_ORIGINAL_DST when the connection was DNAT'd, else "" */
+	char node[CS_NODE_NAME_MAX_BYTES + 1]; /* the request's node, "" until routed */
+	struct cs_relay rl;                    /* the request and its answer (relay.h) */
+	uint64_t started_ms;
+	lws_sorted_usec_list_t sul_answer; /* armed in WAIT when the answer has a deadline */
+};
+
+/* ---- front.c --------------------------------------------------------------------------- */
+
+/* Queue @n bytes at @p toward the apiserver (and ask for WRITEABLE). 0, -EMSGSIZE, -ENOMEM. */
+int cs__front_queue(struct cs_front *f, const void *p, size_t n);
+
+/* Parse and dispatch the input kept in f->in (heads, bytes waiting for the stream). */
+void cs__front_process(struct cs_front *f);
+
+/* The request's node for log lines, or NULL before routing. */
+const char *cs__front_node(const struct cs_front *f);
+
+/* ---- request.c ------------------------------------------------------------------------- */
+
+/* Starts @req (a view into f->in). Returns false when it must wait for a pod lookup: the head
+ * then stays in f->in and is parsed again once the answer is in. */
+bool cs__request_start(struct cs_front *f, const struct st_http_request *req);
+
+/* Request bytes (body or upgraded stream) into the stream. Returns bytes taken (0: the stream
+ * is full or the body has ended), or -1 after failing the request. */
+ssize_t cs__request_forward(struct cs_front *f, const uint8_t *p, size_t len);
+
+/* Ends the request with failure @why: our own answer (@status, or the reason's when 0, and
+ * @message) if nothing was answered yet, then close. */
+void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, const char *message);
+
+/* The pod lookup finished: route the kept head again. */
+void cs__request_pod_resolved(struct cs_front *f, bool ok);
+
+/* The connection is closing: end the stream (REMOVE), free the request's state. */
+void cs__request_cleanup(struct cs_front *f);
+
+/* An apiserver connection as a stream endpoint. */
+extern const struct cs_endpoint_ops cs__front_endpoint_ops;
+
+#endif /* CLOUDSTREAM_FRONT_H */

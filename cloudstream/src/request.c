@@ -1,0 +1,413 @@
+/*
+ * cloudstream/src/request.c — one request on an apiserver connection: routing it to a node,
+ * its stream on that node's tunnel (the connection is the stream's endpoint: tunnel.h), and
+ * relaying the answer back.
+ *
+ * It answers by itself only before the edge has answered (Status JSON, then close), never adds
+ * a byte to a relayed answer, and follows the answer's framing so a plain request's connection
+ * serves the next request. Every such decision is relay.c's (pure); this file applies them to
+ * the connection and the stream. Loop thread only.
+ */
+#include "front.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <stream/err.h>
+#include <stream/frame.h>
+#include <stream/log.h>
+#include <stream/status.h>
+
+#include "apiserver.h"
+#include "route.h"
+
+static struct cs_front *front_of(struct cs_endpoint *ep)
+{
+	return lws_container_of(ep, struct cs_front, ep);
+}
+
+/* The request's stream is over, whichever side ended it: no more answer deadline, one stream
+ * fewer of its kind. */
+static void stream_over(struct cs_front *f)
+{
+	lws_sul_cancel(&f->sul_answer);
+	if (f->counted_stream) {
+		f->srv->m.streams_open[f->rl.plan.path.kind]--;
+		f->counted_stream = false;
+	}
+}
+
+/* Ends the stream from our side: with @send_close the edge gets REMOVE (@code 0) or ERROR. */
+static void end_stream(struct cs_front *f, bool send_close, uint64_t code, const char *reason)
+{
+	stream_over(f);
+	if (send_close)
+		cs_stream_close(&f->ep, code, reason);
+	else
+		cs_stream_detach(&f->ep);
+}
+
+void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, const char *message)
+{
+	if (status == 0)
+		status = cs_err_reason_status(why);
+	f->srv->m.request_errors[why]++;
+	st_log(why == CS_ERR_BAD_REQUEST ? ST_LOG_INFO : ST_LOG_WARN, cs__front_node(f), f->ep.sid,
+	       "request failed (%s): %s%s", cs_err_reason_name(why), message,
+	       f->rl.answered ? "; answer cut short" : "");
+	char buf[ST_MAX_STATUS_JSON_BYTES + 256];
+	ssize_t n = cs_relay_error_answer(&f->rl, status, message, buf, sizeof buf);
+	if (n > 0 && cs__front_queue(f, buf, (size_t)n) == 0)
+		cs_relay_sent(&f->rl);
+	f->state = CS_FRONT_CLOSING;
+	lws_callback_on_writable(f->wsi);
+}
+
+/* The answer is complete: the stream ends; the connection serves the next request or closes. */
+static void request_done(struct cs_front *f, bool send_remove)
+{
+	end_stream(f, send_remove, 0, NULL);
+	bool again = cs_relay_keep_alive(&f->rl);
+	cs_relay_cleanup(&f->rl); /* idle: the next request's errors are answered again */
+	if (!again) {
+		f->state = CS_FRONT_CLOSING;
+	} else {
+		f->state = CS_FRONT_HEAD;
+		f->node[0] = '\0';
+		lws_set_timeout(f->wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE,
+		                (int)(f->srv->cfg.idle_timeout_ms / 1000));
+	}
+	/* Pipelined input and the close are handled from WRITEABLE, outside the session. */
+	lws_callback_on_writable(f->wsi);
+}
+
+/* ---- the stream endpoint: what the tunnel calls ---------------------------------------- */
+
+static int ep_data(struct cs_endpoint *ep, const uint8_t *p, size_t len)
+{
+	struct cs_front *f = front_of(ep);
+	if (f->state != CS_FRONT_WAIT && f->state != CS_FRONT_RESPONSE)
+		return 0;
+	if (f->state == CS_FRONT_WAIT) {
+		f->state = CS_FRONT_RESPONSE;
+		lws_sul_cancel(&f->sul_answer);
+	}
+	struct cs_relay_emit e;
+	if (cs_relay_answer(&f->rl, p, len, &e) < 0) {
+		cs__request_fail(f, 502, CS_ERR_BAD_RESPONSE,
+		                 "the edge's backend sent a malformed HTTP response");
+		end_stream(f, true, ST_EXT_ERR_PROTOCOL, "malformed response");
+		return 0;
+	}
+	if (e.head_len) {
+		if (cs__front_queue(f, e.head, e.head_len) < 0)
+			return -ENOMEM; /* the session resets the stream */
+		cs_relay_sent(&f->rl);
+	}
+	if (e.chunk_len + e.take + e.trailer_len > 0) {
+		if ((e.chunk_len && cs__front_queue(f, e.chunk, e.chunk_len) < 0) ||
+		    (e.take && cs__front_queue(f, p, e.take) < 0) ||
+		    (e.trailer_len && cs__front_queue(f, e.trailer, e.trailer_len) < 0)) {
+			cs__request_fail(f, 502, CS_ERR_BAD_RESPONSE,
+			                 "answer over the stream's buffer limit");
+			end_stream(f, true, ST_EXT_ERR_LIMIT, "buffer limit");
+			return 0;
+		}
+		cs_relay_sent(&f->rl);
+	}
+	if (e.take < len)
+		st_log(ST_LOG_DEBUG, cs__front_node(f), f->ep.sid,
+		       "%zu bytes after the response dropped", len - e.take);
+	if (e.done)
+		request_done(f, true);
+	return 0;
+}
+
+static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, size_t len)
+{
+	struct cs_front *f = front_of(ep);
+	stream_over(f); /* the session has forgotten the stream already */
+	if (f->state == CS_FRONT_CLOSING || f->state == CS_FRONT_HEAD)
+		return;
+	struct cs_relay_end end;
+	cs_relay_on_end(&f->rl, code, &end);
+	if (end.verdict == CS_RELAY_FAIL) {
+		char msg[ST_MAX_ERROR_REASON_BYTES + 256];
+		cs_relay_end_message(msg, sizeof msg, f->node, code, reason, len);
+		cs__request_fail(f, end.status, end.why, msg);
+		return;
+	}
+	if (end.verdict == CS_RELAY_DONE) {
+		if (end.last_len == 0 || cs__front_queue(f, end.last, end.last_len) == 0) {
+			request_done(f, false);
+			return;
+		}
+		end.cut_short = cs_relay_cut_short(&f->rl, code); /* the last chunk did not fit */
+	}
+	/* An upgraded stream, a body until close, or an answer cut short: the apiserver side
+	 * closes right after the queued bytes, so nobody waits for a dead stream. */
+	if (end.cut_short)
+		f->srv->m.request_errors[CS_ERR_BAD_RESPONSE]++;
+	f->state = CS_FRONT_CLOSING;
+	lws_callback_on_writable(f->wsi);
+}
+
+static void ep_writable(struct cs_endpoint *ep)
+{
+	lws_callback_on_writable(front_of(ep)->wsi); /* input waiting for room is fed there */
+}
+
+static void ep_gone(struct cs_endpoint *ep, const char *why)
+{
+	struct cs_front *f = front_of(ep);
+	char msg[512];
+	snprintf(msg, sizeof msg, "edge node %s: %s", f->node, why);
+	stream_over(f);
+	if (f->state == CS_FRONT_CLOSING || f->state == CS_FRONT_HEAD)
+		return;
+	cs__request_fail(f, 0, CS_ERR_EDGE_GONE, msg);
+}
+
+static void ep_cut(struct cs_endpoint *ep)
+{
+	struct cs_front *f = front_of(ep);
+	stream_over(f);
+	/* Nothing more reaches that client: drop what waits for it and close. */
+	size_t n = st_buf_len(&f->out);
+	st_buf_cleanup(&f->out);
+	cs_endpoint_dropped(&f->ep, n);
+	f->state = CS_FRONT_CLOSING;
+	lws_set_timeout(f->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+const struct cs_endpoint_ops cs__front_endpoint_ops = {
+        .data = ep_data,
+        .end = ep_end,
+        .writable = ep_writable,
+        .gone = ep_gone,
+        .cut = ep_cut,
+};
+
+static void on_answer_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct cs_front *f = lws_container_of(sul, struct cs_front, sul_answer);
+	if (f->state != CS_FRONT_WAIT)
+		return;
+	char msg[512];
+	snprintf(msg, sizeof msg, "edge node %s did not answer within %llu ms", f->node,
+	         (unsigned long long)f->srv->cfg.answer_timeout_ms);
+	end_stream(f, true, ST_EXT_ERR_TIMEOUT, "no answer in time");
+	cs__request_fail(f, 0, CS_ERR_TIMEOUT, msg);
+}
+
+/* ---- toward the edge ------------------------------------------------------------------- */
+
+ssize_t cs__request_forward(struct cs_front *f, const uint8_t *p, size_t len)
+{
+	if (f->ep.tun == NULL)
+		return f->rl.plan.upgrade ? (ssize_t)len : 0; /* stream over: upgraded bytes drop */
+	if (cs_relay_request_done(&f->rl))
+		return 0; /* what follows is the next request: it waits */
+	size_t space = cs_stream_space(&f->ep);
+	ssize_t b = cs_relay_request(&f->rl, p, len < space ? len : space);
+	if (b < 0) {
+		end_stream(f, true, ST_EXT_ERR_BAD_REQUEST, "malformed request body");
+		cs__request_fail(f, 400, CS_ERR_BAD_REQUEST, "malformed chunked request body");
+		return -1;
+	}
+	size_t take = (size_t)b;
+	ssize_t w = cs_stream_write(&f->ep, p, take);
+	/* The room, not the input, was the limit: nothing else wakes a connection whose input
+	 * waits for room (an upload gets no answer bytes that would), so ask for ->writable. */
+	if (w >= 0 && take == space && space < len && !cs_relay_request_done(&f->rl)) {
+		f->srv->m.stream_stalls++;
+		cs_stream_wait_writable(&f->ep);
+	}
+	if (w < 0) {
+		end_stream(f, false, 0, NULL);
+		cs__request_fail(f, 502, CS_ERR_EDGE_GONE, "the stream to the edge closed");
+		return -1;
+	}
+	if (cs_relay_request_done(&f->rl))
+		cs_stream_shutdown(&f->ep); /* HALF_CLOSE for our edges */
+	return w;
+}
+
+/* ---- a new request --------------------------------------------------------------------- */
+
+static void *lookup_by_ip(const char *ip, size_t len, const char **node, void *user)
+{
+	return cs_registry_get_by_ip(((struct cs_server *)user)->reg, ip, len, node);
+}
+
+static void *lookup_by_name(const char *name, size_t len, void *user)
+{
+	return cs_registry_get(((struct cs_server *)user)->reg, name, len);
+}
+
+static void header_view(const struct st_http_request *req, const char *name, const char **p,
+                        size_t *len)
+{
+	ssize_t i = st_http_header_find(req->headers, req->num_headers, name, 0);
+	*p = i >= 0 ? req->headers[i].value : NULL;
+	*len = i >= 0 ? req->headers[i].value_len : 0;
+}
+
+static int lookup_pod(const char *ns, size_t ns_len, const char *pod, size_t pod_len,
+                      const char **node, size_t *node_len, void *user)
+{
+	struct cs_server *srv = user;
+	return cs_podcache_get(srv->pods, ns, ns_len, pod, pod_len, cs_now_ms(), node, node_len);
+}
+
+/* Which tunnel @req is for; NULL after failing the request, or when it waits for a pod lookup
+ * (*@wait set). */
+static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request *req, bool *wait)
+{
+	struct cs_server *srv = f->srv;
+	const struct cs_plan *plan = &f->rl.plan;
+	struct cs_route_input in = {0};
+	*wait = false;
+	if (f->orig_dst[0]) {
+		in.orig_dst_ip = f->orig_dst;
+		in.orig_dst_ip_len = strlen(f->orig_dst);
+	}
+	header_view(req, "Host", &in.host, &in.host_len);
+	header_view(req, "X-Forwarded-Uri", &in.forwarded_uri, &in.forwarded_uri_len);
+	if (plan->path.kind != ST_KUBELET_OTHER) {
+		in.pod_namespace = plan->path.namespace_.p;
+		in.pod_namespace_len = plan->path.namespace_.len;
+		in.pod_name = plan->path.pod.p;
+		in.pod_name_len = plan->path.pod.len;
+	}
+	struct cs_route_lookup lk = {.by_ip = lookup_by_ip,
+	                             .by_name = lookup_by_name,
+	                             .pod_node = srv->pods ? lookup_pod : NULL,
+	                             .user = srv};
+	struct cs_route_result r;
+	if (cs_route_resolve(&in, &lk, &r) < 0) {
+		cs__request_fail(f, 400, CS_ERR_BAD_REQUEST,
+		                 "malformed routing header (Host or X-Forwarded-Uri)");
+		return NULL;
+	}
+	snprintf(f->node, sizeof f->node, "%s", r.node);
+	char msg[512];
+	if (r.need_pod_lookup && !f->pod_looked_up) {
+		f->pod_looked_up = true;
+		int rc = cs_pod_lookup_start(srv, f->ordinal, in.pod_namespace,
+		                             in.pod_namespace_len, in.pod_name, in.pod_name_len);
+		if (rc == 0) {
+			f->state = CS_FRONT_ROUTING;
+			*wait = true;
+			return NULL;
+		}
+		f->pod_lookup_ok = false;
+	}
+	if (r.node[0] == '\0') {
+		if (f->pod_looked_up && !f->pod_lookup_ok) {
+			snprintf(msg, sizeof msg,
+			         "cloudstream could not ask the apiserver which node runs pod "
+			         "%.*s/%.*s",
+			         (int)in.pod_namespace_len, in.pod_namespace, (int)in.pod_name_len,
+			         in.pod_name);
+			cs__request_fail(f, 0, CS_ERR_NO_ROUTE, msg);
+			return NULL;
+		}
+		cs__request_fail(f, 0, CS_ERR_NO_ROUTE,
+		                 "cloudstream cannot tell which edge node this request is for (no "
+		                 "DNAT'd destination, node Host or X-Forwarded-Uri)");
+		return NULL;
+	}
+	if (r.session == NULL) {
+		snprintf(msg, sizeof msg,
+		         "edge node %s is not connected to this cloudstream (no tunnel session)",
+		         r.node);
+		cs__request_fail(f, 0, CS_ERR_NO_SESSION, msg);
+		return NULL;
+	}
+	return r.session;
+}
+
+struct connect_args {
+	const struct st_http_request *req;
+	const char *edge_host;
+};
+
+/* The JSON connect request of stream @id, as KubeEdge's cloud writes it (exchange.h). */
+static ssize_t connect_payload(uint64_t id, char *out, size_t cap, void *user)
+{
+	const struct connect_args *a = user;
+	return cs_connect_json(a->req, id, a->edge_host, out, cap);
+}
+
+bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
+{
+	struct cs_server *srv = f->srv;
+	f->node[0] = '\0';
+	lws_set_timeout(f->wsi, NO_PENDING_TIMEOUT, 0);
+	const char *why;
+	int status = cs_relay_begin(&f->rl, req, &why); /* first: it sets the error form */
+	if (srv->draining) {
+		cs__request_fail(f, 0, CS_ERR_DRAINING, "cloudstream is shutting down; retry");
+		return true;
+	}
+	if (status) {
+		cs__request_fail(f, status, CS_ERR_BAD_REQUEST, why);
+		return true;
+	}
+	bool wait;
+	struct cs_tunnel *t = route(f, req, &wait);
+	if (t == NULL)
+		return !wait;
+	snprintf(f->node, sizeof f->node, "%s", cs_tunnel_node(t));
+
+	/* The one place a stream is admitted (budgets, stream limits): cs_stream_open. */
+	char msg[512];
+	struct connect_args ca = {.req = req, .edge_host = srv->cfg.edge_target_host};
+	int rc = cs_stream_open(t, &f->ep, f->rl.plan.connect_type, connect_payload, &ca, msg,
+	                        sizeof msg);
+	if (rc == -ENOSPC || rc == -EAGAIN) {
+		cs__request_fail(f, 0, CS_ERR_LIMIT, msg);
+		return true;
+	}
+	if (rc < 0) {
+		cs__request_fail(f, cs_relay_connect_error(rc), CS_ERR_BAD_REQUEST,
+		                 "request head cannot be carried to the edge (over the connect "
+		                 "limits)");
+		return true;
+	}
+	cs_relay_start(&f->rl, cs_tunnel_caps(t));
+	f->state = CS_FRONT_WAIT;
+	f->started_ms = cs_now_ms();
+	f->counted_stream = true;
+	srv->m.streams_total[f->rl.plan.path.kind]++;
+	srv->m.streams_open[f->rl.plan.path.kind]++;
+	if (cs_relay_request_done(&f->rl))
+		cs_stream_shutdown(&f->ep);
+	uint64_t deadline_ms = cs_relay_answer_timeout_ms(&f->rl, srv->cfg.answer_timeout_ms);
+	if (deadline_ms)
+		lws_sul_schedule(srv->ctx, 0, &f->sul_answer, on_answer_timeout,
+		                 (lws_usec_t)deadline_ms * LWS_US_PER_MS);
+	st_log(ST_LOG_DEBUG, f->node, f->ep.sid, "%.*s %.*s -> %s (%s)", (int)req->method_len,
+	       req->method, (int)req->path_len, req->path,
+	       st_msg_type_name(f->rl.plan.connect_type),
+	       f->rl.mode == CS_RELAY_RAW ? "raw" : "body-only");
+	return true;
+}
+
+void cs__request_pod_resolved(struct cs_front *f, bool ok)
+{
+	if (f->state != CS_FRONT_ROUTING)
+		return;
+	f->pod_lookup_ok = ok;
+	f->state = CS_FRONT_HEAD;
+	cs__front_process(f); /* parses the kept head again; the route now comes from the cache */
+}
+
+void cs__request_cleanup(struct cs_front *f)
+{
+	stream_over(f);
+	cs_endpoint_cleanup(&f->ep); /* REMOVE to the edge; what it held is credited */
+	cs_relay_cleanup(&f->rl);
+}

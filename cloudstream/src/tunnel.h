@@ -1,0 +1,160 @@
+/*
+ * cloudstream/src/tunnel.h — a node's tunnel as the rest of cloudstream sees it: something that
+ * carries streams for stream endpoints (DESIGN D11; haproxy's connection / stream / stream
+ * endpoint layering on top of the nghttp2-style st_session).
+ *
+ * The tunnel module (tunnel.c: the edge's websocket; tunnel_stream.c: streams and budgets) owns
+ * each tunnel's st_session, its stream ids, its liveness and whether it is read, and the two
+ * budgets of bytes queued toward consumers (budget.h). It never knows what is behind a stream:
+ * an endpoint embeds a struct cs_endpoint, opens a stream with cs_stream_open() and from then
+ * on is called through its ops table. An apiserver connection (front.c / request.c) is one
+ * kind of endpoint; a peer link to another replica or a CONNECT tunnel of a front door would be
+ * others, without a change here.
+ *
+ * Contract, both directions:
+ *   - toward the edge, the endpoint writes with cs_stream_write() no more than
+ *     cs_stream_space() allows, and waits for ops->writable once it asked with
+ *     cs_stream_wait_writable();
+ *   - toward its consumer, the endpoint queues what ops->data hands it, reports every byte it
+ *     queues (cs_endpoint_queued), writes out (cs_endpoint_delivered) or throws away
+ *     (cs_endpoint_dropped), and nothing else: the tunnel module turns that into the budgets,
+ *     the credit returned to the edge, and pausing or resuming the tunnel;
+ *   - a stream ends once, by whichever side comes first: the endpoint (cs_stream_close,
+ *     cs_stream_detach) or the tunnel (ops->end, ops->gone, ops->cut, after which the endpoint
+ *     has no stream). Callbacks never run after the endpoint's cs_endpoint_cleanup().
+ *
+ * Loop thread only, like everything that touches lws.
+ */
+#ifndef CLOUDSTREAM_TUNNEL_H
+#define CLOUDSTREAM_TUNNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <libwebsockets.h>
+
+struct cs_server;
+struct cs_tunnel; /* opaque outside the tunnel module */
+struct cs_endpoint;
+
+/* What a tunnel calls on the endpoint of a stream. Every member is required. */
+struct cs_endpoint_ops {
+	/* @len bytes from the edge for the stream (borrowed, valid during the call). Return 0,
+	 * or a negative errno to have the stream reset (the session then ends it: ->end). */
+	int (*data)(struct cs_endpoint *ep, const uint8_t *p, size_t len);
+	/* The edge ended the stream: @code 0 for REMOVE, else an ERROR code (stream/ext.h) with
+	 * @reason (a view of @len bytes, valid during the call). The stream is gone already. */
+	void (*end)(struct cs_endpoint *ep, uint64_t code, const char *reason, size_t len);
+	/* The stream can take more bytes toward the edge (after cs_stream_wait_writable). */
+	void (*writable)(struct cs_endpoint *ep);
+	/* The tunnel went away (the edge disconnected, or reconnected and replaced it), saying
+	 * @why (NUL-terminated, static). The stream is gone already. */
+	void (*gone)(struct cs_endpoint *ep, const char *why);
+	/* Base protocol only: what this endpoint holds kept the whole tunnel paused for
+	 * --stall-timeout without draining to its low mark, so every other stream of the node
+	 * waited with it. The stream was closed toward the edge (ERROR timeout) and is gone; the
+	 * endpoint throws away what it holds (cs_endpoint_dropped) and closes. */
+	void (*cut)(struct cs_endpoint *ep);
+};
+
+/*
+ * The tunnel module's part of an endpoint, embedded in it. Set up by cs_endpoint_init(); the
+ * fields are the tunnel module's, read-only for the endpoint (tun, sid, queued) or not to be
+ * touched at all (the rest).
+ */
+struct cs_endpoint {
+	const struct cs_endpoint_ops *ops;
+	struct cs_server *srv;
+	struct cs_tunnel *tun; /* read-only: the stream's tunnel, NULL when there is no stream */
+	uint64_t sid;          /* read-only: the stream's id in that tunnel, 0 when none */
+	uint64_t queued;       /* read-only: bytes held toward the consumer (charged) */
+	/* private to the tunnel module */
+	uint64_t credit_debt;              /* DATA bytes received, credit not yet returned */
+	bool blocking;                     /* base: over the high mark, the tunnel is paused */
+	lws_sorted_usec_list_t sul_stall;  /* armed while blocking: cut when it fires */
+	struct cs_endpoint *tnext, *tprev; /* in the tunnel's list of endpoints */
+};
+
+/* cs_endpoint_init() - @ep (embedded in its owner, zeroed or not) gets @ops (static, borrowed)
+ * and no stream. */
+void cs_endpoint_init(struct cs_endpoint *ep, const struct cs_endpoint_ops *ops,
+                      struct cs_server *srv);
+
+/* cs_endpoint_cleanup() - the endpoint goes away: its stream, if any, is closed toward the edge
+ * (REMOVE), what it still holds is credited, its timer cancelled. No callback follows. */
+void cs_endpoint_cleanup(struct cs_endpoint *ep);
+
+/* Writes the connect payload of stream @id into @out (at most @cap bytes): its length, or a
+ * negative errno (the stream is then not opened). */
+typedef ssize_t (*cs_connect_payload_cb)(uint64_t id, char *out, size_t cap, void *user);
+
+/*
+ * cs_stream_open() - open a stream on @t for @ep (which has none) with connect @type, its
+ * payload written by @payload(@id, ..., @user) into the tunnel's scratch buffer. This is the
+ * one place a stream is admitted: the process's stream limit, and with credit flow control the
+ * node and process budgets (today a full budget refuses; st_session_open's -ENOSPC is where
+ * that is going).
+ * Returns 0 (the stream is open and @ep is called through its ops from now on); the payload
+ * callback's error (-EMSGSIZE, -EBADMSG, ...: the request cannot be carried); -ENOSPC over a
+ * budget or -EAGAIN over a stream limit, with a message for the client in @msg (@msg_cap
+ * bytes).
+ */
+int cs_stream_open(struct cs_tunnel *t, struct cs_endpoint *ep, uint64_t type,
+                   cs_connect_payload_cb payload, void *user, char *msg, size_t msg_cap);
+
+/* cs_stream_space() - bytes cs_stream_write() takes now (0 without a stream). */
+size_t cs_stream_space(const struct cs_endpoint *ep);
+
+/* cs_stream_write() - queue @len bytes (copied) toward the edge. Returns the bytes taken (may
+ * be short), or a negative errno when the stream is gone (-ENOENT without a stream, -EPIPE). */
+ssize_t cs_stream_write(struct cs_endpoint *ep, const uint8_t *p, size_t len);
+
+/* cs_stream_wait_writable() - call ops->writable once the stream has room again (the endpoint
+ * holds bytes that did not fit, and nothing else would wake it). */
+void cs_stream_wait_writable(struct cs_endpoint *ep);
+
+/* cs_stream_shutdown() - no more bytes toward the edge (HALF_CLOSE with our edges). */
+void cs_stream_shutdown(struct cs_endpoint *ep);
+
+/* cs_stream_close() - end the stream from our side after its queued bytes: REMOVE (@code 0) or
+ * ERROR(@code, @reason: NUL-terminated, copied). No callback follows. No-op without a stream. */
+void cs_stream_close(struct cs_endpoint *ep, uint64_t code, const char *reason);
+
+/* cs_stream_detach() - forget the stream without a word to the edge: for an endpoint whose
+ * stream the session ended already. No-op without a stream. */
+void cs_stream_detach(struct cs_endpoint *ep);
+
+/* cs_endpoint_queued() - the endpoint queued @n more bytes toward its consumer. */
+void cs_endpoint_queued(struct cs_endpoint *ep, size_t n);
+
+/* cs_endpoint_delivered() - its consumer took @n of the queued bytes: the budgets are credited,
+ * the edge gets its credit back (flow control), a paused tunnel may resume. */
+void cs_endpoint_delivered(struct cs_endpoint *ep, size_t n);
+
+/* cs_endpoint_dropped() - @n queued bytes were thrown away (a cut, a close): only the budgets
+ * are credited. */
+void cs_endpoint_dropped(struct cs_endpoint *ep, size_t n);
+
+/* cs_tunnel_caps() - the extensions agreed with the tunnel's edge (stream/ext.h; 0 = base). */
+uint32_t cs_tunnel_caps(const struct cs_tunnel *t);
+
+/* cs_tunnel_node() - the tunnel's node name (valid while the tunnel lives). */
+const char *cs_tunnel_node(const struct cs_tunnel *t);
+
+/* ---- the tunnel set (tunnel.c, tunnel_stream.c) -------------------------------------------- */
+
+extern const struct lws_protocols cs_tunnel_protocols[2]; /* with terminator */
+
+/* cs_tunnels_init() - the process budget of @srv from its configuration; no tunnel yet. */
+void cs_tunnels_init(struct cs_server *srv);
+
+/* Starts the liveness sweep: one timer for all tunnels (any frame is a sign of life; a tunnel
+ * we paused is never declared dead by us). Stopped by cs_tunnels_stop(). */
+void cs_tunnel_liveness_start(struct cs_server *srv);
+
+/* cs_tunnels_stop() - cancel the sweep (at exit, before the context goes). */
+void cs_tunnels_stop(struct cs_server *srv);
+
+#endif /* CLOUDSTREAM_TUNNEL_H */
