@@ -6,11 +6,16 @@ apiserver) → tunnel → edgestream (--cri-socket: exec, attach, port-forward a
 through containerd; node proxy to a kubelet stand-in) → a real containerd with a real
 host-network pod default/demo.
 
-    kubectl_test.py GROUP [TEST...]     GROUP: streams | logs | goagent
+    kubectl_test.py GROUP [TEST...]     GROUP: streams | logs | goagent | images
 
 goagent: the example Go agent (edgestream/go/example-agent, built by integration.go_package)
 embeds libedgestream in place of the edgestream daemon, and kubectl exec, exec -i, exec -it,
 port-forward and the node proxy go through it.
+
+images: cloudstream and edgestream from their OCI images (deploy/build-images.sh, from the
+packages integration.packages_build makes), run by the same containerd as the pod (host network,
+read-only root, no capabilities, uid 65532 for cloudstream), and a subset of both groups through
+them.
 
 Each group is one process with one containerd (starting it is the expensive part). Outputs are
 asserted exactly; figures (exec times, cp throughput) are printed for the record. Skipped (77)
@@ -39,6 +44,7 @@ from containerd import Containerd  # noqa: E402
 import images  # noqa: E402
 import fake_kubelet  # noqa: E402  (its /metrics body is the reference)
 import go_agent_test  # noqa: E402  (the Go agent as the edge, group goagent)
+import images_test  # noqa: E402  (the daemons from their OCI images, group images)
 
 KUBECTL_DIR = "/usr/lib/google-cloud-sdk/bin"
 VERSIONS = ("1.27", "1.32", "1.33")
@@ -94,6 +100,12 @@ class Lab:
         t0 = time.monotonic()
         self.ctd.start()
         images.import_into(self.ctd, images.build(os.path.join(self.base, "images")))
+        oci = {}  # the daemons' images (group images), else they run from the build tree
+        if self.group == "images":
+            oci = images_test.build_and_import(self.ctd, os.path.join(self.base, "oci"))
+
+        def wrap(daemon):
+            return images_test.wrapper(env, self.ctd, daemon, oci[daemon]) if oci else None
         t_ctd = time.monotonic() - t0
         # The apiserver's own CA, serving certificate and kubectl's client certificate; the
         # kubelet-side trust (stream-ca, apiserver-kubelet-client) is stream-certs quick's.
@@ -116,7 +128,8 @@ class Lab:
         self.cloud = h.start_cloudstream(env, extra=[
             "--apiserver-url", "https://127.0.0.1:%d" % api_port,
             "--apiserver-ca", env.path("apiserver-ca.crt"),
-            "--apiserver-cert", env.path("admin.crt"), "--apiserver-key", env.path("admin.key")])
+            "--apiserver-cert", env.path("admin.crt"), "--apiserver-key", env.path("admin.key")],
+            wrap=wrap("cloudstream"))
         self.api = Apiserver(self.base, self.cloud.ports["stream"], pki, node=NODE)
         self.api.port = api_port
         self.api.add_pod("default", "demo", ["loop", "shell", "web", "logger", "follower",
@@ -130,7 +143,8 @@ class Lab:
                                                   options={"cri-socket": self.ctd.socket})
         else:
             self.edge = h.start_edgestream(env, self.cloud, self.kubelet, node=NODE,
-                                           extra=["--cri-socket", self.ctd.socket])
+                                           extra=["--cri-socket", self.ctd.socket],
+                                           wrap=wrap("edgestream"))
         print("setup: containerd + images %.1fs, chain up %.1fs" %
               (t_ctd, time.monotonic() - t0), flush=True)
         return self
@@ -762,6 +776,11 @@ GROUPS = {
     "goagent": [("exec_stdin", exec_stdin, ("1.32",)), ("exec_status", exec_status, VERSIONS),
                 ("exec_tty", exec_tty, ("1.32",)), ("port_forward", port_forward, ("1.32",)),
                 ("node_metrics", node_metrics, ("1.32",))],
+    # exec_stdin first, as above
+    "images": [("exec_stdin", exec_stdin, ("1.32",)), ("exec_status", exec_status, VERSIONS),
+               ("exec_tty", exec_tty, ("1.32",)), ("attach_stdin", attach_stdin, ("1.32",)),
+               ("port_forward", port_forward, ("1.32",)), ("cp", copy_both_ways, ("1.32",)),
+               ("logs_options", logs_options, None), ("node_metrics", node_metrics, ("1.32",))],
 }
 
 
@@ -776,6 +795,13 @@ def main():
             print("FAIL %s is missing: integration.go_package builds it" % go_agent_test.AGENT)
             return 1
         miss.append("go (golang-go)")
+    if group == "images":
+        if shutil.which("umoci") is None:
+            miss.append("umoci")
+        elif not os.path.isdir(images_test.PKG_DIR):
+            print("FAIL %s is missing: integration.packages_build makes it" %
+                  images_test.PKG_DIR)
+            return 1
     if os.geteuid() != 0 or miss:
         why = "needs root" if os.geteuid() != 0 else "missing " + ", ".join(miss)
         if os.environ.get("CI") == "true":

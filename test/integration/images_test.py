@@ -24,6 +24,9 @@ Checked:
   container from the runtime's log file (the pod's log directory is also mounted at its own
   path: the runtime writes this test's logs outside /var/log/pods);
 - `ctr task kill` (SIGTERM) ends each with exit 0.
+
+build_and_import() and wrapper() run the daemons from these images for e2e.kubectl_images
+(test/e2e/kubectl_test.py, group images).
 """
 import hashlib
 import json
@@ -194,6 +197,63 @@ def mounts_for(env, objs, pod, c, root, host_paths):
     return out
 
 
+def ctr_run(ctd, cid, image, mounts, env_vars=None):
+    """The `ctr run` command line (without the container's command) for a container as the
+    manifests' securityContexts make it: host network, read-only root, every capability
+    dropped, no new privileges (ctr's default), containerd's default seccomp profile. In the
+    foreground, ctr passes signals on to the container and exits with its status."""
+    argv = ["ctr", "-a", ctd.socket, "-n", "k8s.io", "run", "--rm", "--net-host",
+            "--read-only", "--seccomp"]
+    for cap in DEFAULT_CAPS:  # ctr knows no ALL
+        argv += ["--cap-drop", cap]
+    for m in mounts:
+        argv += ["--mount", m]
+    for k, v in (env_vars or {}).items():
+        argv += ["--env", "%s=%s" % (k, v)]
+    return argv + [image, cid]
+
+
+def build_and_import(ctd, out):
+    """For e2e.kubectl_images: both images built from $ST_PKG_DIR's packages into @out and
+    imported into @ctd. Returns {daemon: image name}."""
+    r = subprocess.run([BUILD_IMAGES, "--debs", PKG_DIR, "--out", out], capture_output=True,
+                       text=True, timeout=300)
+    check(r.returncode == 0, "build-images.sh: %s%s" % (r.stdout, r.stderr))
+    names = {}
+    for line in r.stdout.splitlines():
+        name, path = line.split("\t")[:2]
+        ctr(ctd, "images", "import", path, timeout=120)
+        names[name.rsplit("/", 1)[-1].split(":")[0]] = name
+    check(sorted(names) == ["cloudstream", "edgestream"], "images %s" % names)
+    return names
+
+
+def wrapper(env, ctd, daemon, image):
+    """A wrap= for harness.start_cloudstream/start_edgestream: the command line the harness
+    made for the build tree's daemon, run by @ctd from @image instead (ctr_run), with every
+    path of the run mounted at its own path (env.dir, the containerd socket's directory).
+    cloudstream's image runs as 65532:65532 (the Deployment's runAsUser and fsGroup): the
+    run's directory (where its ready file goes) and the certificates get group 65532 and group
+    access, as fsGroup does for a Secret; they stay root's, whom edgestream's container, without
+    capabilities, needs as owner."""
+    if daemon == "cloudstream":
+        os.chown(env.dir, 0, NONROOT)
+        os.chmod(env.dir, 0o770)
+        os.chown(env.pki, 0, NONROOT)
+        os.chmod(env.pki, 0o750)
+        for f in os.listdir(env.pki):
+            p = os.path.join(env.pki, f)
+            os.chown(p, 0, NONROOT)
+            os.chmod(p, os.stat(p).st_mode & 0o777 | 0o040)
+    mounts = ["type=bind,src=%s,dst=%s,options=rbind:rw" % (p, p)
+              for p in (env.dir, os.path.dirname(ctd.socket))]
+
+    def wrap(argv):
+        return ctr_run(ctd, "e2e-%s-%d" % (daemon, os.getpid()), image, mounts) + [
+            "/usr/bin/" + daemon] + argv[1:]
+    return wrap
+
+
 def run_container(env, ctd, name, image, c, mounts, extra_args, env_vars, uid):
     """`ctr run` (foreground: its exit status is the container's) with the container's
     securityContext; ready when the daemon writes its ready file in a writable mount."""
@@ -205,16 +265,9 @@ def run_container(env, ctd, name, image, c, mounts, extra_args, env_vars, uid):
     sc = c["securityContext"]
     check(sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"drop": ["ALL"]} and
           sc["allowPrivilegeEscalation"] is False, "%s securityContext %s" % (name, sc))
-    argv = ["ctr", "-a", ctd.socket, "-n", "k8s.io", "run", "--rm", "--net-host",
-            "--read-only", "--seccomp"]
-    for cap in DEFAULT_CAPS:  # ctr knows no ALL
-        argv += ["--cap-drop", cap]
-    for m in mounts + ["type=bind,src=%s,dst=/run/test,options=rbind:rw" % run]:
-        argv += ["--mount", m]
-    for k, v in env_vars.items():
-        argv += ["--env", "%s=%s" % (k, v)]
     cid = "imgtest-%s-%d" % (name, os.getpid())
-    argv += [image, cid] + c["command"] + args
+    argv = ctr_run(ctd, cid, image, mounts + [
+        "type=bind,src=%s,dst=/run/test,options=rbind:rw" % run], env_vars) + c["command"] + args
     p, text = env.start(name, argv, os.path.join(run, "ready"), timeout=30)
     p.cid = cid
     p.ports = h.ready_ports(text.split("node=")[0])

@@ -145,7 +145,9 @@ def ready_ports(text):
     return ports
 
 
-def start_cloudstream(env, extra=(), name="cloudstream", prefix=()):
+def start_cloudstream(env, extra=(), name="cloudstream", prefix=(), wrap=None):
+    """The cloud daemon on loopback ports. @wrap(argv) may turn the command line into another
+    way of running the same daemon (images_test.py: in a container, from its image)."""
     ready = os.path.join(env.dir, name + ".ready")
     if os.path.exists(ready):
         os.unlink(ready)
@@ -159,7 +161,7 @@ def start_cloudstream(env, extra=(), name="cloudstream", prefix=()):
             "--stream-key", env.path("cloudstream-stream.key"),
             "--stream-client-ca", env.path("stream-ca.crt"),
             "--ready-file", ready, "--log-level", "debug"] + list(extra)
-    p, text = env.start(name, argv, ready, prefix=prefix)
+    p, text = env.start(name, wrap(argv) if wrap else argv, ready, prefix=prefix)
     p.ports = ready_ports(text)
     return p
 
@@ -336,9 +338,10 @@ def run(tests):
 
 
 def start_edgestream(env, cloud, kubelet=None, node="edge-1", extra=(), name=None, cert=None,
-                     url=None, prefix=(), timeout=20.0):
+                     url=None, prefix=(), timeout=20.0, wrap=None):
     """Our edge daemon dialling @cloud (a cloudstream, or anything with ports["tunnel"]), in
-    front of @kubelet. Ready once its tunnel is up (the ready file has admin=P)."""
+    front of @kubelet. Ready once its tunnel is up (the ready file has admin=P). @wrap: as for
+    start_cloudstream."""
     name = name or "edgestream-" + node
     ready = os.path.join(env.dir, name + ".ready")
     if os.path.exists(ready):
@@ -355,6 +358,7 @@ def start_edgestream(env, cloud, kubelet=None, node="edge-1", extra=(), name=Non
             "--kubelet-ca", env.path("kubelet-ca.crt"),
             "--admin-listen", "127.0.0.1:0", "--ready-file", ready,
             "--log-level", "debug"] + list(extra)
-    p, text = env.start(name, argv, ready, prefix=prefix, timeout=timeout)
+    p, text = env.start(name, wrap(argv) if wrap else argv, ready, prefix=prefix,
+                        timeout=timeout)
     p.ports = ready_ports(text.split("node=")[0])
     return p
