@@ -165,6 +165,29 @@ static ssize_t body(struct es_body_only *b, const uint8_t *in, size_t len, uint8
 	}
 }
 
+/* Keeps @len more bytes of a head that is not complete yet. The buffer grows by doubling from
+ * 1 KiB, never past ST_MAX_HTTP_HEAD_BYTES (the caller bounds @len): most heads come whole in
+ * the first piece and are parsed where they are, without a copy. */
+static int gather(struct es_body_only *b, const uint8_t *in, size_t len)
+{
+	size_t need = b->head_len + len;
+	if (need > b->head_cap) {
+		size_t cap = b->head_cap ? b->head_cap : 1024;
+		while (cap < need)
+			cap *= 2;
+		if (cap > ST_MAX_HTTP_HEAD_BYTES)
+			cap = ST_MAX_HTTP_HEAD_BYTES;
+		uint8_t *p = realloc(b->head, cap);
+		if (p == NULL)
+			return -ENOMEM;
+		b->head = p;
+		b->head_cap = cap;
+	}
+	memcpy(b->head + b->head_len, in, len);
+	b->head_len += len;
+	return 0;
+}
+
 ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len, uint8_t *out,
                           size_t cap)
 {
@@ -172,24 +195,34 @@ ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len,
 		return 0;
 	if (b->head_done)
 		return body(b, in, len, out, cap);
-	/* Gather the head: at most ST_MAX_HTTP_HEAD_BYTES, then parse what is there. */
-	size_t take = len;
-	if (take > ST_MAX_HTTP_HEAD_BYTES - b->head_len)
-		take = ST_MAX_HTTP_HEAD_BYTES - b->head_len;
-	if (b->head == NULL) {
-		b->head = malloc(ST_MAX_HTTP_HEAD_BYTES);
-		if (b->head == NULL)
-			return -ENOMEM;
-	}
-	memcpy(b->head + b->head_len, in, take);
-	size_t before = b->head_len;
-	b->head_len += take;
 	struct st_http_response resp;
-	ssize_t n = st_http_parse_response(b->head, b->head_len, &resp);
-	if (n < 0)
-		return n;
-	if (n == 0)
-		return b->head_len >= ST_MAX_HTTP_HEAD_BYTES ? -EMSGSIZE : 0;
+	ssize_t n;
+	size_t used; /* bytes of @in that belong to the head */
+	if (b->head_len == 0) {
+		n = st_http_parse_response(in, len, &resp);
+		if (n < 0)
+			return n;
+		if (n == 0) { /* a part: keep it, at most ST_MAX_HTTP_HEAD_BYTES */
+			if (len >= ST_MAX_HTTP_HEAD_BYTES)
+				return -EMSGSIZE;
+			int rc = gather(b, in, len);
+			return rc < 0 ? rc : 0;
+		}
+		used = (size_t)n;
+	} else {
+		size_t take = len;
+		if (take > ST_MAX_HTTP_HEAD_BYTES - b->head_len)
+			take = ST_MAX_HTTP_HEAD_BYTES - b->head_len;
+		int rc = gather(b, in, take);
+		if (rc < 0)
+			return rc;
+		n = st_http_parse_response(b->head, b->head_len, &resp);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			return b->head_len >= ST_MAX_HTTP_HEAD_BYTES ? -EMSGSIZE : 0;
+		used = (size_t)n - (b->head_len - take);
+	}
 	b->status = resp.status;
 	int rc = st_http_response_body(&resp, false, &b->kind, &b->remaining);
 	if (rc < 0)
@@ -199,9 +232,9 @@ ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len,
 	b->keep_alive = b->kind != ST_HTTP_BODY_UNTIL_CLOSE &&
 	                st_http_keep_alive(resp.minor_version, resp.headers, resp.num_headers);
 	b->head_done = true;
-	free(b->head);
+	free(b->head); /* @resp pointed into it: not used past here */
 	b->head = NULL;
-	size_t used = (size_t)n - before; /* bytes of @in that belonged to the head */
+	b->head_cap = 0;
 	if (b->kind == ST_HTTP_BODY_NONE || (b->kind == ST_HTTP_BODY_LENGTH && b->remaining == 0)) {
 		b->done = true;
 		return 0;

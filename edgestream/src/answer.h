@@ -36,8 +36,9 @@ ssize_t es_request_head(char *out, size_t cap, const struct st_connect_req *req,
                         bool *upgrade);
 
 struct es_body_only {
-	uint8_t *head; /* the response head being gathered (lazily allocated, bounded) */
-	size_t head_len;
+	uint8_t *head; /* a response head split across reads, gathered (grown as needed, at most
+	                * ST_MAX_HTTP_HEAD_BYTES; NULL when the head came whole, and once done) */
+	size_t head_len, head_cap;
 	bool head_done;
 	int status; /* the backend's status, once head_done */
 	/* Once head_done: the response lets its connection carry another request (HTTP/1.1

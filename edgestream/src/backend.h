@@ -36,9 +36,9 @@ enum es_retry_why {
 struct es_backend_ops {
 	const char *name; /* for logs: "kubelet", "local port", "CRI stream", "CRI logs" */
 	/*
-	 * Serve @st (st->target says where, st->type what). @req is the cloud's decoded connect
-	 * request (NULL for TCP_CONNECT); the backend may take its contents (then it leaves
-	 * *req zeroed), the relay frees what is left. @path, @path_len: the path the route gives
+	 * Serve @st (st->type says what; st->port where, for a local port). @req is the decoded
+	 * connect request (NULL for TCP_CONNECT); the backend may take its contents (then it
+	 * leaves *req zeroed), the relay frees what is left. @path, @path_len: the path the route gives
 	 * the backend (a view into @req, valid during the call). Returns 0 when the stream goes
 	 * on (the backend answers or fails it later), -1 when it failed it (it may be gone); the
 	 * relay does not touch @st after the call either way.

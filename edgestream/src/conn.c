@@ -58,9 +58,13 @@ int es_conn_new(struct es_conn **out, struct es_stream *st, const char *host, in
 	struct es_conn *c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return -ENOMEM;
+	c->host = strdup(host);
+	if (c->host == NULL) {
+		free(c);
+		return -ENOMEM;
+	}
 	c->es = st->es;
 	c->st = st;
-	snprintf(c->host, sizeof c->host, "%s", host);
 	c->port = port;
 	c->tls_ctx = tls_ctx;
 	c->tls_name = tls_name;
@@ -81,6 +85,7 @@ void es_conn_free(struct es_conn *c)
 	es_body_only_cleanup(&c->bo);
 	if (c->st && c->st->conn == c)
 		c->st->conn = NULL;
+	free(c->host);
 	free(c);
 }
 
@@ -94,7 +99,7 @@ static void conn_fail(struct es_conn *c, uint64_t code, bool backend, const char
 	if (c->in_connect) {
 		if (!c->connect_failed) {
 			c->connect_failed = true;
-			snprintf(c->connect_error, sizeof c->connect_error, "%s", reason);
+			snprintf(c->es->connect_error, sizeof c->es->connect_error, "%s", reason);
 		}
 		return;
 	}
@@ -166,7 +171,7 @@ int es_conn_dial(struct es_conn *c)
 	let_go(c); /* a wsi of a connect that failed inside (RAW_CONNECTED may have set it) */
 	char why[400];
 	if (c->connect_failed)
-		snprintf(why, sizeof why, "%s", c->connect_error);
+		snprintf(why, sizeof why, "%s", es->connect_error);
 	else
 		snprintf(why, sizeof why, "%.150s unreachable",
 		         es_stream_describe(st, name, sizeof name));
@@ -215,6 +220,7 @@ int es_conn_make_idle(struct es_conn *c, uint64_t idle_ms, void (*on_idle_end)(s
 	es_body_only_cleanup(&c->bo);
 	es_body_only_init(&c->bo);
 	c->keep_alive = c->body_only = c->shut_wr_sent = false;
+	es_tls_trim(&c->tls);
 	if (c->paused) { /* an idle connection must still see the peer close */
 		c->paused = false;
 		lws_rx_flow_control(c->wsi, 1);
@@ -361,6 +367,8 @@ static int rx_tls(struct es_conn *c, const uint8_t *in, size_t len)
 		if (r != 0)
 			return r < 0 ? -1 : 0; /* gone, or kept for the next request */
 	}
+	/* Read to the end of what came: between bursts hold no buffer (a quiet follower). */
+	es_tls_trim(&c->tls);
 	if (es_tls_pending(&c->tls) > 0)
 		lws_callback_on_writable(c->wsi);
 	return 0;
@@ -410,6 +418,8 @@ static int writeable(struct es_conn *c)
 	}
 	if (n > 0 && lws_write(c->wsi, out, n, LWS_WRITE_RAW) < 0)
 		return -1;
+	if (tls && c->state == ES_CONN_OPEN && es_tls_pending(&c->tls) == 0)
+		es_tls_trim(&c->tls); /* everything went: the write buffers go too */
 	if ((c->head && c->head_off < c->head_len) || st_buf_len(&st->to_backend) > 0 ||
 	    (tls && es_tls_pending(&c->tls) > 0)) {
 		lws_callback_on_writable(c->wsi);

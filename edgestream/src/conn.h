@@ -46,7 +46,7 @@ struct es_conn {
 	struct es_stream *st; /* the stream it serves; NULL while idle */
 	struct lws *wsi;      /* NULL until the connect is under way, and once closed */
 	enum es_conn_state state;
-	char host[ES_HOST_MAX]; /* where it dials (an address: no DNS on the loop) */
+	char *host; /* where it dials (an address: no DNS on the loop), an exact copy */
 	int port;
 	SSL_CTX *tls_ctx;     /* NULL: plain TCP (borrowed, outlives the connection) */
 	const char *tls_name; /* the name the peer's certificate must carry (borrowed) */
@@ -56,12 +56,11 @@ struct es_conn {
 	bool keep_alive; /* the response's framing is followed: the connection may be kept */
 	bool body_only;  /* base-protocol LOGS/METRIC: only the response body goes on */
 	struct es_body_only bo;
-	bool reused;       /* it came from a pool (it may have been closed under us) */
-	bool paused;       /* lws_rx_flow_control(wsi, 0): the stream's to_cloud is full */
-	bool shut_wr_sent; /* TCP half-close passed on */
-	bool in_connect;   /* inside lws_client_connect_via_info() */
-	bool connect_failed;
-	char connect_error[400];     /* why, when connect_failed */
+	bool reused;         /* it came from a pool (it may have been closed under us) */
+	bool paused;         /* lws_rx_flow_control(wsi, 0): the stream's to_cloud is full */
+	bool shut_wr_sent;   /* TCP half-close passed on */
+	bool in_connect;     /* inside lws_client_connect_via_info() */
+	bool connect_failed; /* meanwhile; why is in es->connect_error (one connect at a time) */
 	lws_sorted_usec_list_t sul;  /* connect or handshake deadline; idle timeout in a pool */
 	struct es_conn *next, *prev; /* the pool, while idle */
 	/* While idle: the peer closed it, spoke unasked or it timed out. The pool unlinks and

@@ -85,6 +85,8 @@ struct edgestream {
 	/* loop-thread scratch, used within one callback */
 	uint8_t *tx;      /* LWS_PRE + one message or one TLS flight */
 	uint8_t *scratch; /* plaintext from a backend (one read) and its body (body-only) */
+	char connect_error
+	        [400]; /* why a backend connect failed inside lws's connect call (conn.c) */
 	/* cross-thread requests */
 	atomic_bool stop_requested, reload_requested;
 	bool stopped;

@@ -15,20 +15,20 @@
 
 static void describe(const struct es_stream *st, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "local port %s (127.0.0.1:%u)", st->target.local_name, st->target.port);
+	snprintf(buf, cap, "local port %s (127.0.0.1:%u)", st->local_name, st->port);
 }
 
 static int local_port_open(struct es_stream *st, struct st_connect_req *req, const char *path,
                            size_t path_len)
 {
 	struct es_conn *c;
-	if (es_conn_new(&c, st, "127.0.0.1", st->target.port, NULL, NULL) < 0) {
+	if (es_conn_new(&c, st, "127.0.0.1", st->port, NULL, NULL) < 0) {
 		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
 		return -1;
 	}
 	if (req) { /* HTTP; a TCP_CONNECT has no request */
 		char host_header[32];
-		snprintf(host_header, sizeof host_header, "127.0.0.1:%u", st->target.port);
+		snprintf(host_header, sizeof host_header, "127.0.0.1:%u", st->port);
 		if (es_conn_set_head(c, req, path, path_len, host_header, true, false) < 0)
 			return -1;
 	}

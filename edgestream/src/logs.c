@@ -63,14 +63,18 @@ struct es_logs {
 	struct es_stream *st;        /* NULL once the stream ended while a job ran */
 	struct es_logs *next, *prev; /* es->logs, while the stream lives */
 	bool body_only;              /* a base-protocol cloud: the bare body, no head */
-	struct es_cri_plan plan;
+	/* What a follower holds for its whole life is kept small: the plan (19 KB, most of it
+	 * exec's command) goes once the first job resolved the container, the log path is an
+	 * exact copy, the directory is derived when needed, the output buffer exists only while
+	 * there is output (LOGS_OUT_BYTES). */
+	struct es_cri_plan *plan; /* names to resolve; NULL after the first job */
 	struct cri_log_opts opts;
-	char socket[ES_CRI_SOCKET_MAX];
+	const char *socket; /* es->cfg.cri_socket: read-only while the instance lives */
 	uint64_t timeout_ms;
 	/* worker side (only while busy, or before the first job) */
 	bool opened;
 	char container_id[CRI_ID_MAX + 1];
-	char path[CRI_PATH_MAX];
+	char *path; /* the log file (malloc'd by the first job) */
 	struct cri_log_cursor cur;
 	char *out;
 	size_t out_len;
@@ -83,7 +87,6 @@ struct es_logs {
 	/* loop side */
 	bool busy, wake, waiting, status_due, head_sent, finished;
 	int wd; /* inotify watch on the log directory, -1 when none */
-	char dir[CRI_PATH_MAX];
 	lws_sorted_usec_list_t sul_status;
 };
 
@@ -100,7 +103,7 @@ static uint64_t wall_ns(void)
  * before it. Sets l->rc (an HTTP status) and l->why on failure. */
 static int resolve(struct es_logs *l, struct cri_client *c)
 {
-	const struct es_cri_plan *p = &l->plan;
+	const struct es_cri_plan *p = l->plan;
 	char sandbox[CRI_ID_MAX + 1], err[400] = "";
 	int rc = es_cri_find_sandbox(c, p, false, sandbox, sizeof sandbox, err, sizeof err);
 	if (rc == -ENOENT) {
@@ -169,7 +172,12 @@ static int resolve(struct es_logs *l, struct cri_client *c)
 		return -ENOENT;
 	}
 	snprintf(l->container_id, sizeof l->container_id, "%s", ct[pick].id);
-	snprintf(l->path, sizeof l->path, "%s", cs.log_path);
+	l->path = strdup(cs.log_path);
+	if (l->path == NULL) {
+		l->rc = 500;
+		snprintf(l->why, sizeof l->why, "out of memory");
+		return -ENOMEM;
+	}
 	/* A follower of a container that is not running reads to the end and stops. */
 	l->ending = cs.state != CRI_CONTAINER_RUNNING;
 	return 0;
@@ -254,7 +262,18 @@ static void logs_free(struct es_logs *l)
 	if (l->opened)
 		cri_log_cursor_close(&l->cur);
 	free(l->out);
+	free(l->plan);
+	free(l->path);
 	free(l);
+}
+
+/* The directory of @path into @dir (what inotify watches: a rotation renames the file). */
+static void dir_of(const char *path, char *dir, size_t cap)
+{
+	snprintf(dir, cap, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
 }
 
 /* @l leaves the followers' list (its stream ended). */
@@ -318,7 +337,9 @@ static int wait_for_more(struct es_logs *l)
 		if (rc < 0)
 			return rc;
 		/* Writes to the file, and a new file at its name (rotation). */
-		l->wd = inotify_add_watch(es->inotify_fd, l->dir,
+		char dir[CRI_PATH_MAX];
+		dir_of(l->path, dir, sizeof dir);
+		l->wd = inotify_add_watch(es->inotify_fd, dir,
 		                          IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF |
 		                                  IN_MOVE_SELF);
 		if (l->wd < 0)
@@ -468,10 +489,8 @@ static void logs_done(void *arg, int status)
 	if (!l->head_sent) {
 		l->head_sent = true;
 		st_dbg_ns(l->es->node, st->id, "containerLogs from %s", l->path);
-		snprintf(l->dir, sizeof l->dir, "%s", l->path);
-		char *slash = strrchr(l->dir, '/');
-		if (slash)
-			*(slash == l->dir ? slash + 1 : slash) = '\0';
+		free(l->plan); /* resolved: the names are no longer needed */
+		l->plan = NULL;
 		static const char head[] = "HTTP/1.1 200 OK\r\n"
 		                           "Content-Type: text/plain; charset=utf-8\r\n"
 		                           "Transfer-Encoding: chunked\r\n\r\n";
@@ -498,8 +517,8 @@ static void logs_done(void *arg, int status)
 		l->out = NULL;
 		int rc = wait_for_more(l);
 		if (rc < 0) {
-			st_warn_ns(l->es->node, st->id, "cannot watch %s: %s", l->dir,
-			           st_strerror(rc));
+			st_warn_ns(l->es->node, st->id, "cannot watch the directory of %s: %s",
+			           l->path, st_strerror(rc));
 			finish(l);
 			return;
 		}
@@ -521,14 +540,21 @@ static int logs_open(struct es_stream *st, struct st_connect_req *req, const cha
 		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	if (es_cri_plan_for(st, req, &l->plan) < 0) {
+	l->plan = malloc(sizeof *l->plan);
+	if (l->plan == NULL) {
+		free(l);
+		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	if (es_cri_plan_for(st, req, l->plan) < 0) {
+		free(l->plan);
 		free(l);
 		return -1;
 	}
 	l->es = es;
 	l->st = st;
 	l->wd = -1;
-	snprintf(l->socket, sizeof l->socket, "%s", es->cfg.cri_socket);
+	l->socket = es->cfg.cri_socket;
 	l->timeout_ms = es->cfg.cri_timeout_ms;
 	st->be = l;
 	l->next = es->logs;
@@ -546,7 +572,7 @@ static int logs_open(struct es_stream *st, struct st_connect_req *req, const cha
 		return -1;
 	}
 	st_dbg_ns(es->node, st->id, "containerLogs %s/%s/%s%s → the container runtime (%s)",
-	          l->plan.namespace_, l->plan.pod, l->plan.container,
+	          l->plan->namespace_, l->plan->pod, l->plan->container,
 	          l->opts.follow ? " (follow)" : "", l->socket);
 	pump(l);
 	return 0;

@@ -337,9 +337,8 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 		es_route_request(&es->allow, es->kubelet_port > 0, es->cri_enabled, req.path,
 		                 strlen(req.path), &tg);
 	}
-	st->target = tg;
-	st->target.path = NULL; /* a view into @req: only open() gets it */
-	st->target.path_len = 0;
+	st->port = tg.port;
+	st->local_name = tg.local_name;
 	st->ops = backend_for(&tg, type == ST_MSG_TCP_CONNECT ? NULL : &req);
 	if (st->ops == NULL) {
 		es->m.streams_refused++;

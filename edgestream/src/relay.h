@@ -44,7 +44,8 @@ struct es_stream {
 	uint64_t id;                   /* the tunnel's stream (connect) id */
 	uint64_t type;                 /* connect message type (frame.h) */
 	uint64_t started_ms;
-	struct es_target target;          /* where the route sent it (target.path is not kept) */
+	uint16_t port;                    /* the route's local port (local-port backend), else 0 */
+	const char *local_name;           /* its allow-list name (borrowed from es->allow) */
 	const struct es_backend_ops *ops; /* set once routed; NULL for a refusal */
 	void *be;                         /* the backend's own state; its close() frees it */
 	struct es_conn *conn;             /* the backend connection, for backends that have one */

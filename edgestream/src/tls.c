@@ -233,6 +233,29 @@ void es_tls_close_notify(struct es_tls *t)
 	ERR_clear_error();
 }
 
+/* Whether @b is empty and still holds a buffer. */
+static bool bio_holds_buffer(BIO *b)
+{
+	BUF_MEM *bm = NULL;
+	return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &bm) > 0 && bm != NULL && bm->max > 0;
+}
+
+void es_tls_trim(struct es_tls *t)
+{
+	if (t->ssl == NULL)
+		return;
+	SSL_free_buffers(t->ssl); /* 0 when a record is in flight: then they stay */
+	/* An empty buffer in place of each drained one (BIO_CLOSE: the BIO frees the old). */
+	BIO *bios[2] = {t->rbio, t->wbio};
+	for (size_t i = 0; i < 2; i++) {
+		if (!bio_holds_buffer(bios[i]))
+			continue;
+		BUF_MEM *empty = BUF_MEM_new();
+		if (empty == NULL || BIO_set_mem_buf(bios[i], empty, BIO_CLOSE) <= 0)
+			BUF_MEM_free(empty);
+	}
+}
+
 size_t es_tls_pending(const struct es_tls *t)
 {
 	return t->wbio ? BIO_ctrl_pending(t->wbio) : 0;

@@ -76,6 +76,15 @@ int es_tls_write(struct es_tls *t, const uint8_t *p, size_t len);
 /* es_tls_close_notify() - queue a close_notify alert (our half-close). */
 void es_tls_close_notify(struct es_tls *t);
 
+/*
+ * es_tls_trim() - let go of the buffers nothing is in: OpenSSL's record buffers (16.5 KB to
+ * read, as much to write; SSL_MODE_RELEASE_BUFFERS frees them only on some paths) and the
+ * memory BIOs' buffers (a mem BIO keeps its largest size for ever). Bytes in flight (a partial
+ * record, ciphertext not taken yet) stay. Call it when a read or a write burst is over; cheap
+ * when there is nothing to free (the next burst allocates what it needs again).
+ */
+void es_tls_trim(struct es_tls *t);
+
 /* es_tls_pending() - ciphertext bytes waiting to be sent. */
 size_t es_tls_pending(const struct es_tls *t);
 

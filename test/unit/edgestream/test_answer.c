@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "answer.h"
+#include "failmalloc.h"
 
 #define V(s)                                                                                       \
 	{                                                                                          \
@@ -235,6 +236,42 @@ static void test_es_body_only__keep_alive(void **state)
 	}
 }
 
+/* A head that comes whole is parsed where it is: nothing is allocated. A split one is kept in a
+ * buffer sized to it (not the 64 KiB a head may reach); failing that allocation is -ENOMEM
+ * with nothing kept. */
+static void test_es_body_only__head_memory(void **state)
+{
+	(void)state;
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	uint8_t out[64];
+	struct es_body_only b;
+	es_body_only_init(&b);
+	failmalloc_fail_after(0);
+	ssize_t n = es_body_only_feed(&b, (const uint8_t *)resp, sizeof resp - 1, out, sizeof out);
+	failmalloc_off();
+	assert_int_equal(n, 2);
+	assert_memory_equal(out, "ok", 2);
+	assert_true(b.done && b.keep_alive);
+	assert_null(b.head);
+	es_body_only_cleanup(&b);
+
+	es_body_only_init(&b);
+	failmalloc_fail_after(0);
+	assert_int_equal(es_body_only_feed(&b, (const uint8_t *)resp, 20, out, sizeof out),
+	                 -ENOMEM);
+	failmalloc_off();
+	assert_null(b.head);
+	assert_int_equal(b.head_len, 0);
+	assert_int_equal(es_body_only_feed(&b, (const uint8_t *)resp, 20, out, sizeof out), 0);
+	assert_non_null(b.head);
+	assert_int_equal(b.head_cap, 1024);
+	n = es_body_only_feed(&b, (const uint8_t *)resp + 20, sizeof resp - 21, out, sizeof out);
+	assert_int_equal(n, 2);
+	assert_memory_equal(out, "ok", 2);
+	assert_null(b.head); /* freed once the head is parsed */
+	es_body_only_cleanup(&b);
+}
+
 static void test_es_body_only__malformed(void **state)
 {
 	(void)state;
@@ -268,6 +305,7 @@ int main(void)
 	        cmocka_unit_test(test_es_request_head__refuses_head_splitting),
 	        cmocka_unit_test(test_es_body_only__framings_split_anywhere),
 	        cmocka_unit_test(test_es_body_only__keep_alive),
+	        cmocka_unit_test(test_es_body_only__head_memory),
 	        cmocka_unit_test(test_es_body_only__malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/err.h>
@@ -345,6 +346,158 @@ static void test_es_tls__refuses_wrong_name_and_other_ca(void **state)
 	SSL_CTX_free(other);
 }
 
+/* OpenSSL's allocations made while `tracking` is on and still live (CRYPTO_set_mem_functions,
+ * installed first thing in main): what the objects made meanwhile hold. */
+#define TRACK_MAX 16384
+static struct {
+	void *p;
+	size_t n;
+} tracked[TRACK_MAX];
+static bool tracking;
+static size_t track_n, track_hi; /* live entries; slots in use are all below track_hi */
+
+static void track_add(void *p, size_t n)
+{
+	for (size_t i = 0; p && i < TRACK_MAX; i++)
+		if (tracked[i].p == NULL) {
+			tracked[i].p = p;
+			tracked[i].n = n;
+			track_n++;
+			track_hi = i + 1 > track_hi ? i + 1 : track_hi;
+			return;
+		}
+}
+
+static bool track_del(void *p)
+{
+	for (size_t i = 0; p && track_n > 0 && i < track_hi; i++)
+		if (tracked[i].p == p) {
+			tracked[i].p = NULL;
+			track_n--;
+			return true;
+		}
+	return false;
+}
+
+static void *t_malloc(size_t n, const char *file, int line)
+{
+	(void)file, (void)line;
+	void *p = malloc(n);
+	if (tracking)
+		track_add(p, n);
+	return p;
+}
+
+static void *t_realloc(void *q, size_t n, const char *file, int line)
+{
+	(void)file, (void)line;
+	bool was = track_del(q); /* looked up before @q may be freed */
+	void *p = realloc(q, n);
+	if (p == NULL && n > 0) {
+		if (was)
+			track_add(q, 0); /* @q stays; its size no longer matters here */
+		return NULL;
+	}
+	if (was || tracking)
+		track_add(p, n);
+	return p;
+}
+
+static void t_free(void *p, const char *file, int line)
+{
+	(void)file, (void)line;
+	track_del(p);
+	free(p);
+}
+
+/* Bytes of the live tracked allocations, and the largest of them. */
+static size_t held(size_t *largest)
+{
+	size_t sum = 0, big = 0;
+	for (size_t i = 0; i < TRACK_MAX; i++)
+		if (tracked[i].p) {
+			sum += tracked[i].n;
+			big = tracked[i].n > big ? tracked[i].n : big;
+		}
+	if (largest)
+		*largest = big;
+	return sum;
+}
+
+/*
+ * A connection holds only what is in flight: after a burst that grew its buffers (a 100 KB
+ * answer fed at once, a 64 KiB write), es_tls_trim leaves no record buffer and no grown memory
+ * BIO; a partial record waiting for its end stays, and the connection works on.
+ */
+static void test_es_tls_trim__holds_nothing_between_bursts(void **state)
+{
+	(void)state;
+	char err[256];
+	SSL_CTX *cctx = es_tls_client_ctx(cli_crt, cli_key, ca, err, sizeof err);
+	assert_non_null(cctx);
+	es_tls_stop_resuming(cctx); /* no session kept in the context: count the connection's */
+	struct server s;
+	server_new(&s, true);
+	struct es_tls c;
+	tracking = true;
+	assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+	assert_int_equal(pump(&c, &s), 1);
+	static uint8_t big[100000], out[16384];
+	uint8_t buf[65536];
+	memset(big, 'x', sizeof big);
+	/* a big write: the write BIO grows to hold it */
+	assert_int_equal(es_tls_write(&c, big, sizeof buf), 0);
+	size_t n;
+	while ((n = es_tls_take(&c, buf, sizeof buf)) > 0)
+		BIO_write(s.rbio, buf, (int)n);
+	/* a big answer, fed at once: the read BIO grows to hold it */
+	assert_int_equal(SSL_write(s.ssl, big, sizeof big), (int)sizeof big);
+	static uint8_t wire[200000];
+	size_t wire_len = 0;
+	int m;
+	while ((m = BIO_read(s.wbio, wire + wire_len, (int)(sizeof wire - wire_len))) > 0)
+		wire_len += (size_t)m;
+	assert_int_equal(es_tls_feed(&c, wire, wire_len), 0);
+	size_t total = 0;
+	ssize_t k;
+	while ((k = es_tls_read(&c, out, sizeof out)) > 0)
+		total += (size_t)k;
+	assert_int_equal(k, 0);
+	assert_int_equal(total, sizeof big);
+	tracking = false;
+	server_free(&s); /* its allocations are not the client's */
+	size_t largest, before = held(&largest);
+	assert_true(largest >= 16384); /* a record buffer, or a grown BIO */
+	es_tls_trim(&c);
+	size_t after = held(&largest);
+	/* Freed: the two grown BIOs (the 100 KB answer, the 64 KiB write) and OpenSSL's record
+	 * buffer. Left: the SSL object (7.6 KB, the largest), the session and its peer
+	 * certificate, cipher state: about 21 KB, no buffer. */
+	assert_true(before - after >= 100000);
+	assert_true(largest < 16384);
+	assert_true(after < 32768);
+	es_tls_trim(&c); /* nothing more to free */
+	assert_int_equal(held(NULL), after);
+	/* A partial record stays; the connection reads on. */
+	server_new(&s, true);
+	es_tls_free(&c);
+	assert_int_equal(es_tls_start(&c, cctx, "kubelet.test"), 0);
+	assert_int_equal(pump(&c, &s), 1);
+	assert_int_equal(SSL_write(s.ssl, "hello", 5), 5);
+	m = BIO_read(s.wbio, buf, sizeof buf);
+	assert_true(m > 5);
+	assert_int_equal(es_tls_feed(&c, buf, 3), 0);
+	assert_int_equal(es_tls_read(&c, out, sizeof out), 0);
+	es_tls_trim(&c);
+	assert_int_equal(es_tls_feed(&c, buf + 3, (size_t)m - 3), 0);
+	assert_int_equal(es_tls_read(&c, out, sizeof out), 5);
+	assert_memory_equal(out, "hello", 5);
+	es_tls_free(&c);
+	server_free(&s);
+	SSL_CTX_free(cctx);
+	tracking = false;
+}
+
 static void test_es_tls_client_ctx__bad_files(void **state)
 {
 	(void)state;
@@ -360,12 +513,16 @@ static void test_es_tls_client_ctx__bad_files(void **state)
 
 int main(void)
 {
+	/* Before OpenSSL allocates anything (later calls are refused). */
+	if (!CRYPTO_set_mem_functions(t_malloc, t_realloc, t_free))
+		return 1;
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_es_tls__handshake_data_and_close),
 	        cmocka_unit_test(test_es_tls__resumes_the_last_session),
 	        cmocka_unit_test(test_es_tls_resumption_refused__then_full_handshakes),
 	        cmocka_unit_test(test_es_tls_resumption_refused__not_for_our_own_checks),
 	        cmocka_unit_test(test_es_tls__refuses_wrong_name_and_other_ca),
+	        cmocka_unit_test(test_es_tls_trim__holds_nothing_between_bursts),
 	        cmocka_unit_test(test_es_tls_client_ctx__bad_files),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

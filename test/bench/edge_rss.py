@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""edgestream's memory per quiet `kubectl logs -f` stream (kubelet backend).
+
+    test/bench/edge_rss.py [--build build/h-edge-rel] [--streams 1000] [--rate 1000] [--interval 5]
+
+Starts the fake kubelet (TLS, client certificate required), cloudstream and edgestream on
+127.0.0.1 from --build (a Release build for meaningful figures), opens --streams apiserver
+connections to cloudstream, --rate a second, each one GET /containerLogs/...?follow=true (the
+fake kubelet's follow: a line now, then one every --interval seconds), waits until every
+stream has its answer head and first line, lets it settle, and reads edgestream's VmRSS (and
+its anonymous memory from /proc/PID/smaps_rollup). Prints the figure per stream: (RSS with the
+streams open - RSS before them) / streams, and what is left once they are gone.
+
+The rate matters: each stream's kubelet TLS handshake holds ~50 KB of OpenSSL buffers for a
+moment, and the fake kubelet (Python) completes a few hundred handshakes a second, so at 1,000
+streams a second hundreds are under way at once, and glibc keeps that peak's heap (freed, not
+returned). At 200 a second the figure is close to what the streams themselves hold.
+
+A program, not a test: it asserts nothing. Needs no root.
+"""
+import argparse
+import asyncio
+import os
+import ssl
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
+import harness as h  # noqa: E402
+
+
+def status_kib(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def anon_kib(pid):
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def metric(port, name):
+    import urllib.request
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+async def open_stream(ctx, port, target, ready, keep):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    writer.write(("GET %s HTTP/1.1\r\nHost: edge-1:10350\r\n\r\n" % target).encode())
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError("answer %r" % head[:100])
+    await reader.readuntil(b"line 1\n")  # the first line went through the whole chain
+    ready.append(1)
+    keep.append(writer)
+    while await reader.read(65536):  # keep reading: a quiet follower, not a stalled one
+        pass
+
+
+async def run(args, env, cloud, edge):
+    ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
+                        env.path("apiserver-kubelet-client.key"))
+    port = cloud.ports["stream"]
+    target = "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=%g" % args.interval
+
+    # Warm-up: the process's fixed costs (first TLS contexts, buffers, the tunnel's) come
+    # before the baseline.
+    ready, keep = [], []
+    tasks = [asyncio.create_task(open_stream(ctx, port, target, ready, keep)) for _ in range(20)]
+    while len(ready) < 20:
+        await asyncio.sleep(0.05)
+    for w in keep:
+        w.close()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.sleep(2)
+    pid = edge.pid
+    rss0, anon0 = status_kib(pid, "VmRSS"), anon_kib(pid)
+
+    ready, keep = [], []
+    t0 = time.monotonic()
+    tasks = []
+    for i in range(args.streams):
+        tasks.append(asyncio.create_task(open_stream(ctx, port, target, ready, keep)))
+        if i % 50 == 49:
+            await asyncio.sleep(50.0 / args.rate)
+    while len(ready) < args.streams:
+        failed = [t for t in tasks if t.done() and t.exception()]
+        if failed:
+            raise RuntimeError("a stream failed: %r" % failed[0].exception())
+        if time.monotonic() - t0 > 180:
+            raise RuntimeError("only %d of %d streams up after 180 s" % (len(ready), args.streams))
+        await asyncio.sleep(0.1)
+    up = time.monotonic() - t0
+    await asyncio.sleep(args.settle)
+    open_now = metric(edge.ports["admin"], "edgestream_streams")
+    rss1, anon1 = status_kib(pid, "VmRSS"), anon_kib(pid)
+    hwm = status_kib(pid, "VmHWM")
+    for w in keep:
+        w.close()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.sleep(2)
+    rss2 = status_kib(pid, "VmRSS")
+    n = args.streams
+    print("edgestream, %d quiet logs -f streams (kubelet backend, a line every %g s), opened "
+          "at %g/s, up in %.1f s, %s open by its metric"
+          % (n, args.interval, args.rate, up, open_now))
+    print("  VmRSS  before %7d KiB, with the streams %7d KiB (peak %d), after %7d KiB"
+          % (rss0, rss1, hwm, rss2))
+    print("  anon   before %7d KiB, with the streams %7d KiB" % (anon0, anon1))
+    print("  per stream: %.1f KiB RSS, %.1f KiB anonymous"
+          % ((rss1 - rss0) / n, (anon1 - anon0) / n))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build/h-edge-rel")
+    ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--rate", type=float, default=1000.0, help="streams opened a second")
+    ap.add_argument("--interval", type=float, default=5.0,
+                    help="seconds between the fake kubelet's log lines")
+    ap.add_argument("--settle", type=float, default=5.0)
+    ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs)")
+    args = ap.parse_args()
+    h.BIN = os.path.abspath(args.build)
+    env = h.Env("edge-rss", nodes=("edge-1",))
+    ok = False
+    try:
+        kubelet = h.start_kubelet(env)
+        cloud = h.start_cloudstream(env, ["--session-buffer-bytes", "64GiB",
+                                          "--max-streams-per-node", "65536"])
+        edge = h.start_edgestream(env, cloud, kubelet,
+                                  extra=["--max-streams", "65536", "--log-level", "warn"])
+        asyncio.run(run(args, env, cloud, edge))
+        ok = True
+    finally:
+        h.close_env(env, not ok or args.keep)
+        if args.keep:
+            print("logs in", env.dir)
+
+
+if __name__ == "__main__":
+    main()
