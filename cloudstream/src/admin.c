@@ -71,10 +71,21 @@ static void render_metrics(struct st_text *t, void *user)
 	               "took nothing for --stall-timeout while the tunnel was paused for them.");
 	st_text_put(t, "cloudstream_stream_stall_cuts_total %llu\n",
 	            (unsigned long long)m->stall_cuts);
-	st_text_metric(t, "cloudstream_buffered_bytes", "gauge",
-	               "Bytes queued toward apiservers, all connections.");
+	st_text_metric(
+	        t, "cloudstream_buffered_bytes", "gauge",
+	        "The process budget's use: credit windows of streams to edges with flow "
+	        "control (what they may hold) plus bytes queued toward apiservers otherwise.");
 	st_text_put(t, "cloudstream_buffered_bytes %llu\n",
 	            (unsigned long long)srv->tun.budget.used_bytes);
+	st_text_metric(t, "cloudstream_buffered_bytes_peak", "gauge",
+	               "The most cloudstream_buffered_bytes has been since start.");
+	st_text_put(t, "cloudstream_buffered_bytes_peak %llu\n",
+	            (unsigned long long)srv->tun.budget.peak_bytes);
+	st_text_metric(t, "cloudstream_budget_refusals_total", "counter",
+	               "Streams refused because their first credit window did not fit the node's "
+	               "or the process's budget (503).");
+	st_text_put(t, "cloudstream_budget_refusals_total %llu\n",
+	            (unsigned long long)m->budget_refusals);
 	st_text_metric(t, "cloudstream_apiserver_connections", "gauge",
 	               "Connections on the stream port now.");
 	st_text_put(t, "cloudstream_apiserver_connections %zu\n", srv->n_fronts);

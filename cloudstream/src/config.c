@@ -224,10 +224,24 @@ static const struct st_opt options[] = {
          .min = 1024,
          .max = ST_MAX_STREAM_WINDOW_BYTES,
          .value_name = "BYTES",
-         .help = "Per-stream credit window granted to edgestream edges (flow control): at most "
-                 "this many bytes of one stream wait in cloudstream for a slow apiserver, and a "
-                 "stalled stream never holds up another.",
+         .help = "Largest per-stream credit window granted to edgestream edges (flow control): "
+                 "at most this many bytes of one stream wait in cloudstream for a slow "
+                 "apiserver, and a stalled stream never holds up another. A stream's window "
+                 "starts at --stream-first-window-bytes and doubles while its apiserver "
+                 "drains it and the node and process budgets are below three quarters.",
          .since = "0.1"},
+        {.name = "stream-first-window-bytes",
+         .type = ST_OPT_BYTES,
+         .offset = OFF(stream_first_window_bytes),
+         .default_value = "64KiB",
+         .min = 1024,
+         .max = ST_MAX_STREAM_WINDOW_BYTES,
+         .value_name = "BYTES",
+         .help = "The credit window each stream to an edgestream edge starts with (announced to "
+                 "the edge). Reserved from --session-buffer-bytes and --process-buffer-bytes "
+                 "when the stream opens: a stream whose first window does not fit is refused "
+                 "with 503, so memory is bounded by the budgets, never by pausing the tunnel.",
+         .since = "0.2"},
         {.name = "stream-queue-bytes",
          .type = ST_OPT_BYTES,
          .offset = OFF(stream_queue_bytes),

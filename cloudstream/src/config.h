@@ -41,6 +41,8 @@ struct cs_config {
 	/* limits and flow control */
 	uint64_t max_streams, max_streams_per_node;
 	uint64_t stream_window_bytes, stream_queue_bytes, data_payload_bytes;
+	uint64_t
+	        stream_first_window_bytes; /* each stream's window starts here, grows to the above */
 	uint64_t session_buffer_bytes, process_buffer_bytes;
 	/* pod → node through the apiserver (optional) */
 	char *apiserver_url;

@@ -38,9 +38,10 @@ struct cs_metrics {
 	uint64_t streams_open[6];
 	uint64_t bytes_to_edge, bytes_from_edge;
 	uint64_t request_errors[CS_ERR_COUNT];
-	uint64_t tunnel_pauses; /* a tunnel's reading paused for buffer limits */
-	uint64_t stream_stalls; /* a front's reading paused: its stream was full */
-	uint64_t stall_cuts;    /* base protocol: streams cut for pausing the tunnel too long */
+	uint64_t tunnel_pauses;   /* a tunnel's reading paused for buffer limits */
+	uint64_t stream_stalls;   /* a front's reading paused: its stream was full */
+	uint64_t stall_cuts;      /* base protocol: streams cut for pausing the tunnel too long */
+	uint64_t budget_refusals; /* streams refused: their first window did not fit a budget */
 	uint64_t fronts_total, fronts_refused_tls;
 	struct st_session_totals sessions; /* every tunnel session's REMOVE bookkeeping */
 };
@@ -54,8 +55,9 @@ struct cs_tunnel_set {
 	struct cs_tunnel *paused; /* base-protocol tunnels paused for the process budget (list) */
 	size_t n;                 /* tunnels connected */
 	size_t n_streams;         /* streams open, all tunnels */
-	struct cs_budget budget;  /* the process budget: bytes every endpoint holds toward its
-	                           * consumer (budget.h) */
+	struct st_budget budget;  /* the process budget (budget.h): the windows of every stream
+	                           * to an edge with credit, and the bytes endpoints hold toward
+	                           * their consumers otherwise */
 	lws_sorted_usec_list_t sul_liveness;
 };
 

@@ -138,12 +138,19 @@ static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
 }
 
 /* Our offer, and what is agreed with the edge's. */
+uint64_t cs__tunnel_first_window(const struct cs_server *srv)
+{
+	return srv->cfg.stream_first_window_bytes < srv->cfg.stream_window_bytes
+	               ? srv->cfg.stream_first_window_bytes
+	               : srv->cfg.stream_window_bytes;
+}
+
 static void agreed_offer(const struct cs_server *srv, const struct admission *a,
                          struct st_ext_offer *agreed)
 {
 	struct st_ext_offer ours = {.version = ST_EXT_VERSION,
 	                            .caps = srv->our_caps,
-	                            .window_bytes = (uint32_t)srv->cfg.stream_window_bytes};
+	                            .window_bytes = (uint32_t)cs__tunnel_first_window(srv)};
 	snprintf(ours.replica_id, sizeof ours.replica_id, "%s", srv->replica);
 	st_ext_negotiate(&ours, &a->offer, agreed);
 }
@@ -232,7 +239,10 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	        .send_window_bytes = a.has_offer && a.offer.window_bytes
 	                                     ? a.offer.window_bytes
 	                                     : ST_DEFAULT_STREAM_WINDOW_BYTES,
-	        .recv_window_bytes = srv->cfg.stream_window_bytes,
+	        .recv_window_bytes = cs__tunnel_first_window(srv),
+	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
+	        .node_budget_bytes = srv->cfg.session_buffer_bytes,
+	        .process_budget = &srv->tun.budget,
 	        .max_streams = srv->cfg.max_streams_per_node,
 	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
 	        .max_data_payload = srv->cfg.data_payload_bytes,
@@ -247,7 +257,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	t->caps = sc.caps;
 	t->ordinal = ++srv->next_ordinal;
 	t->next_stream_id = 1;
-	cs_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
+	st_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
 	t->connected_ms = cs_now_ms();
 	memcpy(t->node, a.node, sizeof t->node);
 	if (t->caps)

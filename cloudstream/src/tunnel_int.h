@@ -22,7 +22,8 @@ struct cs_tunnel {
 	uint64_t next_stream_id; /* ids are never reused within a session */
 	struct cs_endpoint *eps; /* endpoints with a stream here (list) */
 	struct st_reasm rx;      /* reassembly of a fragmented message */
-	struct cs_budget budget; /* the node budget: bytes its endpoints hold (one owner) */
+	struct st_budget budget; /* base protocol: the node budget, bytes its endpoints hold (with
+	                          * credit the session keeps the node budget of windows) */
 	unsigned blocking_eps;   /* base protocol: endpoints over their high mark */
 	bool rx_paused;          /* lws_rx_flow_control(wsi, 0) is in effect */
 	bool on_paused_list;     /* in srv->tun.paused: resumes with the process budget */
@@ -41,6 +42,10 @@ extern const struct st_session_callbacks cs__tunnel_session_cbs;
 
 /* Ask for WRITEABLE when the session has a message to send. */
 void cs__tunnel_kick(struct cs_tunnel *t);
+
+/* The credit window each stream to an edge with flow control starts with (announced to the
+ * edge): the budgets size it from there (budget.h). */
+uint64_t cs__tunnel_first_window(const struct cs_server *srv);
 
 /* Pause or resume reading @t by the budgets (base protocol only; see budget.h). */
 void cs__tunnel_update_rx(struct cs_tunnel *t);

@@ -5,13 +5,15 @@
  * The session's callbacks find a stream's endpoint by the stream's user pointer and call its
  * ops; they never know what the endpoint is. Everything that keeps the budget invariants is
  * here, and only here:
- *   node budget  = the bytes held by the endpoints with a stream on that tunnel;
- *   process      = the bytes held by every endpoint, with a stream or not;
+ *   node budget  = base protocol: the bytes held by the endpoints with a stream on that
+ *                  tunnel; with credit the session's own budget of its streams' windows;
+ *   process      = the windows of every stream with credit (charged by the sessions) plus the
+ *                  bytes held by every other endpoint (a stream to a base edge, or none);
  *   blocking_eps = the tunnel's endpoints over their high mark (base protocol).
  * With a base-protocol edge a full endpoint or a budget over its limit pauses the tunnel, and an
  * endpoint that keeps it paused for --stall-timeout without draining to its low mark is cut
- * (ops->cut). With credit flow control the tunnel is never paused: cs_stream_open() refuses new
- * streams past the budgets. Loop thread only.
+ * (ops->cut). With credit flow control the tunnel is never paused: the session refuses a stream
+ * whose first window does not fit (cs_stream_open answers -ENOSPC). Loop thread only.
  */
 #include "tunnel_int.h"
 
@@ -102,7 +104,7 @@ void cs__tunnel_update_rx(struct cs_tunnel *t)
 	if (t->caps & ST_CAP_FLOW)
 		return;
 	bool want_pause = cs_budget_pause_tunnel(&t->budget, &set->budget, t->blocking_eps);
-	if (cs_budget_over(&set->budget) && want_pause && !t->on_paused_list) {
+	if (st_budget_over(&set->budget) && want_pause && !t->on_paused_list) {
 		t->paused_next = set->paused;
 		t->paused_prev = NULL;
 		if (set->paused)
@@ -134,7 +136,7 @@ void cs__tunnel_update_rx(struct cs_tunnel *t)
 static void budget_changed(struct cs_server *srv)
 {
 	struct cs_tunnel_set *set = &srv->tun;
-	if (!cs_budget_half_free(&set->budget))
+	if (!st_budget_half_free(&set->budget))
 		return; /* hysteresis */
 	while (set->paused) {
 		struct cs_tunnel *t = set->paused;
@@ -170,7 +172,10 @@ static void detach(struct cs_endpoint *ep, bool send_close, uint64_t code, const
 		cs__tunnel_kick(t);
 	}
 	ep->credit_debt = 0;
-	cs_budget_credit(&t->budget, ep->queued);
+	if (t->caps & ST_CAP_FLOW)
+		st_budget_force(&t->srv->tun.budget, ep->queued); /* no window covers it now */
+	else
+		st_budget_credit(&t->budget, ep->queued);
 	if (ep->tprev)
 		ep->tprev->tnext = ep->tnext;
 	else
@@ -241,29 +246,35 @@ int cs_stream_open(struct cs_tunnel *t, struct cs_endpoint *ep, uint64_t type,
 	ssize_t len = payload(sid, srv->scratch, ST_MAX_CONNECT_JSON_BYTES, user);
 	if (len < 0)
 		return (int)len;
-	const struct cs_budget *full =
-	        t->caps & ST_CAP_FLOW ? cs_budget_refusing(&t->budget, &set->budget) : NULL;
-	if (full != NULL) {
-		/* With credit flow control a budget never pauses the tunnel (that would hold up
-		 * every stream of the node, and its liveness): it refuses new streams until the
-		 * consumers that do not read have gone or drained. (The session's own budget
-		 * refusal, -ENOSPC from st_session_open, belongs here too.) */
-		bool node = full == &t->budget;
-		snprintf(msg, msg_cap,
-		         "edge node %s: %llu bytes are queued toward apiserver connections that do "
-		         "not read (the %s budget is %llu bytes); try again later",
-		         t->node, (unsigned long long)full->used_bytes,
-		         node ? "node's" : "process's", (unsigned long long)full->limit_bytes);
-		return -ENOSPC;
-	}
 	int rc = set->n_streams >= srv->cfg.max_streams
 	                 ? -EAGAIN
 	                 : st_session_open(t->sess, sid, type, (const uint8_t *)srv->scratch,
 	                                   (size_t)len);
+	if (rc == -ENOSPC) {
+		srv->m.budget_refusals++;
+		/* With credit flow control a budget never pauses the tunnel (that would hold up
+		 * every stream of the node, and its liveness): the session reserves each stream's
+		 * first window, and refuses a stream it cannot reserve until streams that do not
+		 * drain have gone. */
+		struct st_session_stats ss;
+		st_session_get_stats(t->sess, &ss);
+		bool node = ss.window_bytes + cs__tunnel_first_window(srv) >
+		            srv->cfg.session_buffer_bytes;
+		snprintf(msg, msg_cap,
+		         "edge node %s: its streams toward apiservers hold %llu bytes of the %s "
+		         "budget of %llu bytes (apiserver connections that do not read); try again "
+		         "later",
+		         t->node,
+		         (unsigned long long)(node ? ss.window_bytes : set->budget.used_bytes),
+		         node ? "node's" : "process's",
+		         (unsigned long long)(node ? srv->cfg.session_buffer_bytes
+		                                   : srv->cfg.process_buffer_bytes));
+		return -ENOSPC;
+	}
 	if (rc < 0) {
 		snprintf(msg, msg_cap, "edge node %s: too many streams open (%s)", t->node,
 		         st_strerror(rc));
-		return rc == -ENOSPC ? -ENOSPC : -EAGAIN;
+		return -EAGAIN;
 	}
 	t->next_stream_id++;
 	st_session_set_stream_user(t->sess, sid, ep);
@@ -275,7 +286,10 @@ int cs_stream_open(struct cs_tunnel *t, struct cs_endpoint *ep, uint64_t type,
 	if (t->eps)
 		t->eps->tprev = ep;
 	t->eps = ep;
-	cs_budget_charge(&t->budget, ep->queued);
+	if (t->caps & ST_CAP_FLOW)
+		st_budget_credit(&set->budget, ep->queued); /* its window covers it now */
+	else
+		st_budget_force(&t->budget, ep->queued);
 	set->n_streams++;
 	cs__tunnel_kick(t);
 	return 0;
@@ -324,12 +338,21 @@ void cs_stream_detach(struct cs_endpoint *ep)
 
 /* ---- what endpoints hold --------------------------------------------------------------- */
 
+/* Are @ep's queued bytes charged to the budgets? Not while its stream has credit flow control:
+ * the session charged the stream's window, which holds them. */
+static bool holds_charged(const struct cs_endpoint *ep)
+{
+	return ep->tun == NULL || !(ep->tun->caps & ST_CAP_FLOW);
+}
+
 static void credit(struct cs_endpoint *ep, size_t n)
 {
 	ep->queued -= n;
-	cs_budget_credit(&ep->srv->tun.budget, n);
+	if (!holds_charged(ep))
+		return;
+	st_budget_credit(&ep->srv->tun.budget, n);
 	if (ep->tun)
-		cs_budget_credit(&ep->tun->budget, n);
+		st_budget_credit(&ep->tun->budget, n);
 }
 
 void cs_endpoint_queued(struct cs_endpoint *ep, size_t n)
@@ -337,10 +360,12 @@ void cs_endpoint_queued(struct cs_endpoint *ep, size_t n)
 	struct cs_server *srv = ep->srv;
 	struct cs_tunnel *t = ep->tun;
 	ep->queued += n;
-	cs_budget_charge(&srv->tun.budget, n);
+	if (holds_charged(ep))
+		st_budget_force(&srv->tun.budget, n);
 	if (t == NULL)
 		return;
-	cs_budget_charge(&t->budget, n);
+	if (holds_charged(ep))
+		st_budget_force(&t->budget, n);
 	/* A base-protocol edge has no per-stream credit: a full endpoint pauses the tunnel, and
 	 * the stall check starts. */
 	if (!(t->caps & ST_CAP_FLOW) && !ep->blocking && ep->queued > ST_RELAY_HIGH_WATER_BYTES) {
@@ -395,5 +420,5 @@ const char *cs_tunnel_node(const struct cs_tunnel *t)
 void cs_tunnels_init(struct cs_server *srv)
 {
 	memset(&srv->tun, 0, sizeof srv->tun);
-	cs_budget_init(&srv->tun.budget, srv->cfg.process_buffer_bytes);
+	st_budget_init(&srv->tun.budget, srv->cfg.process_buffer_bytes);
 }

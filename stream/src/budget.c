@@ -33,6 +33,25 @@ int st_budget_charge(struct st_budget *b, uint64_t n)
 	return 0;
 }
 
+void st_budget_force(struct st_budget *b, uint64_t n)
+{
+	if (b == NULL)
+		return;
+	b->used_bytes += n;
+	if (b->used_bytes > b->peak_bytes)
+		b->peak_bytes = b->used_bytes;
+}
+
+bool st_budget_over(const struct st_budget *b)
+{
+	return b != NULL && b->limit_bytes != 0 && b->used_bytes > b->limit_bytes;
+}
+
+bool st_budget_half_free(const struct st_budget *b)
+{
+	return b == NULL || b->limit_bytes == 0 || b->used_bytes <= b->limit_bytes / 2;
+}
+
 void st_budget_credit(struct st_budget *b, uint64_t n)
 {
 	if (b == NULL)

@@ -80,7 +80,7 @@ class Chain:
         self.forbidden = LocalHttp()
         try:
             self.kubelet = h.start_kubelet(self.env)
-            self.cloud = h.start_cloudstream(self.env)
+            self.cloud = h.start_cloudstream(self.env, cloud_extra)
             self.edge = h.start_edgestream(
                 self.env, self.cloud, self.kubelet,
                 extra=["--local-port", "node-exporter=%d" % self.allowed.port] + list(edge_extra))
@@ -249,6 +249,86 @@ def group_cloud():
             ("local_port_refused", lambda: local_port_refused(chain)),
             ("edge_metrics", lambda: edge_metrics(chain)),
             ("kubelet_down", lambda: kubelet_down(chain)),
+        ]))
+        return rc
+    finally:
+        chain.close(rc != 0)
+
+
+# ---- stall: clients and backends that stop reading ----------------------------------------
+
+def rss_kib(p):
+    with open("/proc/%d/status" % p.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def many_stalled_clients(chain, n=300, seconds=10):
+    """Our edge (per-stream credit): 300 clients on endless downloads that read nothing. Each
+    stream's first window (64 KiB) is reserved from the node's budget (16 MiB here): the first
+    256 get streams, the rest a 503 with the reason. Then, for 10 s: no request to that node
+    waits more than 1 s (a /metrics client every 0.5 s gets 200 or that 503), the tunnel is never
+    paused or dropped, and what cloudstream holds for the node stays within the budget."""
+    connects0 = int(cst.metric_value(chain.edge, "edgestream_tunnel_connects_total"))
+    rss0 = rss_kib(chain.cloud)
+    stalled = []
+    for _ in range(n):
+        s = chain.api.connect()
+        s.sendall(h.head("GET", "/stream", [("Host", "edge-1:10350")]))
+        stalled.append(s)
+    # Every stream opened or refused, every first window sent: the burst is over.
+    seen, deadline = None, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = (cst.metric_value(chain.cloud, "cloudstream_budget_refusals_total"),
+               cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+                                   'direction="from_edge"'))
+        if now == seen:
+            break
+        seen = now
+        time.sleep(0.5)
+    t0 = time.monotonic()
+    worst, statuses = 0.0, {}
+    while time.monotonic() - t0 < seconds:
+        t = time.monotonic()
+        status, _, body, s = chain.get("/metrics")
+        s.close()
+        took = time.monotonic() - t
+        worst = max(worst, took)
+        statuses[status] = statuses.get(status, 0) + 1
+        if status == 503:
+            check(b"do not read" in body, "503 without the reason: %r" % body[:300])
+        else:
+            check(status == 200, "metrics: status %d %r" % (status, body[:200]))
+        time.sleep(max(0.0, 0.5 - took))
+    refused = cst.metric_value(chain.cloud, "cloudstream_budget_refusals_total")
+    pauses = cst.labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    peak = cst.metric_value(chain.cloud, "cloudstream_buffered_bytes_peak")
+    rss = rss_kib(chain.cloud)
+    for s in stalled:
+        s.close()
+    print("     %d stalled clients: %d refused for the budget; then /metrics %r, slowest "
+          "%.3f s; held at most %d KiB (budget 16384 KiB); %d tunnel pauses; RSS %d -> %d KiB"
+          % (n, refused, statuses, worst, peak // 1024, pauses, rss0, rss), flush=True)
+    check(worst < 1.0, "a request waited %.3f s" % worst)
+    check(pauses == 0, "the tunnel was paused %d times" % pauses)
+    check(int(cst.metric_value(chain.edge, "edgestream_tunnel_connects_total")) == connects0,
+          "the tunnel was dropped")
+    check(refused > 0, "the node's budget was never reached: the test tests nothing")
+    # The process budget also carries the 503 answers queued to the refused clients (no
+    # stream, no window): a few KiB beside the node's 16 MiB of windows.
+    check(peak <= (16 << 20) + (64 << 10),
+          "cloudstream held %d bytes for the node, over its budget" % peak)
+
+
+def group_stall():
+    chain = Chain("es-stall", cloud_extra=("--session-buffer-bytes", "16MiB"))
+    rc = 1
+    try:
+        rc = h.run(cst.named("stall", [
+            ("many_stalled_clients", lambda: many_stalled_clients(chain)),
+            ("metrics_after", lambda: cst.metrics_same_as_direct(chain)),
         ]))
         return rc
     finally:
@@ -872,7 +952,8 @@ def group_ops():
 def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "cloud"
     sys.argv = sys.argv[1:]
-    return {"cloud": group_cloud, "base": group_base, "ops": group_ops}[group]()
+    return {"cloud": group_cloud, "base": group_base, "ops": group_ops,
+            "stall": group_stall}[group]()
 
 
 if __name__ == "__main__":

@@ -32,8 +32,20 @@ bool st_budget_fits(const struct st_budget *b, uint64_t n);
  * counted in refused). A NULL budget takes anything. */
 int st_budget_charge(struct st_budget *b, uint64_t n);
 
+/* st_budget_force() - charge @n bytes that are here already and cannot be refused (bytes that
+ * arrived without credit, from a peer without flow control): used may pass the limit, which
+ * the holder's policy then acts on (st_budget_over). NULL is a no-op. */
+void st_budget_force(struct st_budget *b, uint64_t n);
+
 /* st_budget_credit() - give back @n bytes charged earlier. NULL is a no-op. */
 void st_budget_credit(struct st_budget *b, uint64_t n);
+
+/* st_budget_over() - more used than the limit (only forced charges get there). */
+bool st_budget_over(const struct st_budget *b);
+
+/* st_budget_half_free() - at most half used: holders paused for this budget may resume
+ * (hysteresis). True for an unlimited or NULL budget. */
+bool st_budget_half_free(const struct st_budget *b);
 
 /* st_budget_tight() - more than three quarters used: holders should stop growing and give back
  * what they can. Never true for an unlimited or NULL budget. */

@@ -92,15 +92,19 @@ class Edge:
                                              server_hostname=u.hostname)
 
     async def send_data(self, st, data):
-        """DATA in --chunk pieces; with flow control, only within credit."""
-        for i in range(0, len(data), self.a.chunk):
-            piece = data[i:i + self.a.chunk]
-            while self.ext and st.credit < len(piece) and st.alive:
+        """DATA in --chunk pieces; with flow control, only within credit: as much as the credit
+        allows (a receiver grants more only once half its window is drained)."""
+        while data:
+            n = min(len(data), self.a.chunk)
+            while self.ext and st.credit == 0 and st.alive:
                 st.more.clear()
                 await st.more.wait()
             if not st.alive:
                 return
-            st.credit -= len(piece)
+            if self.ext:
+                n = min(n, st.credit)
+                st.credit -= n
+            piece, data = data[:n], data[n:]
             await self.send(st.cid, tp.DATA, piece)
 
     async def finish(self, st):

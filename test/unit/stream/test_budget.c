@@ -51,12 +51,32 @@ static void test_st_budget__unlimited_and_null(void **state)
 	assert_false(st_budget_tight(NULL));
 }
 
+static void test_st_budget_force__past_the_limit(void **state)
+{
+	(void)state;
+	struct st_budget b;
+	st_budget_init(&b, 100);
+	st_budget_force(&b, 60);
+	assert_false(st_budget_over(&b));
+	assert_false(st_budget_half_free(&b));
+	st_budget_force(&b, 70); /* arrived already: never refused */
+	assert_true(b.used_bytes == 130 && b.peak_bytes == 130 && st_budget_over(&b));
+	assert_int_equal(st_budget_charge(&b, 1), -ENOSPC);
+	st_budget_credit(&b, 80);
+	assert_false(st_budget_over(&b));
+	assert_true(st_budget_half_free(&b));
+	assert_true(st_budget_half_free(NULL));
+	assert_false(st_budget_over(NULL));
+	st_budget_force(NULL, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_st_budget_charge__limit_at_minus_one_zero_plus_one),
 	        cmocka_unit_test(test_st_budget_tight__three_quarters),
 	        cmocka_unit_test(test_st_budget__unlimited_and_null),
+	        cmocka_unit_test(test_st_budget_force__past_the_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
