@@ -1,36 +1,28 @@
 /*
- * edgestream/src/logs.c — /containerLogs served from the CRI log files, with the kubelet's
- * semantics (spec/kubelet-http.md §5), for nodes whose streams go to the container runtime.
+ * edgestream/src/logs.c — the CRI logs backend (backend.h): /containerLogs served from the CRI
+ * log files with the kubelet's semantics (spec/kubelet-http.md §5), no connection; the stream's
+ * state is a struct es_logs (st->be), which outlives the stream while a job runs.
  *
  * The loop never touches a file or the runtime: every step that blocks is one job on the worker
  * pool, and a stream has at most one job in flight.
  *   1. The first job resolves the container (sandbox and container by the kubelet's labels, the
  *      newest attempt or, with `previous`, the one before), asks ContainerStatus for the log
  *      path, opens a cursor (cri/logfile.h) and reads the first buffer.
- *   2. The loop answers 200 at once (the kubelet flushes its headers before any line, which a
- *      follower needs), then one chunk per buffer. The next read is queued only when the stream's
- *      queue toward the cloud has drained below its low mark, so a slow client holds one buffer,
- *      never the file.
+ *   2. The loop answers 200 at once (a follower needs the headers before any line), then one
+ *      chunk per buffer. The next read is queued only when the stream's queue toward the cloud
+ *      is below its low mark, so a slow client holds one buffer, never the file.
  *   3. At the end of the file a follower waits: inotify on the log directory (shared by all
  *      followers, adopted into the loop) wakes it on a write or a new file (rotation: the cursor
  *      moves to the new file once the old one is read to its end), and a 1 s timer has the next
- *      job ask ContainerStatus; a container that is no longer RUNNING (or gone) is read to its
- *      end once more and the answer ends. An Unavailable runtime counts as running, as in the
- *      kubelet.
- * Errors before the answer carry the kubelet's codes and texts: 400 and 422 for options, and
- * 400 with validateContainerLogStatus's text for a pod or container the runtime does not have
- * (pkg/kubelet/kubelet_pods.go: the kubelet knows every pod bound to its node, so a pod the
- * apiserver sent here but the runtime lacks is "container "c" in pod "p" is not available"; its
- * 404s, for a pod it does not know, would reach kubectl as generic text). To kube-apiserver's
- * pods/log client the body is the text alone and the status one it shows (stream/status.h,
- * st_http_error_answer); to others a Status.
- *
- * The CRI logs backend of backend.h: no connection, the stream's state is a struct es_logs
- * (st->be), which outlives the stream while a job runs (the job's completion frees it then).
+ *      job ask ContainerStatus; a container no longer RUNNING (or gone) is read to its end once
+ *      more and the answer ends. An Unavailable runtime counts as running, as in the kubelet.
+ * Errors before the answer carry the kubelet's codes and texts: 400 and 422 for options, 400
+ * with validateContainerLogStatus's text for a pod or container the runtime does not have (the
+ * kubelet knows every pod bound to its node; its 404s would reach kubectl as generic text). To
+ * kube-apiserver's pods/log client the body is the text alone with a status it shows
+ * (st_http_error_answer); to others a Status.
  */
 #include <errno.h>
-#include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +55,12 @@ struct es_logs {
 	struct es_stream *st;        /* NULL once the stream ended while a job ran */
 	struct es_logs *next, *prev; /* es->logs, while the stream lives */
 	bool body_only;              /* a base-protocol cloud: the bare body, no head */
-	/* What a follower holds for its whole life is kept small: the plan (19 KB, most of it
-	 * exec's command) goes once the first job resolved the container, the log path is an
-	 * exact copy, the directory is derived when needed, the output buffer exists only while
-	 * there is output (LOGS_OUT_BYTES). */
+	/* A follower holds little for its life: the plan (19 KB, mostly exec's command) goes once
+	 * the container is resolved, the path is an exact copy, the directory derived when needed,
+	 * the output buffer (LOGS_OUT_BYTES) exists only while there is output. Workers read
+	 * es->cfg (read-only while the instance lives). */
 	struct es_cri_plan *plan; /* names to resolve; NULL after the first job */
 	struct cri_log_opts opts;
-	const char *socket; /* es->cfg.cri_socket: read-only while the instance lives */
-	uint64_t timeout_ms;
 	/* worker side (only while busy, or before the first job) */
 	bool opened;
 	char container_id[CRI_ID_MAX + 1];
@@ -200,7 +190,7 @@ static void logs_work(void *arg)
 	struct cri_client *c = NULL;
 	l->out_len = 0;
 	if (!l->opened || l->check_status) {
-		if (cri_client_new(&c, l->socket, l->timeout_ms) < 0) {
+		if (cri_client_new(&c, l->es->cfg.cri_socket, l->es->cfg.cri_timeout_ms) < 0) {
 			l->rc = 500;
 			snprintf(l->why, sizeof l->why, "cannot set up a CRI client");
 			return;
@@ -554,8 +544,6 @@ static int logs_open(struct es_stream *st, struct st_connect_req *req, const cha
 	l->es = es;
 	l->st = st;
 	l->wd = -1;
-	l->socket = es->cfg.cri_socket;
-	l->timeout_ms = es->cfg.cri_timeout_ms;
 	st->be = l;
 	l->next = es->logs;
 	if (es->logs)
@@ -573,7 +561,7 @@ static int logs_open(struct es_stream *st, struct st_connect_req *req, const cha
 	}
 	st_dbg_ns(es->node, st->id, "containerLogs %s/%s/%s%s → the container runtime (%s)",
 	          l->plan->namespace_, l->plan->pod, l->plan->container,
-	          l->opts.follow ? " (follow)" : "", l->socket);
+	          l->opts.follow ? " (follow)" : "", es->cfg.cri_socket);
 	pump(l);
 	return 0;
 }
