@@ -52,6 +52,7 @@ struct es_logs;
 struct edgestream {
 	struct es_config cfg;
 	struct st_session_totals session_totals; /* every tunnel session's, loop thread */
+	struct st_budget budget; /* --process-buffer-bytes: every stream's window, loop thread */
 	struct edgestream_callbacks cb;
 	void *user;
 	struct lws_context *ctx;

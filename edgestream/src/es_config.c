@@ -297,9 +297,35 @@ static const struct st_opt options[] = {
          .min = 1024,
          .max = ST_MAX_STREAM_WINDOW_BYTES,
          .value_name = "BYTES",
-         .help = "Per-stream credit window granted to the cloud (with flow control): at most "
-                 "this many bytes of one stream wait here for a slow backend.",
+         .help = "Largest per-stream credit window granted to the cloud (with flow control): at "
+                 "most this many bytes of one stream wait here for a slow backend. A stream's "
+                 "window starts at --stream-first-window-bytes and doubles while its backend "
+                 "drains it and --process-buffer-bytes is below three quarters used.",
          .since = "0.1"},
+        {.name = "stream-first-window-bytes",
+         .type = ST_OPT_BYTES,
+         .offset = OFF(stream_first_window_bytes),
+         .default_value = "64KiB",
+         .min = 1024,
+         .max = ST_MAX_STREAM_WINDOW_BYTES,
+         .value_name = "BYTES",
+         .help = "The credit window each stream starts with (announced to the cloud), reserved "
+                 "from --process-buffer-bytes when the cloud opens the stream.",
+         .since = "0.2"},
+        {.name = "process-buffer-bytes",
+         .type = ST_OPT_BYTES,
+         .offset = OFF(process_buffer_bytes),
+         .default_value = "256MiB",
+         .min = 1024 * 1024,
+         .max = 64ull * 1024 * 1024 * 1024,
+         .value_name = "BYTES",
+         .help = "The edge's memory budget for what the cloud may send ahead (with flow "
+                 "control): every stream's credit window is charged to it, a stream whose first "
+                 "window does not fit is refused (ERROR limit, the cloud answers 503; counted "
+                 "in edgestream_streams_refused_by_session_total{reason=\"budget\"}), and windows "
+                 "grow "
+                 "only while it is below three quarters used.",
+         .since = "0.2"},
         {.name = "stream-queue-bytes",
          .type = ST_OPT_BYTES,
          .offset = OFF(stream_queue_bytes),

@@ -40,6 +40,9 @@ struct es_config {
 	/* limits and flow control */
 	uint64_t max_streams;
 	uint64_t stream_window_bytes, stream_queue_bytes, data_payload_bytes;
+	uint64_t
+	        stream_first_window_bytes; /* each stream's window starts here, grows to the above */
+	uint64_t process_buffer_bytes;     /* the windows of every stream, all tunnels */
 	/* operations */
 	char *admin_listen;
 	int log_level; /* enum st_log_level */

@@ -179,6 +179,22 @@ static void render_metrics(struct st_text *t, void *user)
 	               "Base protocol only: tunnel reading paused for a slow backend.");
 	st_text_put(t, "edgestream_tunnel_pauses_total %llu\n",
 	            (unsigned long long)m->tunnel_pauses);
+	st_text_metric(
+	        t, "edgestream_streams_refused_by_session_total", "counter",
+	        "Streams the tunnel session refused before any backend: past --max-streams "
+	        "(limit), or their first window did not fit --process-buffer-bytes (budget).");
+	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"limit\"} %llu\n",
+	            (unsigned long long)es->session_totals.refused_limit);
+	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"budget\"} %llu\n",
+	            (unsigned long long)es->session_totals.refused_budget);
+	st_text_metric(t, "edgestream_buffered_bytes", "gauge",
+	               "--process-buffer-bytes in use: the credit windows of every stream.");
+	st_text_put(t, "edgestream_buffered_bytes %llu\n",
+	            (unsigned long long)es->budget.used_bytes);
+	st_text_metric(t, "edgestream_buffered_bytes_peak", "gauge",
+	               "The most edgestream_buffered_bytes has been since start.");
+	st_text_put(t, "edgestream_buffered_bytes_peak %llu\n",
+	            (unsigned long long)es->budget.peak_bytes);
 	st_text_metric(t, "edgestream_kubelet_tls_resumption_refused_total", "counter",
 	               "Kubelet TLS handshakes the kubelet failed instead of resuming the offered "
 	               "session; the request went again with a full handshake.");
@@ -425,6 +441,7 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	int rc = config_copy(&es->cfg, &cfg->c, err, errlen);
 	if (rc == 0)
 		rc = check_config(es, err, errlen);
+	st_budget_init(&es->budget, es->cfg.process_buffer_bytes);
 	if (rc == 0) {
 		es->tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES + 4096);
 		es->scratch = malloc(2 * 64 * 1024);

@@ -264,6 +264,14 @@ static int write_ready(struct edgestream *es)
 	return rc;
 }
 
+/* The credit window each stream starts with: the budget sizes it from there. */
+static uint64_t first_window(const struct edgestream *es)
+{
+	return es->cfg.stream_first_window_bytes < es->cfg.stream_window_bytes
+	               ? es->cfg.stream_first_window_bytes
+	               : es->cfg.stream_window_bytes;
+}
+
 static void append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
                            unsigned char *end)
 {
@@ -281,7 +289,7 @@ static void append_headers(struct edgestream *es, struct lws *wsi, unsigned char
 		return;
 	struct st_ext_offer offer = {.version = ST_EXT_VERSION,
 	                             .caps = ST_CAP_ALL,
-	                             .window_bytes = (uint32_t)es->cfg.stream_window_bytes};
+	                             .window_bytes = (uint32_t)first_window(es)};
 	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
 	char v[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(v, sizeof v, &offer);
@@ -318,7 +326,9 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	        .caps = agreed->version ? agreed->caps : 0,
 	        .send_window_bytes = agreed->window_bytes ? agreed->window_bytes
 	                                                  : ST_DEFAULT_STREAM_WINDOW_BYTES,
-	        .recv_window_bytes = es->cfg.stream_window_bytes,
+	        .recv_window_bytes = first_window(es),
+	        .recv_window_max_bytes = es->cfg.stream_window_bytes,
+	        .process_budget = &es->budget,
 	        .max_streams = es->cfg.max_streams,
 	        .stream_out_bytes = es->cfg.stream_queue_bytes,
 	        .max_data_payload = es->cfg.data_payload_bytes,
@@ -401,7 +411,20 @@ static void down(struct es_tunnel *t, int err, const char *why)
 
 static int tunnel_message(struct es_tunnel *t, const uint8_t *msg, size_t len)
 {
+	const struct st_session_totals *tot = &t->es->session_totals;
+	uint64_t refused = tot->refused_limit + tot->refused_budget;
 	int rc = st_session_recv(t->sess, msg, len);
+	if (tot->refused_limit + tot->refused_budget != refused && !t->refusal_logged) {
+		/* The session refused a stream itself (before any backend): say so once per
+		 * tunnel, then only the counters move. */
+		st_log(ST_LOG_WARN, t->es->node, 0,
+		       "a stream from the cloud refused: %s (counted in "
+		       "edgestream_streams_refused_by_session_total{reason}; further refusals are "
+		       "only counted)",
+		       tot->refused_budget ? "its first window does not fit --process-buffer-bytes"
+		                           : "--max-streams streams are open");
+		t->refusal_logged = true;
+	}
 	if (rc < 0) {
 		char why[128];
 		snprintf(why, sizeof why, "%s from the cloud", st_strerror(rc));

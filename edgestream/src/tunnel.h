@@ -49,6 +49,7 @@ struct es_tunnel {
 	struct st_liveness live;
 	bool want_ping;
 	bool rx_paused;            /* base protocol: reading paused for blocking streams */
+	bool refusal_logged;       /* the session's first refusal of a stream was logged */
 	unsigned blocking_streams; /* streams whose queue toward the backend is over its mark */
 	uint64_t connected_ms;
 	char close_reason[256]; /* why we are closing it, for the log and the callback */

@@ -419,11 +419,15 @@ static int recv_connect(struct st_session *s, const struct st_msg *m)
 		return -ENOMEM;
 	st->state = ST_STREAM_S_OPEN;
 	int rc;
-	if (s->nstreams > s->cfg.max_streams)
+	if (s->nstreams > s->cfg.max_streams) {
 		rc = -EAGAIN;
-	else if (window_reserve(s, st) < 0)
+		if (s->cfg.totals)
+			s->cfg.totals->refused_limit++;
+	} else if (window_reserve(s, st) < 0) {
 		rc = -ENOSPC; /* the cloud gets ERROR limit; nothing of it was read yet */
-	else
+		if (s->cfg.totals)
+			s->cfg.totals->refused_budget++;
+	} else
 		rc = s->cb->on_open(s, m->connect_id, m->type, m->payload, m->payload_len, s->user);
 	if (rc < 0 && find(s, m->connect_id) == st) {
 		s->stats.stream_resets++;

@@ -322,6 +322,45 @@ def many_stalled_clients(chain, n=300, seconds=10):
           "cloudstream held %d bytes for the node, over its budget" % peak)
 
 
+def edge_budget_refuses_streams():
+    """The edge's own budget (--process-buffer-bytes 1MiB, first windows of 64 KiB): 16 streams
+    fit, the 17th to 20th are refused by the edge's session (ERROR limit: the cloud answers 503
+    with the reason), counted and logged once; when the streams end the budget is empty."""
+    chain = Chain("es-budget", edge_extra=("--process-buffer-bytes", "1MiB",
+                                           "--stream-first-window-bytes", "64KiB"))
+    try:
+        socks, statuses = [], []
+        for _ in range(20):
+            s = chain.api.connect()
+            s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1",
+                             [("Host", "edge-1:10350")] + cst.UPGRADE_SPDY))
+            status, hdrs, rest = h.read_head(s)
+            if status != 101:
+                body = h.read_body(s, hdrs, rest)
+                check(status == 503 and b"memory budget spent" in body,
+                      "refusal: %d %r" % (status, body[:300]))
+            statuses.append(status)
+            socks.append(s)
+        check(statuses.count(101) == 16 and statuses.count(503) == 4,
+              "statuses: %r" % statuses)
+        m = cst.labelled_metric(chain.edge, "edgestream_streams_refused_by_session_total",
+                                'reason="budget"')
+        check(m == 4, "refusals counted: %r" % m)
+        check(cst.metric_value(chain.edge, "edgestream_buffered_bytes") == 16 * 65536,
+              "budget in use")
+        for s in socks:
+            s.close()
+        deadline = time.monotonic() + 5
+        while cst.metric_value(chain.edge, "edgestream_buffered_bytes") != 0:
+            check(time.monotonic() < deadline, "the edge's budget was not given back")
+            time.sleep(0.05)
+        with open(chain.edge.logpath, "rb") as f:
+            warns = f.read().count(b"a stream from the cloud refused")
+        check(warns == 1, "refusal logged %d times, want once" % warns)
+    finally:
+        chain.close(False)
+
+
 def group_stall():
     chain = Chain("es-stall", cloud_extra=("--session-buffer-bytes", "16MiB"))
     rc = 1
@@ -329,6 +368,7 @@ def group_stall():
         rc = h.run(cst.named("stall", [
             ("many_stalled_clients", lambda: many_stalled_clients(chain)),
             ("metrics_after", lambda: cst.metrics_same_as_direct(chain)),
+            ("edge_budget_refuses_streams", edge_budget_refuses_streams),
         ]))
         return rc
     finally:

@@ -42,6 +42,9 @@ struct st_session_totals {
 	uint64_t removes_answered; /* see struct st_session_stats */
 	uint64_t removes_crossed;
 	uint64_t removes_repeated;
+	/* Edge: connects refused by the session itself, before on_open (ERROR limit): */
+	uint64_t refused_limit;  /* past max_streams */
+	uint64_t refused_budget; /* the stream's first window did not fit a budget */
 };
 
 struct st_session_config {
