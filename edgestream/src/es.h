@@ -25,6 +25,7 @@
 
 #include <edgestream/edgestream.h>
 #include <stream/admin.h>
+#include <stream/certreload.h>
 #include <stream/session.h>
 
 #include "es_config.h"
@@ -36,13 +37,6 @@
 
 struct edgestream_config {
 	struct es_config c;
-};
-
-/* Certificate files and when they last changed (for reloads). */
-struct es_file_stamp {
-	int64_t mtime_ns;
-	int64_t size;
-	uint64_t ino;
 };
 
 struct es_tunnel;
@@ -65,8 +59,10 @@ struct edgestream {
 	/* The configured cloud (--cloud-url); each tunnel keeps its own copy of where it dials. */
 	char cloud_host[ES_HOST_MAX], cloud_path[ES_HOST_MAX], cloud_name[ES_HOST_MAX];
 	int cloud_port;
-	struct es_tunnel *tunnels;      /* every tunnel of the instance (one today) */
-	struct es_file_stamp stamps[3]; /* tunnel cert, key, CA (reload.c) */
+	struct es_tunnel *tunnels; /* every tunnel of the instance (one today) */
+	struct st_certreload
+	        *certs;           /* the tunnel certificate files (reload.c, stream/certreload.h) */
+	bool certs_log_unchanged; /* the check under way was asked for: say if nothing changed */
 	lws_sorted_usec_list_t sul_certs, sul_service;
 	bool ready_written;
 	/* backends (backend.h) */
@@ -105,7 +101,9 @@ void es_publish_stats(struct edgestream *es);
 
 /* reload.c: the tunnel certificate files, checked every --cert-check-interval and on demand. */
 void es_certs_check(struct edgestream *es, bool log_unchanged);
-/* Take the files' stamps and start their check timer. */
-void es_certs_start(struct edgestream *es);
+/* Take the files' stamps and start their check timer: 0 or -errno (start-up fails). */
+int es_certs_start(struct edgestream *es);
+/* Stop checking; before the worker pool... after it is freed (its jobs are dropped). */
+void es_certs_stop(struct edgestream *es);
 
 #endif /* EDGESTREAM_ES_H */

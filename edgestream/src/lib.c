@@ -465,10 +465,11 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 			seed ^= (uint64_t)time(NULL);
 		fclose(ur);
 	}
-	/* Runtime calls block (libcurl): they run on two workers, never on the loop. */
-	if (es->cri_enabled && (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
-	                        st_workq_new(&es->wq, es->ctx, 2, 256) < 0)) {
-		snprintf(err, errlen, "cannot start the worker pool for CRI calls");
+	/* Blocking work (runtime calls through libcurl, certificate file reads) runs on two
+	 * workers, never on the loop. */
+	if ((es->cri_enabled && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) ||
+	    st_workq_new(&es->wq, es->ctx, 2, 256) < 0) {
+		snprintf(err, errlen, "cannot start the worker pool");
 		edgestream_free(es);
 		return -ENOMEM;
 	}
@@ -479,7 +480,11 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 		edgestream_free(es);
 		return -ENOMEM;
 	}
-	es_certs_start(es);
+	if (es_certs_start(es) < 0) {
+		snprintf(err, errlen, "out of memory");
+		edgestream_free(es);
+		return -ENOMEM;
+	}
 	for (t = es->tunnels; t; t = t->next)
 		es_tunnel_schedule_dial(t, 0);
 	st_info("edgestream %s: node %s, cloud wss://%s:%d%s (verified as %s), kubelet %s, %zu "
@@ -574,8 +579,8 @@ void edgestream_free(struct edgestream *es)
 	es->stopped = true;
 	st_workq_free(es->wq); /* before the context: completions look at streams */
 	es->wq = NULL;
+	es_certs_stop(es); /* after the pool: a read under way is dropped, not swapped */
 	if (es->ctx) {
-		lws_sul_cancel(&es->sul_certs);
 		lws_sul_cancel(&es->sul_service);
 		/* Streams and kept connections go while the context still serves their sockets
 		 * and timers; then the context closes the tunnels (their callbacks run). */
