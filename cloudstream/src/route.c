@@ -86,6 +86,21 @@ static void host_part(const char *h, size_t len, const char **p, size_t *n)
 	*n = colon ? (size_t)(colon - h) : len;
 }
 
+/* Does @h (a Host value) carry a kubelet port (10250, or cloudstream's 10350)? That is what
+ * kube-apiserver dials for a node; a client's own Host on upgrades carries the apiserver's. */
+static bool at_kubelet_port(const char *h, size_t len)
+{
+	const char *p = h + len;
+	size_t digits = 0;
+	while (p > h && p[-1] >= '0' && p[-1] <= '9' && digits < 6) {
+		p--;
+		digits++;
+	}
+	if (digits != 5 || p == h || p[-1] != ':')
+		return false;
+	return memcmp(p, "10250", 5) == 0 || memcmp(p, "10350", 5) == 0;
+}
+
 /* X-Forwarded-Uri → node name view. 1 found, 0 not a node-proxy path, -EBADMSG invalid name. */
 static int forwarded_node(const char *u, size_t len, const char **p, size_t *n)
 {
@@ -190,6 +205,12 @@ int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_look
 		int fam = parse_ip(hp, hn, &a6, &a4);
 		if (fam && !not_a_node_address(fam, &a6, &a4)) {
 			set_node(out, CS_ROUTE_HOST_IP, NULL, hp, hn);
+			return 0;
+		}
+		/* So does a name at a kubelet port (a node that is not connected), while a bare
+		 * name ("kubernetes.default.svc") stays nobody's. */
+		if (!fam && valid_name(hp, hn) && at_kubelet_port(in->host, in->host_len)) {
+			set_node(out, CS_ROUTE_HOST_NAME, NULL, hp, hn);
 			return 0;
 		}
 	}

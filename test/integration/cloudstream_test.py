@@ -150,6 +150,12 @@ def unknown_node_503(chain):
     check(st["kind"] == "Status" and st["code"] == 503, "unknown node: %r" % st)
     check("edge-9" in st["message"], "unknown node: message %r" % st["message"])
     check(closed == b"", "unknown node: connection not closed")
+    # A node named by Host alone, at the kubelet port, that is not connected: said so.
+    status, hdrs, body, s = chain.api.request("GET", "/metrics", [("Host", "edge-9:10350")])
+    s.close()
+    st = json.loads(body)
+    check(status == 503 and "edge node edge-9 is not connected" in st["message"],
+          "unknown node by Host: %d %r" % (status, st))
 
 
 def unknown_node_pod_log(chain):
@@ -159,8 +165,7 @@ def unknown_node_pod_log(chain):
     status, hdrs, body, s = chain.api.request(
         "GET", "/containerLogs/default/pod-a/ctr?tailLines=1", [("Host", "edge-9:10350")])
     closed, _ = h.wait_closed(s, 2)
-    want = b"cloudstream cannot tell which edge node this request is for (no DNAT'd " \
-        b"destination, node Host or X-Forwarded-Uri)"
+    want = b"edge node edge-9 is not connected to this cloudstream (no tunnel session)"
     check(status == 502 and body == want and
           hdrs.get("content-type") == "text/plain; charset=utf-8",
           "pods/log, unknown node: %d %r %r" % (status, hdrs.get("content-type"), body))

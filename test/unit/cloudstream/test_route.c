@@ -119,6 +119,25 @@ static void test_cs_route_resolve__host(void **state)
 	r = route(NULL, "10.0.0.77:10350", NULL, NULL);
 	assert_null(r.session);
 	assert_string_equal(r.node, "10.0.0.77");
+	/* So does a name at a kubelet port: "edge node edge-9 is not connected", not "cannot
+	 * tell which node"; at another port, or none, a name is nobody's. */
+	r = route(NULL, "edge-9:10350", NULL, NULL);
+	assert_int_equal(r.source, CS_ROUTE_HOST_NAME);
+	assert_null(r.session);
+	assert_string_equal(r.node, "edge-9");
+	r = route(NULL, "edge-9:10250", NULL, NULL);
+	assert_string_equal(r.node, "edge-9");
+	r = route(NULL, "edge-9:6443", NULL, NULL);
+	assert_string_equal(r.node, "");
+	r = route(NULL, "edge-9:110250", NULL, NULL);
+	assert_string_equal(r.node, "");
+	r = route(NULL, "edge-9", NULL, NULL);
+	assert_string_equal(r.node, "");
+	r = route(NULL, ":10350", NULL, NULL);
+	assert_string_equal(r.node, "");
+	/* A connected node named by X-Forwarded-Uri still wins over a stale Host name. */
+	r = route(NULL, "edge-9:10350", "/api/v1/nodes/edge-1/proxy/metrics", NULL);
+	assert_ptr_equal(r.session, &s1);
 }
 
 static void test_cs_route_resolve__forwarded_uri(void **state)
