@@ -372,9 +372,22 @@ def isolation(chain, n=64 << 20, stalled_n=32 << 20):
     64 MiB must complete, intact, while the first stream's window is full, and the tunnel must
     never have been paused for it. Throughputs are printed for the record."""
     pauses_before = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    base = labelled_metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
     stalled = chain.api.connect(timeout=60)
     stalled.sendall(h.head("GET", "/bytes?n=%d&seed=9" % stalled_n, [("Host", "edge-1:10350")]))
-    time.sleep(0.5)  # its credit window fills and the edge stops sending on it
+    # The stall must have happened, not be assumed: what the edge sent stops growing while the
+    # stream is far from complete (its window is full and nobody reads it).
+    seen, deadline = base - 1, time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+                              'direction="from_edge"')
+        if now == seen and now > base:
+            break
+        seen = now
+        time.sleep(0.2)
+    check(0 < seen - base < stalled_n,
+          "isolation: the stalled stream did not stall (%d bytes)" % (seen - base))
+    print("     isolation: the stalled stream stopped after %d bytes" % (seen - base), flush=True)
     both = throughput(chain, "/bytes?n=%d&seed=2" % n, n, verify=True)
     status, hdrs, rest = h.read_head(stalled)
     check(status == 200, "isolation: stalled stream status %d" % status)
@@ -628,20 +641,44 @@ def group_auth():
             st, body = raw_upgrade(env, tport, node1, [], path="/v1/other")
             check(st == 404, "wrong path: %d" % st)
 
-        def node_cert_from_other_ca():
+        def refused_by_tls(what, attempt, control):
+            """@attempt must fail in the TLS handshake, as a refusal by a live daemon: the
+            error is a TLS alert (or the reset that follows it), never "connection refused",
+            and @control, a good client right after, must get through (so a daemon that is
+            down fails this test instead of passing it)."""
             try:
-                st, _ = raw_upgrade(env, tport, env.path("other-node"), [])
-            except (ssl.SSLError, OSError, h.Fail):
-                return
-            raise h.Fail("a node certificate from another CA got status %d" % st)
+                st = attempt()
+            except ConnectionRefusedError as e:
+                raise h.Fail("%s: the daemon is not listening (%s)" % (what, e))
+            except (ssl.SSLError, ConnectionResetError, BrokenPipeError, h.Fail) as e:
+                print("     %s refused: %s" % (what, e), flush=True)
+            else:
+                raise h.Fail("%s got status %d" % (what, st))
+            check(cloud.poll() is None, "%s: cloudstream exited" % what)
+            control()
+
+        def node_cert_from_other_ca():
+            refused_by_tls("a node certificate from another CA",
+                           lambda: raw_upgrade(env, tport, env.path("other-node"), [])[0],
+                           lambda: check(raw_upgrade(env, tport, node1, [],
+                                                     path="/v1/other")[0] == 404,
+                                         "control: the tunnel port does not answer"))
 
         def apiserver_refused(cert):
-            api = h.Api(env, cloud.ports["stream"], cert=cert)
-            try:
+            def attempt():
+                api = h.Api(env, cloud.ports["stream"], cert=cert)
                 st, _, _, s = api.request("GET", "/metrics", [("Host", "edge-1")], timeout=5)
-            except (ssl.SSLError, OSError, h.Fail):
-                return
-            raise h.Fail("apiserver with cert %r got status %d" % (cert, st))
+                s.close()
+                return st
+
+            def control():
+                st, _, _, s = h.Api(env, cloud.ports["stream"]).request(
+                    "GET", "/metrics", [("Host", "edge-1")], timeout=5)
+                s.close()
+                # Any HTTP answer proves the handshake a good client gets (edge-1 may not be
+                # connected in this group: 503 is fine).
+                check(st in (200, 503), "control: a good apiserver client got %d" % st)
+            refused_by_tls("apiserver with cert %r" % cert, attempt, control)
 
         def ip_routing():
             # The node's certificate carries 10.77.0.3: requests naming that IP reach it.
