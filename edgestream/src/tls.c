@@ -3,6 +3,8 @@
  */
 #include "tls.h"
 
+#include <pthread.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -42,7 +44,17 @@ static bool openssl_reason(char *out, size_t cap, const char *what)
  * sessions to on_new_session, and the slot is emptied. The cache mode is the flag itself, so
  * there is no second copy of it to keep in step.
  */
+/* One ex_data index for the whole process, taken once: instances on several threads may make
+ * their contexts at the same time (pthread_once, not a racy check). */
 static int session_slot = -1;
+static pthread_once_t session_slot_once = PTHREAD_ONCE_INIT;
+
+static void free_slot(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp);
+
+static void session_slot_init(void)
+{
+	session_slot = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, free_slot);
+}
 
 static void free_slot(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
@@ -63,8 +75,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
 SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, char *err,
                            size_t errlen)
 {
-	if (session_slot < 0) /* a race here only wastes an index: each caller gets a valid one */
-		session_slot = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, free_slot);
+	pthread_once(&session_slot_once, session_slot_init);
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (ctx == NULL) {
 		openssl_reason(err, errlen, "SSL_CTX_new");
