@@ -37,6 +37,34 @@ static void render_metrics(struct st_text *t, void *user)
 	               "Tunnel upgrades refused (identity, path, limits, draining).");
 	st_text_put(t, "cloudstream_sessions_rejected_total %llu\n",
 	            (unsigned long long)m->sessions_rejected);
+	st_text_metric(t, "cloudstream_tunnel_refusals_total", "counter",
+	               "Tunnel upgrades refused, by reason (denied = the deny list).");
+	for (int r = 0; r < CS_REFUSE_COUNT; r++)
+		st_text_put(t, "cloudstream_tunnel_refusals_total{reason=\"%s\"} %llu\n",
+		            cs_refusal_name((enum cs_refusal)r),
+		            (unsigned long long)m->tunnel_refusals[r]);
+	st_text_metric(t, "cloudstream_tunnels_closed_total", "counter",
+	               "Live tunnels closed by revocation: a deny-list reload naming the node "
+	               "(denied) or POST /nodes/<name>/close on the admin port (admin).");
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"denied\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_denied);
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"admin\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_admin);
+	st_text_metric(t, "cloudstream_shared_ips_total", "counter",
+	               "Times an IP became verified for two or more connected nodes at once.");
+	st_text_put(t, "cloudstream_shared_ips_total %llu\n", (unsigned long long)m->shared_ips);
+	st_text_metric(
+	        t, "cloudstream_shared_ip_refusals_total", "counter",
+	        "Requests addressed only by an IP two connected nodes share, refused (409).");
+	st_text_put(t, "cloudstream_shared_ip_refusals_total %llu\n",
+	            (unsigned long long)m->shared_ip_refusals);
+	st_text_metric(t, "cloudstream_node_address_checks_total", "counter",
+	               "--internal-ip-policy node-address: SessionInternalIPs the Node object "
+	               "listed (verified) or did not (unlisted).");
+	st_text_put(t, "cloudstream_node_address_checks_total{result=\"verified\"} %llu\n",
+	            (unsigned long long)m->node_ip_verified);
+	st_text_put(t, "cloudstream_node_address_checks_total{result=\"unlisted\"} %llu\n",
+	            (unsigned long long)m->node_ip_unlisted);
 	st_text_metric(t, "cloudstream_streams", "gauge", "Streams open now, by request kind.");
 	for (int k = 0; k < 6; k++)
 		st_text_put(t, "cloudstream_streams{kind=\"%s\"} %llu\n", kind_names[k],
@@ -107,9 +135,17 @@ static bool ready(void *user, const char **why)
 	return srv->ready && !srv->draining;
 }
 
+/* POST /nodes/<name>/close (identity.c). */
+static int action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
+                  char *out, size_t cap, size_t *out_len)
+{
+	return cs_identity_admin(user, method, mlen, path, plen, out, cap, out_len);
+}
+
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv)
 {
 	ops->render_metrics = render_metrics;
 	ops->ready = ready;
+	ops->action = action;
 	ops->user = srv;
 }

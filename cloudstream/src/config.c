@@ -13,7 +13,8 @@
 #define MIB        (1024ull * 1024ull)
 
 static const char *const node_name_from_names[] = {"system-node-cn", "cn", NULL};
-static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", NULL};
+static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", "node-address",
+                                              NULL};
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const sandbox_names[] = {"off", "log", "errno", "kill", NULL};
 
@@ -73,9 +74,26 @@ static const struct st_opt options[] = {
          .value_name = "POLICY",
          .help = "What to do with the SessionInternalIP header: cert (accept only an IP of the "
                  "node's certificate, refuse others with 403), trust-header (accept it and "
-                 "route requests for that IP to the node), ignore. The certificate's IP SANs "
-                 "always route to the node.",
+                 "route requests for that IP to the node), ignore, node-address (route on it "
+                 "once the Node object lists it in status.addresses: KubeEdge certificates "
+                 "without IP SANs work unmodified; needs --apiserver-url and get on nodes). "
+                 "The certificate's IP SANs always route to the node. A header never takes "
+                 "an IP another connected node holds verified (403); an IP two nodes hold "
+                 "verified is shared, and a request addressed only by it is refused (409) "
+                 "naming both.",
          .since = "0.1"},
+        {.name = "deny-list",
+         .type = ST_OPT_STRING,
+         .offset = OFF(deny_list),
+         .value_name = "FILE",
+         .help = "Revoked edge identities, one a line: \"serial HEX\" (the certificate's "
+                 "serial; ':' separators allowed) or \"node NAME\"; '#' starts a comment. "
+                 "Read at start (a bad file is a start-up error) and again on SIGHUP, on a "
+                 "worker (a bad file then keeps the old list); the tunnels of nodes it names "
+                 "are closed at once and their upgrades refused with 403.",
+         .example = "--deny-list /etc/cloudstream/deny-list",
+         .flags = ST_OPT_F_RELOAD,
+         .since = "0.2"},
         {.name = "ping-interval",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(ping_interval_ms),

@@ -20,6 +20,7 @@ enum cs_ip_policy {
 	CS_IP_POLICY_CERT = 0,         /* SessionInternalIP must be an IP SAN of the node cert */
 	CS_IP_POLICY_TRUST_HEADER = 1, /* accept it and route on it (trusted edge networks) */
 	CS_IP_POLICY_IGNORE = 2,       /* neither check nor route on it */
+	CS_IP_POLICY_NODE_ADDRESS = 3, /* routed on once the Node object lists it (identity.h) */
 };
 
 struct cs_config {
@@ -30,6 +31,7 @@ struct cs_config {
 	int internal_ip_policy; /* enum cs_ip_policy */
 	uint64_t ping_interval_ms, dead_peer_timeout_ms;
 	uint64_t max_sessions;
+	char *deny_list; /* revoked serials and node names (denylist.h), reloaded on SIGHUP */
 	/* stream server */
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;

@@ -24,6 +24,7 @@
 
 #include "budget.h"
 #include "config.h"
+#include "identity.h"
 #include "podcache.h"
 #include "registry.h"
 #include "relay.h"
@@ -34,6 +35,12 @@ struct cs_metrics {
 	uint64_t sessions_total[2]; /* [0] base protocol, [1] extensions */
 	uint64_t sessions_replaced; /* a reconnect replaced a live session */
 	uint64_t sessions_rejected; /* refused upgrades (identity, path, limits) */
+	uint64_t tunnel_refusals[CS_REFUSE_COUNT]; /* the same, by reason (identity.h) */
+	uint64_t tunnels_closed_denied;            /* closed by a deny-list reload */
+	uint64_t tunnels_closed_admin;             /* closed by POST /nodes/<name>/close */
+	uint64_t shared_ips;                       /* times an IP became held by 2+ nodes */
+	uint64_t shared_ip_refusals;               /* requests refused: addressed by a shared IP */
+	uint64_t node_ip_verified, node_ip_unlisted; /* node-address policy: Node lookups */
 	uint64_t streams_total[6];  /* by enum st_kubelet_kind */
 	uint64_t streams_open[6];
 	uint64_t bytes_to_edge, bytes_from_edge;
@@ -72,6 +79,7 @@ struct cs_server {
 	struct st_certreload *certs; /* SIGHUP: both listeners' certificates, keys and CAs */
 	void *ssl_ctx[2];            /* the tunnel and stream listeners' SSL_CTXs (lws owns them) */
 	struct cs_metrics m;
+	struct cs_identity *ident;   /* the deny list, Node answers (identity.c) */
 	struct st_admin_ops admin_ops;
 	uint8_t *tx;   /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */

@@ -83,6 +83,7 @@ static void on_signal(int signo, void *user)
 	struct cs_server *srv = user;
 	if (signo == SIGHUP) {
 		st_info("SIGHUP: reloading certificates");
+		cs_identity_reload(srv);
 		int rc = st_certreload_start(srv->certs, 0);
 		if (rc < 0)
 			st_err("reload: %s; send SIGHUP again",
@@ -326,6 +327,8 @@ int main(int argc, char **argv)
 		st_err("out of memory at start");
 		goto out_config;
 	}
+	if (cs_identity_new(&srv) < 0)
+		goto out_config;
 
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof info);
@@ -383,6 +386,7 @@ out_ctx:
 	lws_context_destroy(srv.ctx); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:
+	cs_identity_free(&srv);
 	cs_registry_free(srv.reg);
 	cs_podcache_free(srv.pods);
 	curl_global_cleanup();

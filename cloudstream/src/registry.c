@@ -16,13 +16,18 @@ struct node_entry {
 	uint64_t hash;
 	size_t n_ips;
 	char ips[CS_REGISTRY_MAX_IPS][CS_IP_TEXT_MAX_BYTES + 1];
+	uint8_t claims[CS_REGISTRY_MAX_IPS]; /* enum cs_ip_claim of each IP */
 	size_t name_len;
 	char name[CS_NODE_NAME_MAX_BYTES + 1];
 };
 
+/* Who holds an IP: one node, or (only when every claim is verified) several that really share
+ * it. Never empty while in the table. */
 struct ip_entry {
 	uint64_t hash;
-	struct node_entry *node;
+	struct node_entry *own[CS_REGISTRY_MAX_IP_OWNERS];
+	uint8_t claim[CS_REGISTRY_MAX_IP_OWNERS];
+	size_t n_own;
 	size_t len;
 	char ip[CS_IP_TEXT_MAX_BYTES + 1];
 };
@@ -203,27 +208,132 @@ static int table_reserve(struct cs_registry *r, struct table *t, size_t extra)
 	return 0;
 }
 
+enum cs_ip_verdict cs_ip_decide(enum cs_ip_claim held, enum cs_ip_claim claim)
+{
+	if (held == CS_IP_CLAIM_NONE)
+		return CS_IP_TAKE;
+	if (claim == CS_IP_CLAIM_VERIFIED)
+		/* a verified claim displaces a header's, and shares with another verified one */
+		return held == CS_IP_CLAIM_VERIFIED ? CS_IP_SHARE : CS_IP_TAKE;
+	/* a header never displaces a verified IP; between headers the newest wins */
+	return held == CS_IP_CLAIM_VERIFIED ? CS_IP_REFUSE : CS_IP_TAKE;
+}
+
+static struct ip_entry *ip_lookup(const struct cs_registry *r, const char *ip, size_t len)
+{
+	if (len == 0 || len > CS_IP_TEXT_MAX_BYTES)
+		return NULL;
+	return r->ips.slots[find_ip_slot(r, ip, len, keyed_hash(r, ip, len))];
+}
+
+/* The strongest claim on @ie of a node other than @self. */
+static enum cs_ip_claim held_by_others(const struct ip_entry *ie, const struct node_entry *self,
+                                       const char **holder)
+{
+	enum cs_ip_claim held = CS_IP_CLAIM_NONE;
+	for (size_t k = 0; ie && k < ie->n_own; k++)
+		if (ie->own[k] != self && ie->claim[k] >= held) {
+			held = (enum cs_ip_claim)ie->claim[k];
+			if (holder)
+				*holder = ie->own[k]->name;
+		}
+	return held;
+}
+
+/* Forget @ip in @n's own list. */
+static void node_forget_ip(struct node_entry *n, const char *ip)
+{
+	for (size_t q = 0; q < n->n_ips; q++)
+		if (strcmp(n->ips[q], ip) == 0) {
+			memmove(n->ips[q], n->ips[q + 1], (n->n_ips - q - 1) * sizeof n->ips[0]);
+			memmove(&n->claims[q], &n->claims[q + 1], n->n_ips - q - 1);
+			n->n_ips--;
+			return;
+		}
+}
+
+/* @owner lets go of @ip; the key goes when nobody holds it. */
 static void remove_ip_if(struct cs_registry *r, const char *ip, const struct node_entry *owner)
 {
 	size_t len = strlen(ip);
 	uint64_t h = keyed_hash(r, ip, len);
 	size_t i = find_ip_slot(r, ip, len, h);
 	struct ip_entry *e = r->ips.slots[i];
-	if (e != NULL && e->node == owner) {
+	if (e == NULL)
+		return;
+	for (size_t k = 0; k < e->n_own; k++)
+		if (e->own[k] == owner) {
+			memmove(&e->own[k], &e->own[k + 1], (e->n_own - k - 1) * sizeof e->own[0]);
+			memmove(&e->claim[k], &e->claim[k + 1], e->n_own - k - 1);
+			e->n_own--;
+			break;
+		}
+	if (e->n_own == 0) {
 		table_delete(r, &r->ips, i);
 		free(e);
 	}
 }
 
+/* Gives @ip (key @ie, in the table) to @e with @claim by the ownership rules. Returns the verdict;
+ * on CS_IP_REFUSE nothing changed. */
+static enum cs_ip_verdict ip_assign(struct ip_entry *ie, struct node_entry *e, const char *ip,
+                                    enum cs_ip_claim claim)
+{
+	enum cs_ip_verdict v = cs_ip_decide(held_by_others(ie, e, NULL), claim);
+	if (v == CS_IP_REFUSE)
+		return v;
+	if (v == CS_IP_TAKE) {
+		/* the others' (weaker or equal header) claims go */
+		for (size_t k = 0; k < ie->n_own; k++)
+			if (ie->own[k] != e)
+				node_forget_ip(ie->own[k], ip);
+		ie->n_own = 0;
+	}
+	bool mine = false;
+	for (size_t k = 0; k < ie->n_own; k++)
+		if (ie->own[k] == e) {
+			mine = true;
+			if (claim > ie->claim[k])
+				ie->claim[k] = (uint8_t)claim;
+		}
+	if (!mine && ie->n_own < CS_REGISTRY_MAX_IP_OWNERS) {
+		ie->own[ie->n_own] = e;
+		ie->claim[ie->n_own++] = (uint8_t)claim;
+		mine = true;
+	}
+	if (!mine)
+		return v; /* more sharers than kept: the IP stays ambiguous without this node */
+	for (size_t q = 0; q < e->n_ips; q++)
+		if (strcmp(e->ips[q], ip) == 0) {
+			if (claim > e->claims[q])
+				e->claims[q] = (uint8_t)claim;
+			return v;
+		}
+	memcpy(e->ips[e->n_ips], ip, strlen(ip) + 1);
+	e->claims[e->n_ips++] = (uint8_t)claim;
+	return v;
+}
+
 int cs_registry_put(struct cs_registry *r, const char *node, size_t len, const char *const *ips,
                     size_t n_ips, void *value, void **replaced)
+{
+	uint8_t claims[CS_REGISTRY_MAX_IPS];
+	memset(claims, CS_IP_CLAIM_VERIFIED, sizeof claims);
+	return cs_registry_put_claims(r, node, len, ips, claims, n_ips, value, replaced);
+}
+
+int cs_registry_put_claims(struct cs_registry *r, const char *node, size_t len,
+                           const char *const *ips, const uint8_t *claims, size_t n_ips, void *value,
+                           void **replaced)
 {
 	*replaced = NULL;
 	if (len == 0 || len > CS_NODE_NAME_MAX_BYTES || value == NULL ||
 	    n_ips > CS_REGISTRY_MAX_IPS)
 		return -EINVAL;
 	for (size_t k = 0; k < n_ips; k++)
-		if (ips[k] == NULL || strlen(ips[k]) == 0 || strlen(ips[k]) > CS_IP_TEXT_MAX_BYTES)
+		if (ips[k] == NULL || strlen(ips[k]) == 0 ||
+		    strlen(ips[k]) > CS_IP_TEXT_MAX_BYTES ||
+		    (claims[k] != CS_IP_CLAIM_HEADER && claims[k] != CS_IP_CLAIM_VERIFIED))
 			return -EINVAL;
 	uint64_t h = keyed_hash(r, node, len);
 	size_t i = find_node_slot(r, node, len, h);
@@ -275,23 +385,12 @@ int cs_registry_put(struct cs_registry *r, const char *node, size_t len, const c
 			r->ips.slots[s] = ie;
 			r->ips.count++;
 		}
-		if (ie->node != e && ie->node != NULL) {
-			/* The IP moves: forget it in its old owner's list. */
-			struct node_entry *old = ie->node;
-			for (size_t q = 0; q < old->n_ips; q++)
-				if (strcmp(old->ips[q], ips[k]) == 0) {
-					memmove(old->ips[q], old->ips[q + 1],
-					        (old->n_ips - q - 1) * sizeof old->ips[0]);
-					old->n_ips--;
-					break;
-				}
+		if (ip_assign(ie, e, ips[k], (enum cs_ip_claim)claims[k]) == CS_IP_REFUSE &&
+		    ie->n_own == 0) {
+			/* cannot happen (a fresh key has no holder), but never leave an empty key */
+			table_delete(r, &r->ips, s);
+			free(ie);
 		}
-		ie->node = e;
-		bool dup = false;
-		for (size_t q = 0; q < e->n_ips; q++)
-			dup |= strcmp(e->ips[q], ips[k]) == 0;
-		if (!dup)
-			memcpy(e->ips[e->n_ips++], ips[k], il + 1);
 	}
 	for (size_t k = 0; k < n_ips; k++)
 		free(fresh[k]);
@@ -331,14 +430,73 @@ void *cs_registry_get(const struct cs_registry *r, const char *node, size_t len)
 void *cs_registry_get_by_ip(const struct cs_registry *r, const char *ip, size_t len,
                             const char **node)
 {
-	if (len == 0 || len > CS_IP_TEXT_MAX_BYTES)
-		return NULL;
-	const struct ip_entry *e = r->ips.slots[find_ip_slot(r, ip, len, keyed_hash(r, ip, len))];
-	if (e == NULL || e->node == NULL)
-		return NULL;
+	const struct ip_entry *e = ip_lookup(r, ip, len);
+	if (e == NULL || e->n_own != 1)
+		return NULL; /* nobody's, or shared: no one node is meant */
 	if (node)
-		*node = e->node->name;
-	return e->node->value;
+		*node = e->own[0]->name;
+	return e->own[0]->value;
+}
+
+size_t cs_registry_ip_owners(const struct cs_registry *r, const char *ip, size_t len,
+                             const char **names, size_t cap)
+{
+	const struct ip_entry *e = ip_lookup(r, ip, len);
+	if (e == NULL)
+		return 0;
+	for (size_t k = 0; k < e->n_own && k < cap; k++)
+		names[k] = e->own[k]->name;
+	return e->n_own;
+}
+
+enum cs_ip_verdict cs_registry_ip_check(const struct cs_registry *r, const char *node, size_t len,
+                                        const char *ip, enum cs_ip_claim claim, const char **holder)
+{
+	const struct ip_entry *ie = ip_lookup(r, ip, strlen(ip));
+	const struct node_entry *self = NULL;
+	if (len > 0 && len <= CS_NODE_NAME_MAX_BYTES)
+		self = r->nodes.slots[find_node_slot(r, node, len, keyed_hash(r, node, len))];
+	*holder = NULL;
+	return cs_ip_decide(held_by_others(ie, self, holder), claim);
+}
+
+int cs_registry_add_ip(struct cs_registry *r, const char *node, size_t len, const void *value,
+                       const char *ip, enum cs_ip_claim claim, enum cs_ip_verdict *verdict)
+{
+	size_t il = strlen(ip);
+	if (len == 0 || len > CS_NODE_NAME_MAX_BYTES || il == 0 || il > CS_IP_TEXT_MAX_BYTES)
+		return -EINVAL;
+	struct node_entry *e =
+	        r->nodes.slots[find_node_slot(r, node, len, keyed_hash(r, node, len))];
+	if (e == NULL || e->value != value)
+		return -ENOENT;
+	bool have = false;
+	for (size_t q = 0; q < e->n_ips; q++)
+		have |= strcmp(e->ips[q], ip) == 0;
+	if (!have && e->n_ips >= CS_REGISTRY_MAX_IPS)
+		return -EMSGSIZE;
+	uint64_t ih = keyed_hash(r, ip, il);
+	size_t s = find_ip_slot(r, ip, il, ih);
+	struct ip_entry *ie = r->ips.slots[s];
+	if (ie == NULL) {
+		ie = calloc(1, sizeof *ie);
+		if (ie == NULL || table_reserve(r, &r->ips, 1) < 0) {
+			free(ie);
+			return -ENOMEM;
+		}
+		ie->hash = ih;
+		ie->len = il;
+		memcpy(ie->ip, ip, il + 1);
+		s = find_ip_slot(r, ip, il, ih); /* the table may have grown */
+		r->ips.slots[s] = ie;
+		r->ips.count++;
+	}
+	*verdict = ip_assign(ie, e, ip, claim);
+	if (ie->n_own == 0) {
+		table_delete(r, &r->ips, s);
+		free(ie);
+	}
+	return 0;
 }
 
 size_t cs_registry_count(const struct cs_registry *r)

@@ -241,6 +241,12 @@ static void *lookup_by_ip(const char *ip, size_t len, const char **node, void *u
 	return cs_registry_get_by_ip(((struct cs_server *)user)->reg, ip, len, node);
 }
 
+static size_t lookup_ip_owners(const char *ip, size_t len, const char **names, size_t cap,
+                               void *user)
+{
+	return cs_registry_ip_owners(((struct cs_server *)user)->reg, ip, len, names, cap);
+}
+
 static void *lookup_by_name(const char *name, size_t len, void *user)
 {
 	return cs_registry_get(((struct cs_server *)user)->reg, name, len);
@@ -283,6 +289,7 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 	}
 	struct cs_route_lookup lk = {.by_ip = lookup_by_ip,
 	                             .by_name = lookup_by_name,
+	                             .ip_owners = lookup_ip_owners,
 	                             .pod_node = srv->pods ? lookup_pod : NULL,
 	                             .user = srv};
 	struct cs_route_result r;
@@ -317,6 +324,16 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 		cs__request_fail(f, 0, CS_ERR_NO_ROUTE,
 		                 "cloudstream cannot tell which edge node this request is for (no "
 		                 "DNAT'd destination, node Host or X-Forwarded-Uri)");
+		return NULL;
+	}
+	if (r.shared) {
+		/* Two connected nodes really hold this IP: naming one would be a guess. */
+		srv->m.shared_ip_refusals++;
+		snprintf(msg, sizeof msg,
+		         "IP %s is shared by edge nodes %.100s and %.100s; cloudstream cannot tell "
+		         "which one this request is for (address the node by name)",
+		         r.shared_ip, r.shared_by[0], r.shared_by[1]);
+		cs__request_fail(f, 409, CS_ERR_NO_ROUTE, msg);
 		return NULL;
 	}
 	if (r.session == NULL) {

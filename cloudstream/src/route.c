@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static void set_node(struct cs_route_result *out, enum cs_route_source src, void *session,
@@ -18,6 +19,31 @@ static void set_node(struct cs_route_result *out, enum cs_route_source src, void
 		len = CS_NODE_NAME_MAX_BYTES;
 	memcpy(out->node, name, len);
 	out->node[len] = '\0';
+}
+
+/* Is @ip held by two or more connected nodes? Then @out remembers both names (the first two). */
+static bool shared_ip(const struct cs_route_lookup *lk, const char *ip, size_t len,
+                      struct cs_route_result *out)
+{
+	const char *names[2];
+	if (lk->ip_owners == NULL || lk->ip_owners(ip, len, names, 2, lk->user) < 2)
+		return false;
+	if (!out->shared) {
+		out->shared = true;
+		size_t n = len > CS_IP_TEXT_MAX_BYTES ? CS_IP_TEXT_MAX_BYTES : len;
+		memcpy(out->shared_ip, ip, n);
+		out->shared_ip[n] = '\0';
+		snprintf(out->shared_by[0], sizeof out->shared_by[0], "%s", names[0]);
+		snprintf(out->shared_by[1], sizeof out->shared_by[1], "%s", names[1]);
+	}
+	return true;
+}
+
+/* Nothing else named a node: a shared IP is the answer (no session: the caller refuses). */
+static int end_shared(struct cs_route_result *out, enum cs_route_source src)
+{
+	set_node(out, src, NULL, out->shared_ip, strlen(out->shared_ip));
+	return 0;
 }
 
 /* Parses an IP literal; returns its family or 0. */
@@ -132,14 +158,20 @@ static int forwarded_node(const char *u, size_t len, const char **p, size_t *n)
 	return 1;
 }
 
-int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_lookup *lk,
-                     struct cs_route_result *out)
+static int resolve(const struct cs_route_input *in, const struct cs_route_lookup *lk,
+                   struct cs_route_result *out)
 {
 	memset(out, 0, sizeof *out);
 	struct in6_addr a6;
 	struct in_addr a4;
 	const char *node;
-	if (in->orig_dst_ip && parse_ip(in->orig_dst_ip, in->orig_dst_ip_len, &a6, &a4)) {
+	enum cs_route_source shared_src = CS_ROUTE_NONE;
+	/* A shared IP names no one node: the later rules may still name it (a Host name, the
+	 * X-Forwarded-Uri, the pod); if none does, the result is the shared IP, unrouted. */
+	if (in->orig_dst_ip && parse_ip(in->orig_dst_ip, in->orig_dst_ip_len, &a6, &a4) &&
+	    shared_ip(lk, in->orig_dst_ip, in->orig_dst_ip_len, out)) {
+		shared_src = CS_ROUTE_ORIG_DST;
+	} else if (in->orig_dst_ip && parse_ip(in->orig_dst_ip, in->orig_dst_ip_len, &a6, &a4)) {
 		node = NULL;
 		void *s = lk->by_ip(in->orig_dst_ip, in->orig_dst_ip_len, &node, lk->user);
 		if (s && node)
@@ -154,7 +186,10 @@ int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_look
 		size_t hn;
 		host_part(in->host, in->host_len, &hp, &hn);
 		int fam = parse_ip(hp, hn, &a6, &a4);
-		if (fam && !not_a_node_address(fam, &a6, &a4)) {
+		if (fam && !not_a_node_address(fam, &a6, &a4) && shared_ip(lk, hp, hn, out)) {
+			if (shared_src == CS_ROUTE_NONE)
+				shared_src = CS_ROUTE_HOST_IP;
+		} else if (fam && !not_a_node_address(fam, &a6, &a4)) {
 			node = NULL;
 			void *s = lk->by_ip(hp, hn, &node, lk->user);
 			if (s && node) {
@@ -197,6 +232,8 @@ int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_look
 			return 0;
 		}
 	}
+	if (shared_src != CS_ROUTE_NONE)
+		return end_shared(out, shared_src);
 	if (in->host && in->host_len) {
 		/* A node IP in Host without a session still names that node (for the 503). */
 		const char *hp;
@@ -215,4 +252,15 @@ int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_look
 		}
 	}
 	return 0;
+}
+
+int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_lookup *lk,
+                     struct cs_route_result *out)
+{
+	int rc = resolve(in, lk, out);
+	/* shared stays set only when the shared IP is the answer */
+	if (out->shared && (out->session != NULL || strcmp(out->node, out->shared_ip) != 0 ||
+	                    out->need_pod_lookup))
+		out->shared = false;
+	return rc;
 }

@@ -38,6 +38,9 @@ struct cs_route_lookup {
 	void *(*by_ip)(const char *ip, size_t len, const char **node, void *user);
 	/* Session of the node with this name, or NULL. */
 	void *(*by_name)(const char *name, size_t len, void *user);
+	/* How many connected nodes hold this IP (2+: really shared); the first @cap names into
+	 * @names. NULL: no IP is ever shared. */
+	size_t (*ip_owners)(const char *ip, size_t len, const char **names, size_t cap, void *user);
 	/* Pod → node: 1 and *node set when known, -ENOENT when known absent, 0 when not cached.
 	 * NULL: the pod lookup is off. */
 	int (*pod_node)(const char *ns, size_t ns_len, const char *pod, size_t pod_len,
@@ -51,6 +54,12 @@ struct cs_route_result {
 	char node[CS_NODE_NAME_MAX_BYTES +
 	          1];         /* the node (or node IP) the request names; "" if none */
 	bool need_pod_lookup; /* nothing named a node, but the pod's node is not cached yet */
+	/* The request's IP (DNAT'd destination or Host) is held by two or more connected nodes.
+	 * When nothing else named a node, node is that IP and session NULL: the caller refuses
+	 * naming both (never one of them silently). */
+	bool shared;
+	char shared_ip[CS_IP_TEXT_MAX_BYTES + 1];
+	char shared_by[2][CS_NODE_NAME_MAX_BYTES + 1];
 };
 
 /*
@@ -58,7 +67,9 @@ struct cs_route_result {
  * (loopback and unspecified addresses never are: the apiserver forwards the client's Host on
  * upgrades) or the name of a node with a session; the node in X-Forwarded-Uri
  * (/api/v1/nodes/<name>[:port]/proxy/...); the pod's node. The first that names a node wins,
- * even without a session (then session is NULL: the caller answers 503 naming it).
+ * even without a session (then session is NULL: the caller answers 503 naming it). An IP two
+ * connected nodes share names neither: the later rules are tried, and if none names a node the
+ * result is shared (see struct cs_route_result).
  * Returns 0, or -EBADMSG when X-Forwarded-Uri names an invalid node name.
  */
 int cs_route_resolve(const struct cs_route_input *in, const struct cs_route_lookup *lk,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/bn.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -25,16 +26,22 @@
 #include <stream/reasm.h>
 #include <stream/status.h>
 
+#include "denylist.h"
+#include "identity.h"
+
 #define TUNNEL_PATH "/v1/kubeedge/connect"
 
 /* What admission found out about a websocket upgrade. */
 struct admission {
-	int status;       /* 0 = admitted, else the HTTP status to refuse with */
-	const char *why;  /* static reason when refused */
-	char detail[512]; /* reason with specifics */
+	int status;             /* 0 = admitted, else the HTTP status to refuse with */
+	enum cs_refusal reason; /* when refused */
+	char detail[512];       /* reason with specifics */
 	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	char serial[CS_SERIAL_MAX_HEX + 2]; /* the certificate's, upper-case hex */
 	const char *ips[CS_REGISTRY_MAX_IPS];
+	uint8_t claims[CS_REGISTRY_MAX_IPS]; /* enum cs_ip_claim of each */
 	size_t n_ips;
+	bool verify_header_ip; /* node-address policy: ask the Node object about header_ip */
 	struct certs_identity id;
 	char header_ip[CERTS_IP_TEXT_BYTES];
 	bool has_offer;
@@ -55,6 +62,101 @@ static int header_copy(struct lws *wsi, const char *name, char *out, size_t cap)
 	return n;
 }
 
+/* The certificate's serial in hex ("" when unreadable). */
+static void cert_serial(X509 *x, char *out, size_t cap)
+{
+	out[0] = '\0';
+	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get_serialNumber(x), NULL);
+	char *hex = bn ? BN_bn2hex(bn) : NULL;
+	if (hex && strlen(hex) < cap)
+		snprintf(out, cap, "%s", hex);
+	OPENSSL_free(hex);
+	BN_free(bn);
+}
+
+#define REFUSE(a, st, why, ...)                                                                    \
+	do {                                                                                       \
+		(a)->status = (st);                                                                \
+		(a)->reason = (why);                                                               \
+		snprintf((a)->detail, sizeof(a)->detail, __VA_ARGS__);                             \
+	} while (0)
+
+/* SessionHostNameOverride: absent or empty, or exactly the certificate's node. Oversized,
+ * invalid (a comma is what a proxy makes of the header sent twice) or another node's: refused. */
+static void admit_name_override(struct lws *wsi, struct admission *a)
+{
+	static const char name[] = "sessionhostnameoverride:";
+	int len = lws_hdr_custom_length(wsi, name, (int)sizeof name - 1);
+	if (len <= 0)
+		return;
+	if (len > CS_NODE_NAME_MAX_BYTES) {
+		REFUSE(a, 403, CS_REFUSE_NAME_OVERRIDE,
+		       "SessionHostNameOverride of %d bytes is not a node name (at most %d)", len,
+		       CS_NODE_NAME_MAX_BYTES);
+		return;
+	}
+	char hdr[CS_NODE_NAME_MAX_BYTES + 2];
+	int n = header_copy(wsi, name, hdr, sizeof hdr);
+	if (n <= 0 || !cs_node_name_valid(hdr, (size_t)n)) {
+		REFUSE(a, 403, CS_REFUSE_NAME_OVERRIDE,
+		       "SessionHostNameOverride \"%.100s\" is not one node name (DNS-1123 "
+		       "subdomain; "
+		       "was the header sent twice?)",
+		       n > 0 ? hdr : "");
+		return;
+	}
+	if (strcmp(hdr, a->node) != 0)
+		REFUSE(a, 403, CS_REFUSE_NAME_OVERRIDE,
+		       "SessionHostNameOverride \"%.100s\" differs from the certificate's node "
+		       "\"%s\"",
+		       hdr, a->node);
+}
+
+/* The node's IPs: the certificate's are verified; SessionInternalIP by the policy. */
+static void admit_ips(struct lws *wsi, struct cs_server *srv, struct admission *a)
+{
+	for (size_t i = 0; i < a->id.num_ips && a->n_ips < CS_REGISTRY_MAX_IPS; i++) {
+		a->claims[a->n_ips] = CS_IP_CLAIM_VERIFIED;
+		a->ips[a->n_ips++] = a->id.ips[i];
+	}
+	int policy = srv->cfg.internal_ip_policy;
+	if (header_copy(wsi, "sessioninternalip:", a->header_ip, sizeof a->header_ip) <= 0 ||
+	    policy == CS_IP_POLICY_IGNORE || certs_identity_has_ip(&a->id, a->header_ip))
+		return;
+	if (policy == CS_IP_POLICY_CERT) {
+		REFUSE(a, 403, CS_REFUSE_INTERNAL_IP,
+		       "SessionInternalIP %.46s is not an IP of the node's certificate",
+		       a->header_ip);
+		return;
+	}
+	int listed = policy == CS_IP_POLICY_NODE_ADDRESS
+	                     ? cs_identity_node_has_ip(srv, a->node, a->header_ip)
+	                     : 0;
+	enum cs_ip_claim claim = listed == 1 ? CS_IP_CLAIM_VERIFIED : CS_IP_CLAIM_HEADER;
+	const char *holder = NULL;
+	if (cs_registry_ip_check(srv->reg, a->node, strlen(a->node), a->header_ip, claim,
+	                         &holder) == CS_IP_REFUSE) {
+		/* Never displace another node's verified IP on the word of a header. */
+		REFUSE(a, 403, CS_REFUSE_IP_CONFLICT,
+		       "SessionInternalIP %.46s is the verified IP of connected node %.100s%s%s",
+		       a->header_ip, holder ? holder : "?",
+		       policy != CS_IP_POLICY_NODE_ADDRESS ? ""
+		       : listed == 0 ? "; the Node object does not list it in status.addresses"
+		                     : "; asking the apiserver whether the Node object lists it, "
+		                       "retry",
+		       "");
+		if (policy == CS_IP_POLICY_NODE_ADDRESS && listed < 0)
+			cs_identity_verify_ip(srv, a->node, 0, a->header_ip); /* for the retry */
+		return;
+	}
+	if (policy == CS_IP_POLICY_TRUST_HEADER || listed == 1) {
+		a->claims[a->n_ips] = claim;
+		a->ips[a->n_ips++] = a->header_ip;
+	} else if (policy == CS_IP_POLICY_NODE_ADDRESS && listed != 0) {
+		a->verify_header_ip = true; /* routed by it once the Node object confirms it */
+	}
+}
+
 static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
 {
 	memset(a, 0, sizeof *a);
@@ -62,9 +164,8 @@ static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
 	if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
 		path[0] = '\0';
 	if (strcmp(path, TUNNEL_PATH) != 0 && strcmp(path, TUNNEL_PATH "/") != 0) {
-		a->status = 404;
-		snprintf(a->detail, sizeof a->detail, "no tunnel at this path; edges dial %s",
-		         TUNNEL_PATH);
+		REFUSE(a, 404, CS_REFUSE_PATH, "no tunnel at this path; edges dial %s",
+		       TUNNEL_PATH);
 		return;
 	}
 	SSL *ssl = lws_get_ssl(wsi);
@@ -72,63 +173,44 @@ static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
 	if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
 		/* lws already requires a verified certificate; this is the second check. */
 		X509_free(x);
-		a->status = 403;
-		snprintf(a->detail, sizeof a->detail,
-		         "a client certificate from the tunnel CA is required");
+		REFUSE(a, 403, CS_REFUSE_CERT,
+		       "a client certificate from the tunnel CA is required");
 		return;
 	}
 	int rc = certs_x509_identity(x, &a->id);
+	cert_serial(x, a->serial, sizeof a->serial);
 	X509_free(x);
 	if (rc < 0) {
-		a->status = 403;
-		snprintf(a->detail, sizeof a->detail, "client certificate identity unreadable: %s",
-		         st_strerror(rc));
+		REFUSE(a, 403, CS_REFUSE_CERT, "client certificate identity unreadable: %s",
+		       st_strerror(rc));
 		return;
 	}
 	enum certs_cn_mode mode =
 	        srv->cfg.node_name_from == CS_NODE_NAME_FROM_CN ? CERTS_CN_PLAIN : CERTS_CN_NODE;
 	if (certs_node_name_from_cn(a->id.cn, mode, a->node, sizeof a->node) < 0) {
-		a->status = 403;
-		snprintf(a->detail, sizeof a->detail,
-		         "certificate CN \"%.80s\" does not name a node (%s expected)", a->id.cn,
-		         mode == CERTS_CN_NODE ? "system:node:<name>" : "a DNS-1123 node name");
+		REFUSE(a, 403, CS_REFUSE_CERT,
+		       "certificate CN \"%.80s\" does not name a node (%s expected)", a->id.cn,
+		       mode == CERTS_CN_NODE ? "system:node:<name>" : "a DNS-1123 node name");
 		return;
 	}
-	char hdr[CS_NODE_NAME_MAX_BYTES + 2];
-	if (header_copy(wsi, "sessionhostnameoverride:", hdr, sizeof hdr) > 0 &&
-	    strcmp(hdr, a->node) != 0) {
-		a->status = 403;
-		snprintf(a->detail, sizeof a->detail,
-		         "SessionHostNameOverride \"%.100s\" differs from the certificate's node "
-		         "\"%s\"",
-		         hdr, a->node);
+	const char *denied = cs_identity_denied(srv, a->node, a->serial);
+	if (denied) {
+		REFUSE(a, 403, CS_REFUSE_DENIED, "node %s (certificate serial %s) %s", a->node,
+		       a->serial[0] ? a->serial : "?", denied);
 		return;
 	}
-	/* The certificate's IPs are verified; the header's only if it is one of them. */
-	for (size_t i = 0; i < a->id.num_ips && a->n_ips < CS_REGISTRY_MAX_IPS; i++)
-		a->ips[a->n_ips++] = a->id.ips[i];
-	if (header_copy(wsi, "sessioninternalip:", a->header_ip, sizeof a->header_ip) > 0) {
-		bool in_cert = certs_identity_has_ip(&a->id, a->header_ip);
-		if (!in_cert && srv->cfg.internal_ip_policy == CS_IP_POLICY_CERT) {
-			a->status = 403;
-			snprintf(a->detail, sizeof a->detail,
-			         "SessionInternalIP %.46s is not an IP of the node's certificate",
-			         a->header_ip);
-			return;
-		}
-		if (!in_cert && srv->cfg.internal_ip_policy == CS_IP_POLICY_TRUST_HEADER &&
-		    a->n_ips < CS_REGISTRY_MAX_IPS)
-			a->ips[a->n_ips++] = a->header_ip;
-	}
+	admit_name_override(wsi, a);
+	if (a->status == 0)
+		admit_ips(wsi, srv, a);
+	if (a->status != 0)
+		return;
 	if (srv->draining) {
-		a->status = 503;
-		snprintf(a->detail, sizeof a->detail, "cloudstream is shutting down");
+		REFUSE(a, 503, CS_REFUSE_DRAINING, "cloudstream is shutting down");
 		return;
 	}
 	if (srv->tun.n >= srv->cfg.max_sessions &&
 	    cs_registry_get(srv->reg, a->node, strlen(a->node)) == NULL) {
-		a->status = 503;
-		snprintf(a->detail, sizeof a->detail, "session limit reached (%zu)", srv->tun.n);
+		REFUSE(a, 503, CS_REFUSE_LIMIT, "session limit reached (%zu)", srv->tun.n);
 		return;
 	}
 	char offer[ST_EXT_HEADER_MAX_BYTES + 1];
@@ -159,10 +241,11 @@ static void agreed_offer(const struct cs_server *srv, const struct admission *a,
 static int refuse(struct lws *wsi, struct cs_server *srv, const struct admission *a)
 {
 	srv->m.sessions_rejected++;
+	srv->m.tunnel_refusals[a->reason]++;
 	char peer[64] = "";
 	lws_get_peer_simple(wsi, peer, sizeof peer);
-	st_log(ST_LOG_WARN, a->node[0] ? a->node : NULL, 0, "tunnel from %s refused (%d): %s", peer,
-	       a->status, a->detail);
+	st_log(ST_LOG_WARN, a->node[0] ? a->node : NULL, 0, "tunnel from %s refused (%d, %s): %s",
+	       peer, a->status, cs_refusal_name(a->reason), a->detail);
 	uint8_t buf[LWS_PRE + 1024];
 	uint8_t *start = buf + LWS_PRE;
 	char body[320];
@@ -221,6 +304,32 @@ void cs_tunnel_liveness_start(struct cs_server *srv)
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
+const char *cs_tunnel_serial(const struct cs_tunnel *t)
+{
+	return t->serial;
+}
+
+uint64_t cs_tunnel_ordinal(const struct cs_tunnel *t)
+{
+	return t->ordinal;
+}
+
+struct cs_tunnel *cs_tunnel_next(struct cs_server *srv, struct cs_tunnel *t)
+{
+	return t ? t->all_next : srv->tun.all;
+}
+
+void cs_tunnel_close(struct cs_tunnel *t, const char *why)
+{
+	if (t->wsi == NULL || !t->registered)
+		return; /* closing already, or replaced (and closing) */
+	st_log(ST_LOG_WARN, t->node, 0, "tunnel closed: %s", why);
+	t->registered = false;
+	cs_registry_remove_if(t->srv->reg, t->node, strlen(t->node), t);
+	cs__tunnel_end_streams(t, why);
+	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
 static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot)
 {
 	struct admission a;
@@ -260,10 +369,12 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	st_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
 	t->connected_ms = cs_now_ms();
 	memcpy(t->node, a.node, sizeof t->node);
+	memcpy(t->serial, a.serial, sizeof t->serial);
 	if (t->caps)
 		st_session_hello(t->sess, srv->replica);
 	void *old = NULL;
-	int rc = cs_registry_put(srv->reg, t->node, strlen(t->node), a.ips, a.n_ips, t, &old);
+	int rc = cs_registry_put_claims(srv->reg, t->node, strlen(t->node), a.ips, a.claims,
+	                                a.n_ips, t, &old);
 	if (rc < 0) {
 		st_log(ST_LOG_ERROR, t->node, 0, "tunnel not registered: %s", st_strerror(rc));
 		st_session_free(t->sess);
@@ -294,6 +405,18 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 		       peer);
 		cs__tunnel_end_streams(o, "the edge node reconnected");
 		lws_set_timeout(o->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+	for (size_t i = 0; i < a.n_ips; i++) {
+		const char *names[2];
+		if (cs_registry_ip_owners(srv->reg, a.ips[i], strlen(a.ips[i]), names, 2) > 1)
+			cs_identity_note_shared(srv, a.ips[i], t->node);
+	}
+	if (a.verify_header_ip) {
+		int vrc = cs_identity_verify_ip(srv, t->node, t->ordinal, a.header_ip);
+		if (vrc < 0)
+			st_log(ST_LOG_WARN, t->node, 0,
+			       "SessionInternalIP %s not verified (%s): not routed by it",
+			       a.header_ip, st_strerror(vrc));
 	}
 	cs__tunnel_kick(t);
 }
@@ -405,6 +528,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		/* Not an upgrade: this port only serves the tunnel websocket. */
 		memset(&a, 0, sizeof a);
 		a.status = 400;
+		a.reason = CS_REFUSE_PATH;
 		snprintf(a.detail, sizeof a.detail,
 		         "this port serves the edge tunnel: websocket upgrade to %s", TUNNEL_PATH);
 		refuse(wsi, srv, &a);

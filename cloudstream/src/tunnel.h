@@ -143,6 +143,22 @@ uint32_t cs_tunnel_caps(const struct cs_tunnel *t);
 /* cs_tunnel_node() - the tunnel's node name (valid while the tunnel lives). */
 const char *cs_tunnel_node(const struct cs_tunnel *t);
 
+/* cs_tunnel_serial() - the serial (hex) of the certificate the tunnel was admitted with. */
+const char *cs_tunnel_serial(const struct cs_tunnel *t);
+
+/* cs_tunnel_ordinal() - the tunnel's process-unique ordinal (never reused). */
+uint64_t cs_tunnel_ordinal(const struct cs_tunnel *t);
+
+/* cs_tunnel_next() - the tunnel after @t in the set (@t NULL: the first), or NULL. */
+struct cs_tunnel *cs_tunnel_next(struct cs_server *srv, struct cs_tunnel *t);
+
+/*
+ * cs_tunnel_close() - close @t now, for @why (NUL-terminated, static; logged and given to every
+ * stream's endpoint): it leaves the registry at once (no request is routed to it any more), its
+ * streams end, and lws drops the connection. Idempotent.
+ */
+void cs_tunnel_close(struct cs_tunnel *t, const char *why);
+
 /* ---- the tunnel set (tunnel.c, tunnel_stream.c) -------------------------------------------- */
 
 extern const struct lws_protocols cs_tunnel_protocols[2]; /* with terminator */

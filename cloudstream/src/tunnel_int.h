@@ -10,6 +10,7 @@
 #define CLOUDSTREAM_TUNNEL_INT_H
 
 #include "cs.h"
+#include "denylist.h"
 
 /* One edge node's tunnel. Created at ESTABLISHED, freed at CLOSED. */
 struct cs_tunnel {
@@ -17,6 +18,7 @@ struct cs_tunnel {
 	struct lws *wsi; /* NULL once lws is closing it: no more writes or flow control */
 	struct st_session *sess;
 	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	char serial[CS_SERIAL_MAX_HEX + 2]; /* the client certificate's, hex (the deny list) */
 	uint64_t ordinal;
 	uint32_t caps;           /* agreed extensions; 0 = base protocol */
 	uint64_t next_stream_id; /* ids are never reused within a session */

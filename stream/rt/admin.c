@@ -12,6 +12,7 @@
 #include <stream/admin.h>
 #include <stream/http.h>
 #include <stream/session.h>
+#include <stream/status.h>
 
 #define ADMIN_HEAD_MAX  8192u
 #define ADMIN_WRITE_MAX 16384u
@@ -71,12 +72,7 @@ static void respond(struct admin_conn *c, int status, const char *type, const ch
 	int n = snprintf(head, cap - LWS_PRE,
 	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 	                 "Connection: close\r\n\r\n",
-	                 status,
-	                 status == 200   ? "OK"
-	                 : status == 404 ? "Not Found"
-	                 : status == 500 ? "Internal Server Error"
-	                                 : "Service Unavailable",
-	                 type, body_len);
+	                 status, st_http_reason_phrase(status), type, body_len);
 	if (n < 0 || LWS_PRE + (size_t)n + body_len > cap) {
 		free(c->answer);
 		c->answer = NULL;
@@ -119,7 +115,15 @@ static void handle(const struct st_admin_ops *ops, struct admin_conn *c,
 			        n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 		}
 	} else {
-		respond(c, 404, plain, "try /metrics, /healthz or /readyz\n", 34);
+		char body[512];
+		size_t n = 0;
+		int st = ops->action ? ops->action(ops->user, req->method, req->method_len,
+		                                   req->path, req->path_len, body, sizeof body, &n)
+		                     : 0;
+		if (st > 0)
+			respond(c, st, plain, body, n);
+		else
+			respond(c, 404, plain, "try /metrics, /healthz or /readyz\n", 34);
 	}
 }
 

@@ -41,6 +41,13 @@ struct st_admin_ops {
 	void (*render_metrics)(struct st_text *t, void *user);
 	/* Ready for work? When not, *@why is a short reason ("draining", "not connected"). */
 	bool (*ready)(void *user, const char **why);
+	/* Optional (NULL: none): a daemon's own admin action for a request that is not /metrics,
+	 * /healthz or /readyz: @method and @path (views, @mlen/@plen bytes). Returns 0 when the
+	 * path is not one of its actions (404 follows), else the HTTP status to answer with and
+	 * the text body written into @out (@cap bytes), its length in *@out_len. The admin port
+	 * has no authentication of its own: it listens on loopback unless told otherwise. */
+	int (*action)(void *user, const char *method, size_t mlen, const char *path, size_t plen,
+	              char *out, size_t cap, size_t *out_len);
 	void *user;
 };
 

@@ -115,7 +115,8 @@ static void test_cs_denylist_parse__limits(void **state)
 	assert_int_equal(parse("serial 1000000000000000000000000000000000000000", &d, &err), 0);
 	cs_denylist_free(d);
 	/* over the file size */
-	assert_int_equal(cs_denylist_parse("", CS_DENYLIST_MAX_FILE_BYTES + 1, &d, &err), -EMSGSIZE);
+	assert_int_equal(cs_denylist_parse("", CS_DENYLIST_MAX_FILE_BYTES + 1, &d, &err),
+	                 -EMSGSIZE);
 	/* over the entry count */
 	size_t n = CS_DENYLIST_MAX_ENTRIES + 1;
 	char *big = malloc(n * 9 + 1);

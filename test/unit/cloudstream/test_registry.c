@@ -54,7 +54,7 @@ static void test_cs_registry_put__get_replace_remove(void **state)
 	cs_registry_free(r);
 }
 
-static void test_cs_registry_put__ip_moves(void **state)
+static void test_cs_registry_put__verified_ip_shared(void **state)
 {
 	(void)state;
 	struct cs_registry *r;
@@ -63,17 +63,104 @@ static void test_cs_registry_put__ip_moves(void **state)
 	void *old;
 	const char *ip[] = {"10.0.0.9"};
 	assert_int_equal(put(r, "edge-a", ip, 1, &a, &old), 0);
-	assert_int_equal(put(r, "edge-b", ip, 1, &b, &old), 0); /* newest verified wins */
-	const char *node;
-	assert_ptr_equal(by_ip(r, "10.0.0.9", &node), &b);
-	assert_string_equal(node, "edge-b");
+	assert_int_equal(put(r, "edge-b", ip, 1, &b, &old), 0); /* both verified: shared */
+	const char *node = NULL;
+	assert_null(by_ip(r, "10.0.0.9", &node)); /* no one node is meant */
+	const char *names[4];
+	assert_int_equal(cs_registry_ip_owners(r, "10.0.0.9", 8, names, 4), 2);
+	assert_string_equal(names[0], "edge-a");
+	assert_string_equal(names[1], "edge-b");
+	assert_int_equal(cs_registry_ip_owners(r, "10.0.0.9", 8, names, 1), 2);
+	assert_int_equal(cs_registry_ip_owners(r, "10.0.0.8", 8, names, 4), 0);
 	/* edge-a leaving does not take edge-b's IP with it. */
 	assert_true(cs_registry_remove_if(r, "edge-a", 6, &a));
-	assert_ptr_equal(by_ip(r, "10.0.0.9", NULL), &b);
+	assert_ptr_equal(by_ip(r, "10.0.0.9", &node), &b);
+	assert_string_equal(node, "edge-b");
 	const char *dup[] = {"10.0.0.7", "10.0.0.7"};
 	assert_int_equal(put(r, "edge-c", dup, 2, &a, &old), 0);
 	assert_true(cs_registry_remove_if(r, "edge-c", 6, &a));
 	assert_null(by_ip(r, "10.0.0.7", NULL));
+	cs_registry_free(r);
+}
+
+static void test_cs_ip_decide__table(void **state)
+{
+	(void)state;
+	assert_int_equal(cs_ip_decide(CS_IP_CLAIM_NONE, CS_IP_CLAIM_HEADER), CS_IP_TAKE);
+	assert_int_equal(cs_ip_decide(CS_IP_CLAIM_NONE, CS_IP_CLAIM_VERIFIED), CS_IP_TAKE);
+	assert_int_equal(cs_ip_decide(CS_IP_CLAIM_HEADER, CS_IP_CLAIM_HEADER), CS_IP_TAKE);
+	assert_int_equal(cs_ip_decide(CS_IP_CLAIM_HEADER, CS_IP_CLAIM_VERIFIED), CS_IP_TAKE);
+	assert_int_equal(cs_ip_decide(CS_IP_CLAIM_VERIFIED, CS_IP_CLAIM_HEADER), CS_IP_REFUSE);
+	assert_int_equal(cs_ip_decide(CS_IP_CLAIM_VERIFIED, CS_IP_CLAIM_VERIFIED), CS_IP_SHARE);
+}
+
+static void test_cs_registry_put_claims__header_never_displaces_verified(void **state)
+{
+	(void)state;
+	struct cs_registry *r;
+	assert_int_equal(cs_registry_new(&r, 10, 1), 0);
+	int a, b, c;
+	void *old;
+	const char *ip[] = {"10.0.0.3"};
+	const uint8_t verified[] = {CS_IP_CLAIM_VERIFIED}, header[] = {CS_IP_CLAIM_HEADER};
+	assert_int_equal(cs_registry_put_claims(r, "edge-3", 6, ip, verified, 1, &a, &old), 0);
+	const char *holder = NULL;
+	assert_int_equal(
+	        cs_registry_ip_check(r, "edge-1", 6, "10.0.0.3", CS_IP_CLAIM_HEADER, &holder),
+	        CS_IP_REFUSE);
+	assert_string_equal(holder, "edge-3");
+	/* the node itself may claim its own IP again */
+	assert_int_equal(
+	        cs_registry_ip_check(r, "edge-3", 6, "10.0.0.3", CS_IP_CLAIM_HEADER, &holder),
+	        CS_IP_TAKE);
+	/* a put with the header claim anyway: skipped, edge-3 keeps it */
+	assert_int_equal(cs_registry_put_claims(r, "edge-1", 6, ip, header, 1, &b, &old), 0);
+	const char *node;
+	assert_ptr_equal(by_ip(r, "10.0.0.3", &node), &a);
+	assert_string_equal(node, "edge-3");
+	/* header over header: the newest wins; a verified claim displaces both */
+	const char *ip2[] = {"10.0.0.4"};
+	assert_int_equal(cs_registry_put_claims(r, "edge-1", 6, ip2, header, 1, &b, &old), 0);
+	assert_int_equal(cs_registry_put_claims(r, "edge-2", 6, ip2, header, 1, &c, &old), 0);
+	assert_ptr_equal(by_ip(r, "10.0.0.4", NULL), &c);
+	enum cs_ip_verdict v;
+	assert_int_equal(
+	        cs_registry_add_ip(r, "edge-1", 6, &b, "10.0.0.4", CS_IP_CLAIM_VERIFIED, &v), 0);
+	assert_int_equal(v, CS_IP_TAKE);
+	assert_ptr_equal(by_ip(r, "10.0.0.4", NULL), &b);
+	const char *names[4];
+	assert_int_equal(cs_registry_ip_owners(r, "10.0.0.4", 8, names, 4), 1);
+	/* edge-2 lost it: leaving does not touch edge-1's */
+	assert_true(cs_registry_remove_if(r, "edge-2", 6, &c));
+	assert_ptr_equal(by_ip(r, "10.0.0.4", NULL), &b);
+	/* add_ip: a verified claim on edge-3's verified IP shares it */
+	assert_int_equal(
+	        cs_registry_add_ip(r, "edge-1", 6, &b, "10.0.0.3", CS_IP_CLAIM_VERIFIED, &v), 0);
+	assert_int_equal(v, CS_IP_SHARE);
+	assert_null(by_ip(r, "10.0.0.3", NULL));
+	/* a header claim by add_ip is refused and changes nothing */
+	assert_int_equal(cs_registry_add_ip(r, "edge-2", 6, &c, "10.0.0.3", CS_IP_CLAIM_HEADER, &v),
+	                 -ENOENT); /* edge-2 is gone */
+	assert_int_equal(put(r, "edge-2", NULL, 0, &c, &old), 0);
+	assert_int_equal(cs_registry_add_ip(r, "edge-2", 6, &c, "10.0.0.3", CS_IP_CLAIM_HEADER, &v),
+	                 0);
+	assert_int_equal(v, CS_IP_REFUSE);
+	assert_int_equal(cs_registry_ip_owners(r, "10.0.0.3", 8, names, 4), 2);
+	/* the wrong value (a replaced session) is not the node's */
+	assert_int_equal(
+	        cs_registry_add_ip(r, "edge-1", 6, &c, "10.0.0.5", CS_IP_CLAIM_VERIFIED, &v),
+	        -ENOENT);
+	/* a new IP by add_ip, then the node leaves: the key goes */
+	assert_int_equal(
+	        cs_registry_add_ip(r, "edge-2", 6, &c, "10.0.0.6", CS_IP_CLAIM_VERIFIED, &v), 0);
+	assert_ptr_equal(by_ip(r, "10.0.0.6", NULL), &c);
+	assert_true(cs_registry_remove_if(r, "edge-2", 6, &c));
+	assert_null(by_ip(r, "10.0.0.6", NULL));
+	assert_true(cs_registry_remove_if(r, "edge-1", 6, &b));
+	assert_ptr_equal(by_ip(r, "10.0.0.3", NULL), &a);
+	/* bad claims */
+	const uint8_t none[] = {CS_IP_CLAIM_NONE};
+	assert_int_equal(cs_registry_put_claims(r, "edge-9", 6, ip, none, 1, &b, &old), -EINVAL);
 	cs_registry_free(r);
 }
 
@@ -163,7 +250,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_cs_registry_put__get_replace_remove),
-	        cmocka_unit_test(test_cs_registry_put__ip_moves),
+	        cmocka_unit_test(test_cs_registry_put__verified_ip_shared),
+	        cmocka_unit_test(test_cs_ip_decide__table),
+	        cmocka_unit_test(test_cs_registry_put_claims__header_never_displaces_verified),
 	        cmocka_unit_test(test_cs_registry_put__limits),
 	        cmocka_unit_test(test_cs_registry_put__many_nodes),
 	        cmocka_unit_test(test_cs_registry_put__alloc_failure),

@@ -1,0 +1,526 @@
+/*
+ * cloudstream/src/identity.c — revocation (the deny list and the admin close) and the Node
+ * objects' addresses for --internal-ip-policy node-address (see identity.h).
+ *
+ * File reads and apiserver requests run on the worker pool; their jobs carry copies of what they
+ * need and come back to the loop, where the deny list is swapped and the registry changed. A
+ * tunnel is named across threads only by its node name and ordinal, never by pointer: a result
+ * for a tunnel that was replaced or closed meanwhile finds nothing and is dropped.
+ */
+#include "identity.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include <stream/err.h>
+#include <stream/log.h>
+#include <stream/workq.h>
+
+#include "cs.h"
+#include "denylist.h"
+
+#define NODE_BODY_MAX      (4u << 20) /* a Node object is a few KiB; images lists grow it */
+#define NODE_CACHE_ENTRIES 1024u      /* answers kept; the oldest goes first */
+#define TOKEN_MAX          16384u
+
+/* One Node object's addresses, as the apiserver last answered. */
+struct node_answer {
+	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	char ips[CS_REGISTRY_MAX_IPS][CS_IP_TEXT_MAX_BYTES + 1]; /* canonical (inet_ntop) */
+	size_t n_ips;
+	uint64_t expires_ms; /* 0: a lookup is on its way, no answer yet */
+};
+
+struct cs_identity {
+	struct cs_denylist *deny; /* NULL: nothing is denied */
+	bool reloading, reload_again;
+	struct node_answer *answers; /* NODE_CACHE_ENTRIES, used as a ring */
+	size_t next_answer;
+};
+
+static const char *const refusal_names[CS_REFUSE_COUNT] = {
+        "path",        "certificate", "hostname_override", "internal_ip",
+        "ip_conflict", "denied",      "draining",          "limit",
+};
+
+const char *cs_refusal_name(enum cs_refusal r)
+{
+	return (unsigned)r < CS_REFUSE_COUNT ? refusal_names[r] : "?";
+}
+
+/* ---- the deny list ------------------------------------------------------------------------ */
+
+/* Reads and parses @path (any thread). Returns 0 with *@out, or a negative errno with @err. */
+static int deny_load(const char *path, struct cs_denylist **out, char *err, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL) {
+		int e = errno;
+		snprintf(err, cap, "--deny-list %s: %s", path, strerror(e));
+		return -e;
+	}
+	struct stat stt;
+	if (fstat(fileno(f), &stt) < 0 || (size_t)stt.st_size > CS_DENYLIST_MAX_FILE_BYTES) {
+		fclose(f);
+		snprintf(err, cap, "--deny-list %s: unreadable or over %u bytes", path,
+		         CS_DENYLIST_MAX_FILE_BYTES);
+		return -EMSGSIZE;
+	}
+	size_t size = (size_t)stt.st_size;
+	char *text = malloc(size ? size : 1);
+	size_t n = text ? fread(text, 1, size, f) : 0;
+	fclose(f);
+	if (text == NULL) {
+		snprintf(err, cap, "--deny-list %s: out of memory", path);
+		return -ENOMEM;
+	}
+	struct cs_denylist_error pe;
+	int rc = cs_denylist_parse(text, n, out, &pe);
+	free(text);
+	if (rc < 0)
+		snprintf(err, cap, "--deny-list %s line %zu: %s", path, pe.line, pe.why);
+	return rc;
+}
+
+const char *cs_identity_denied(const struct cs_server *srv, const char *node, const char *serial)
+{
+	const struct cs_denylist *d = srv->ident ? srv->ident->deny : NULL;
+	if (serial && serial[0] && cs_denylist_has_serial(d, serial, strlen(serial)))
+		return "is revoked: its certificate serial is on the deny list";
+	if (cs_denylist_has_node(d, node, strlen(node)))
+		return "is revoked: the node is on the deny list";
+	return NULL;
+}
+
+/* Closes every tunnel the (new) deny list names. */
+static void deny_sweep(struct cs_server *srv)
+{
+	struct cs_tunnel *t = cs_tunnel_next(srv, NULL);
+	while (t) {
+		struct cs_tunnel *next = cs_tunnel_next(srv, t);
+		if (cs_identity_denied(srv, cs_tunnel_node(t), cs_tunnel_serial(t))) {
+			srv->m.tunnels_closed_denied++;
+			cs_tunnel_close(t, "revoked by the deny list (reloaded)");
+		}
+		t = next;
+	}
+}
+
+struct deny_job {
+	struct cs_server *srv;
+	char *path;
+	struct cs_denylist *list;
+	int rc;
+	char err[512];
+};
+
+static void deny_work(void *arg)
+{
+	struct deny_job *j = arg;
+	j->rc = deny_load(j->path, &j->list, j->err, sizeof j->err);
+}
+
+static void deny_done(void *arg, int status)
+{
+	struct deny_job *j = arg;
+	struct cs_server *srv = j->srv;
+	struct cs_identity *id = srv->ident;
+	if (status == 0 && id && j->rc == 0) {
+		cs_denylist_free(id->deny);
+		id->deny = j->list;
+		j->list = NULL;
+		st_info("deny list reloaded: %zu serials, %zu nodes", cs_denylist_serials(id->deny),
+		        cs_denylist_nodes(id->deny));
+		deny_sweep(srv);
+	} else if (status == 0 && j->rc < 0) {
+		st_err("deny list not reloaded, the old one stays: %s", j->err);
+	}
+	cs_denylist_free(j->list);
+	free(j->path);
+	free(j);
+	if (id) {
+		id->reloading = false;
+		if (id->reload_again && status == 0) {
+			id->reload_again = false;
+			cs_identity_reload(srv);
+		}
+	}
+}
+
+void cs_identity_reload(struct cs_server *srv)
+{
+	struct cs_identity *id = srv->ident;
+	if (id == NULL || srv->cfg.deny_list == NULL || srv->cfg.deny_list[0] == '\0')
+		return;
+	if (id->reloading) {
+		id->reload_again = true;
+		return;
+	}
+	struct deny_job *j = calloc(1, sizeof *j);
+	if (j)
+		j->path = strdup(srv->cfg.deny_list);
+	int rc = j && j->path ? 0 : -ENOMEM;
+	if (rc == 0) {
+		j->srv = srv;
+		rc = st_workq_submit(srv->wq, deny_work, deny_done, j);
+	}
+	if (rc < 0) {
+		st_err("deny list not reloaded: %s; send SIGHUP again",
+		       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
+		if (j)
+			free(j->path);
+		free(j);
+		return;
+	}
+	id->reloading = true;
+}
+
+int cs_identity_new(struct cs_server *srv)
+{
+	const struct cs_config *c = &srv->cfg;
+	if (c->internal_ip_policy == CS_IP_POLICY_NODE_ADDRESS &&
+	    (c->apiserver_url == NULL || c->apiserver_url[0] == '\0')) {
+		st_err("--internal-ip-policy node-address needs --apiserver-url (the Node "
+		       "objects)");
+		return -EINVAL;
+	}
+	struct cs_identity *id = calloc(1, sizeof *id);
+	if (id == NULL ||
+	    (c->internal_ip_policy == CS_IP_POLICY_NODE_ADDRESS &&
+	     (id->answers = calloc(NODE_CACHE_ENTRIES, sizeof *id->answers)) == NULL)) {
+		free(id);
+		st_err("out of memory at start");
+		return -ENOMEM;
+	}
+	if (c->deny_list && c->deny_list[0]) {
+		char err[512];
+		int rc = deny_load(c->deny_list, &id->deny, err, sizeof err);
+		if (rc < 0) {
+			st_err("%s", err);
+			free(id->answers);
+			free(id);
+			return rc;
+		}
+		st_info("deny list: %zu serials, %zu nodes", cs_denylist_serials(id->deny),
+		        cs_denylist_nodes(id->deny));
+	}
+	srv->ident = id;
+	return 0;
+}
+
+void cs_identity_free(struct cs_server *srv)
+{
+	struct cs_identity *id = srv->ident;
+	if (id == NULL)
+		return;
+	cs_denylist_free(id->deny);
+	free(id->answers);
+	free(id);
+	srv->ident = NULL;
+}
+
+/* ---- the admin action ----------------------------------------------------------------------- */
+
+int cs_identity_admin(struct cs_server *srv, const char *method, size_t mlen, const char *path,
+                      size_t plen, char *out, size_t cap, size_t *out_len)
+{
+	static const char pre[] = "/nodes/", post[] = "/close";
+	size_t pl = sizeof pre - 1, sl = sizeof post - 1;
+	int n, status;
+	if (plen <= pl + sl || memcmp(path, pre, pl) != 0 ||
+	    memcmp(path + plen - sl, post, sl) != 0)
+		return 0; /* not ours */
+	const char *name = path + pl;
+	size_t nl = plen - pl - sl;
+	if (mlen != 4 || memcmp(method, "POST", 4) != 0) {
+		status = 405;
+		n = snprintf(out, cap, "POST closes the node's tunnel\n");
+	} else if (!cs_node_name_valid(name, nl)) {
+		status = 400;
+		n = snprintf(out, cap, "not a node name\n");
+	} else {
+		struct cs_tunnel *t = cs_registry_get(srv->reg, name, nl);
+		if (t == NULL) {
+			status = 404;
+			n = snprintf(out, cap, "node %.*s has no tunnel here\n", (int)nl, name);
+		} else {
+			srv->m.tunnels_closed_admin++;
+			cs_tunnel_close(t, "closed by the admin port (POST /nodes/<name>/close)");
+			status = 200;
+			n = snprintf(out, cap, "closed the tunnel of node %.*s\n", (int)nl, name);
+		}
+	}
+	*out_len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
+	return status;
+}
+
+/* ---- shared IPs ---------------------------------------------------------------------------- */
+
+void cs_identity_note_shared(struct cs_server *srv, const char *ip, const char *node)
+{
+	const char *names[CS_REGISTRY_MAX_IP_OWNERS];
+	size_t n =
+	        cs_registry_ip_owners(srv->reg, ip, strlen(ip), names, CS_REGISTRY_MAX_IP_OWNERS);
+	const char *other = "?";
+	for (size_t i = 0; i < n && i < CS_REGISTRY_MAX_IP_OWNERS; i++)
+		if (strcmp(names[i], node) != 0)
+			other = names[i];
+	srv->m.shared_ips++;
+	st_log(ST_LOG_WARN, node, 0,
+	       "IP %s is verified for both node %s and node %s (%zu nodes share it): requests "
+	       "addressed only by it are refused (409) until one leaves",
+	       ip, node, other, n);
+}
+
+/* ---- Node addresses (node-address policy) -------------------------------------------------- */
+
+static struct node_answer *answer_find(struct cs_identity *id, const char *node)
+{
+	for (size_t i = 0; id->answers && i < NODE_CACHE_ENTRIES; i++)
+		if (id->answers[i].node[0] && strcmp(id->answers[i].node, node) == 0)
+			return &id->answers[i];
+	return NULL;
+}
+
+/* The canonical text of IP @in, or "" when it is not an IP. */
+static void ip_canon(const char *in, char *out, size_t cap)
+{
+	unsigned char a[16];
+	out[0] = '\0';
+	if (inet_pton(AF_INET, in, a) == 1)
+		inet_ntop(AF_INET, a, out, (socklen_t)cap);
+	else if (inet_pton(AF_INET6, in, a) == 1)
+		inet_ntop(AF_INET6, a, out, (socklen_t)cap);
+}
+
+int cs_identity_node_has_ip(struct cs_server *srv, const char *node, const char *ip)
+{
+	struct node_answer *a = srv->ident ? answer_find(srv->ident, node) : NULL;
+	if (a == NULL || a->expires_ms == 0 || a->expires_ms <= cs_now_ms())
+		return -ENOENT;
+	char c[CS_IP_TEXT_MAX_BYTES + 1];
+	ip_canon(ip, c, sizeof c);
+	for (size_t i = 0; i < a->n_ips; i++)
+		if (c[0] && strcmp(a->ips[i], c) == 0)
+			return 1;
+	return 0;
+}
+
+struct node_job {
+	struct cs_server *srv;
+	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	char ip[CS_IP_TEXT_MAX_BYTES + 1];
+	uint64_t ordinal; /* the tunnel to give the IP to; 0: only fill the cache */
+	/* results (worker → loop) */
+	long http_status;
+	char ips[CS_REGISTRY_MAX_IPS][CS_IP_TEXT_MAX_BYTES + 1];
+	size_t n_ips;
+	char error[CURL_ERROR_SIZE + 64];
+	char *body;
+	size_t body_len;
+};
+
+static size_t node_body(char *p, size_t size, size_t n, void *user)
+{
+	struct node_job *j = user;
+	size_t len = size * n;
+	if (j->body_len + len > NODE_BODY_MAX)
+		return 0;
+	char *b = realloc(j->body, j->body_len + len + 1);
+	if (b == NULL)
+		return 0;
+	j->body = b;
+	memcpy(b + j->body_len, p, len);
+	j->body_len += len;
+	b[j->body_len] = '\0';
+	return len;
+}
+
+/* status.addresses[].address of a Node object: the IPs (hostnames are skipped). */
+static void node_addresses(struct node_job *j)
+{
+	struct json_tokener *tok = json_tokener_new_ex(32);
+	struct json_object *obj =
+	        tok ? json_tokener_parse_ex(tok, j->body, (int)j->body_len) : NULL;
+	json_tokener_free(tok);
+	struct json_object *status, *addrs;
+	if (obj == NULL) {
+		snprintf(j->error, sizeof j->error, "the apiserver's answer is not JSON");
+	} else if (json_object_object_get_ex(obj, "status", &status) &&
+	           json_object_object_get_ex(status, "addresses", &addrs) &&
+	           json_object_is_type(addrs, json_type_array)) {
+		size_t n = json_object_array_length(addrs);
+		for (size_t i = 0; i < n && j->n_ips < CS_REGISTRY_MAX_IPS; i++) {
+			struct json_object *e = json_object_array_get_idx(addrs, i), *addr;
+			if (!json_object_object_get_ex(e, "address", &addr) ||
+			    !json_object_is_type(addr, json_type_string))
+				continue;
+			ip_canon(json_object_get_string(addr), j->ips[j->n_ips], sizeof j->ips[0]);
+			if (j->ips[j->n_ips][0])
+				j->n_ips++;
+		}
+	}
+	json_object_put(obj);
+}
+
+static void node_work(void *arg)
+{
+	struct node_job *j = arg;
+	const struct cs_config *c = &j->srv->cfg;
+	CURL *h = curl_easy_init();
+	if (h == NULL) {
+		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
+		return;
+	}
+	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
+	snprintf(url, sizeof url, "%s/api/v1/nodes/%s", c->apiserver_url, j->node);
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
+	char *auth = NULL;
+	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
+		char token[TOKEN_MAX] = "";
+		FILE *f = fopen(c->apiserver_token_file, "r");
+		size_t n = f ? fread(token, 1, sizeof token - 1, f) : 0;
+		if (f)
+			fclose(f);
+		while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+			n--;
+		token[n] = '\0';
+		if (n == 0) {
+			snprintf(j->error, sizeof j->error, "--apiserver-token-file %s: unreadable",
+			         c->apiserver_token_file);
+			goto out;
+		}
+		auth = malloc(TOKEN_MAX + 32);
+		if (auth == NULL)
+			goto out;
+		snprintf(auth, TOKEN_MAX + 32, "Authorization: Bearer %s", token);
+		hdrs = curl_slist_append(hdrs, auth);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->apiserver_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, node_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+	if (c->apiserver_ca && c->apiserver_ca[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->apiserver_ca);
+	if (c->apiserver_cert && c->apiserver_cert[0]) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->apiserver_cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
+	}
+	CURLcode rc = curl_easy_perform(h);
+	if (rc != CURLE_OK) {
+		snprintf(j->error, sizeof j->error, "%s",
+		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
+	if (j->http_status == 200 && j->body)
+		node_addresses(j);
+out:
+	free(auth);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	free(j->body);
+	j->body = NULL;
+}
+
+/* The Node's answer is in: cache it, and give the tunnel its IP when the Node lists it. */
+static void node_done(void *arg, int status)
+{
+	struct node_job *j = arg;
+	struct cs_server *srv = j->srv;
+	struct cs_identity *id = srv->ident;
+	bool answered = status == 0 && j->error[0] == '\0' &&
+	                (j->http_status == 200 || j->http_status == 404);
+	struct node_answer *a = id ? answer_find(id, j->node) : NULL;
+	if (a && answered) {
+		memcpy(a->ips, j->ips, sizeof a->ips);
+		a->n_ips = j->n_ips;
+		a->expires_ms = cs_now_ms() + srv->cfg.pod_cache_ttl_ms;
+	} else if (a && a->expires_ms == 0) {
+		a->node[0] = '\0'; /* no answer: the next admission asks again */
+	}
+	if (status != 0 || j->ordinal == 0 || id == NULL)
+		goto out;
+	struct cs_tunnel *t = cs_registry_get(srv->reg, j->node, strlen(j->node));
+	if (t == NULL || cs_tunnel_ordinal(t) != j->ordinal)
+		goto out; /* gone or replaced: the new tunnel has its own lookup */
+	if (!answered) {
+		st_log(ST_LOG_WARN, j->node, 0,
+		       "SessionInternalIP %s not verified: the apiserver lookup of the Node failed "
+		       "(%s, HTTP %ld); not routed by it",
+		       j->ip, j->error[0] ? j->error : "unexpected status", j->http_status);
+		goto out;
+	}
+	char c[CS_IP_TEXT_MAX_BYTES + 1];
+	ip_canon(j->ip, c, sizeof c);
+	bool listed = false;
+	for (size_t i = 0; i < j->n_ips; i++)
+		listed |= c[0] && strcmp(j->ips[i], c) == 0;
+	if (!listed) {
+		srv->m.node_ip_unlisted++;
+		st_log(ST_LOG_WARN, j->node, 0,
+		       "SessionInternalIP %s is not in Node %s's status.addresses%s: not routed by "
+		       "it",
+		       j->ip, j->node, j->http_status == 404 ? " (no such Node)" : "");
+		goto out;
+	}
+	enum cs_ip_verdict v;
+	int rc = cs_registry_add_ip(srv->reg, j->node, strlen(j->node), t, j->ip,
+	                            CS_IP_CLAIM_VERIFIED, &v);
+	if (rc < 0) {
+		st_log(ST_LOG_WARN, j->node, 0, "SessionInternalIP %s not registered: %s", j->ip,
+		       st_strerror(rc));
+		goto out;
+	}
+	srv->m.node_ip_verified++;
+	st_log(ST_LOG_INFO, j->node, 0,
+	       "SessionInternalIP %s verified: Node %s lists it in status.addresses", j->ip,
+	       j->node);
+	if (v == CS_IP_SHARE)
+		cs_identity_note_shared(srv, j->ip, j->node);
+out:
+	free(j);
+}
+
+int cs_identity_verify_ip(struct cs_server *srv, const char *node, uint64_t ordinal, const char *ip)
+{
+	struct cs_identity *id = srv->ident;
+	if (id == NULL || id->answers == NULL || strlen(node) > CS_NODE_NAME_MAX_BYTES ||
+	    strlen(ip) > CS_IP_TEXT_MAX_BYTES)
+		return -EINVAL;
+	struct node_answer *a = answer_find(id, node);
+	if (a && a->expires_ms == 0 && ordinal == 0)
+		return 0; /* one lookup on its way fills the cache for the retry */
+	struct node_job *j = calloc(1, sizeof *j);
+	if (j == NULL)
+		return -ENOMEM;
+	j->srv = srv;
+	j->ordinal = ordinal;
+	snprintf(j->node, sizeof j->node, "%s", node);
+	snprintf(j->ip, sizeof j->ip, "%s", ip);
+	int rc = st_workq_submit(srv->wq, node_work, node_done, j);
+	if (rc < 0) {
+		free(j);
+		return rc;
+	}
+	if (a == NULL) {
+		a = &id->answers[id->next_answer];
+		id->next_answer = (id->next_answer + 1) % NODE_CACHE_ENTRIES;
+		memset(a, 0, sizeof *a);
+		snprintf(a->node, sizeof a->node, "%s", node);
+	}
+	a->expires_ms = a->expires_ms > cs_now_ms() ? a->expires_ms : 0;
+	return 0;
+}

@@ -1,0 +1,418 @@
+#!/usr/bin/python3
+"""Integration tests of edge identity in cloudstream (issue 16): revocation (the deny list
+reloaded on SIGHUP, the admin close), SessionHostNameOverride checks, and IP identity without
+trusting the edge (--internal-ip-policy node-address against Node objects served by an apiserver
+stand-in, a header never displacing a verified IP, a really shared IP refused with 409).
+
+    identity_test.py GROUP [TEST...]      GROUP: revocation | ip
+
+The edges are the KubeEdge-protocol test edge (peers/kubeedge_edge.py) with `system:node:<name>`
+certificates minted per run by stream-certs (without IP SANs unless a test asks for them).
+"""
+import http.server
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+from cloudstream_test import raw_upgrade, admin_get, named  # noqa: E402
+
+
+# Who may use the stream port (the apiserver's kubelet client certificate of the test PKI).
+ALLOWED = ["--stream-allowed-subjects", "kube-apiserver-kubelet-client"]
+
+
+def metric(cloud, name, labels=""):
+    want = name + ("{%s}" % labels if labels else "")
+    _, text = admin_get(cloud, "/metrics")
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[1])
+    raise h.Fail("metric %s not found" % want)
+
+
+def admin_post(cloud, path):
+    s = socket.create_connection(("127.0.0.1", cloud.ports["admin"]), timeout=5)
+    s.sendall(h.head("POST", path, [("Host", "x"), ("Content-Length", "0")]))
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    s.close()
+    return status, body.decode()
+
+
+def serial_of(cert):
+    out = subprocess.run(["openssl", "x509", "-noout", "-serial", "-in", cert],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip().split("=", 1)[1]
+
+
+def log_has(p, text, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(p.logpath, "rb") as f:
+            if text.encode() in f.read():
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_exit(p, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+    return p.poll() is not None
+
+
+def get(env, cloud, host, target="/healthz"):
+    st, _, body, s = h.Api(env, cloud.ports["stream"]).request("GET", target, [("Host", host)])
+    s.close()
+    return st, body.decode(errors="replace")
+
+
+# ---- the apiserver stand-in: Node objects ---------------------------------------------------
+
+def node_object(name, addresses):
+    """A Node as kube-apiserver serves it (GET /api/v1/nodes/NAME, core/v1 JSON), as a KubeEdge
+    1.18 edge node registers itself: InternalIP and Hostname addresses, the kubelet endpoint at
+    cloudstream's port."""
+    return {
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {"name": name, "uid": "6f1c1f0e-0000-4000-8000-%012d" % (hash(name) % 10**12),
+                     "resourceVersion": "4711", "creationTimestamp": "2026-11-24T09:00:00Z",
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                "node-role.kubernetes.io/edge": ""}},
+        "spec": {"taints": [{"key": "node-role.kubernetes.io/edge", "effect": "NoSchedule"}]},
+        "status": {
+            "addresses": ([{"type": "InternalIP", "address": a} for a in addresses] +
+                          [{"type": "Hostname", "address": name}]),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10350}},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "EdgeReady",
+                            "lastHeartbeatTime": "2026-11-24T09:30:00Z",
+                            "lastTransitionTime": "2026-11-24T09:00:00Z"}],
+            "nodeInfo": {"kubeletVersion": "v1.29.5-kubeedge-v1.18.0", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.2"},
+        },
+    }
+
+
+def not_found(kind, name):
+    """kube-apiserver's 404 Status for a missing object."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": '%s "%s" not found' % (kind, name), "reason": "NotFound",
+            "details": {"name": name, "kind": kind}, "code": 404}
+
+
+class NodeApiserver:
+    """GET /api/v1/nodes/NAME over HTTPS with a bearer token (401 Status without it)."""
+
+    def __init__(self, env, nodes):
+        token = "identity-token-1"
+        self.token_file = os.path.join(env.dir, "token")
+        with open(self.token_file, "w") as f:
+            f.write(token + "\n")
+        self.nodes = nodes  # name -> [addresses]; tests change it
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests.append(self.path)
+                parts = self.path.strip("/").split("/")
+                if self.headers.get("Authorization") != "Bearer " + token:
+                    code, obj = 401, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                      "status": "Failure", "message": "Unauthorized",
+                                      "reason": "Unauthorized", "code": 401}
+                elif len(parts) == 4 and parts[:3] == ["api", "v1", "nodes"]:
+                    name = parts[3]
+                    if name in outer.nodes:
+                        code, obj = 200, node_object(name, outer.nodes[name])
+                    else:
+                        code, obj = 404, not_found("nodes", name)
+                else:
+                    code, obj = 404, not_found("unknown", self.path)
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(env.path("kubelet.crt"), env.path("kubelet.key"))
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = "https://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def flags(self, env):
+        return ["--apiserver-url", self.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
+                "--apiserver-token-file", self.token_file]
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# ---- revocation ------------------------------------------------------------------------------
+
+def group_revocation():
+    env = h.Env("id-revoke", nodes=("edge-1", "edge-2"))
+    failed = True
+    try:
+        deny = os.path.join(env.dir, "deny-list")
+        with open(deny, "w") as f:
+            f.write("# nothing revoked yet\n")
+        kubelet = h.start_kubelet(env)
+        cloud = h.start_cloudstream(env, ALLOWED + ["--deny-list", deny])
+        tport = cloud.ports["tunnel"]
+        node1 = env.path("node-edge-1")
+
+        def write_deny(text):
+            tmp = deny + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.rename(tmp, deny)
+
+        def deny_serial_closes_tunnel():
+            edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="e1-serial")
+            check(get(env, cloud, "edge-1:10350")[0] == 200, "edge-1 not reachable first")
+            serial = serial_of(node1 + ".crt")
+            # openssl's form with ':' separators and lower case: the same serial
+            pretty = ":".join(serial[i:i + 2] for i in range(0, len(serial), 2)).lower()
+            write_deny("# revoked: the lost laptop\nserial %s   # edge-1\n" % pretty)
+            t0 = time.monotonic()
+            cloud.send_signal(signal.SIGHUP)
+            check(wait_exit(edge, 3.0), "edge-1's tunnel still open 3 s after the reload")
+            took = time.monotonic() - t0
+            print("     deny list: tunnel closed %.3f s after SIGHUP" % took, flush=True)
+            check(took <= 1.0, "tunnel closed %.3f s after the reload (> 1 s)" % took)
+            check(log_has(cloud, "revoked by the deny list"), "no log line for the close")
+            st, body = raw_upgrade(env, tport, node1, [])
+            check(st == 403 and "deny list" in body and serial.lstrip("0") in body,
+                  "re-admission: %d %r" % (st, body))
+            check(log_has(cloud, "refused (403, denied)"), "refusal not logged with its reason")
+            check(metric(cloud, "cloudstream_tunnel_refusals_total", 'reason="denied"') >= 1,
+                  "refusal not counted")
+            check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="denied"') == 1,
+                  "close not counted")
+            st, _ = get(env, cloud, "edge-1:10350")
+            check(st == 503, "a request for the revoked node: %d" % st)
+
+        def deny_node_name():
+            edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-2", name="e2-name")
+            write_deny("node edge-2\n")
+            cloud.send_signal(signal.SIGHUP)
+            check(wait_exit(edge, 1.5), "edge-2's tunnel still open after the reload")
+            st, body = raw_upgrade(env, tport, env.path("node-edge-2"), [])
+            check(st == 403 and "deny list" in body, "edge-2 re-admission: %d %r" % (st, body))
+            # edge-1 is no longer listed: admitted again
+            st, _ = raw_upgrade(env, tport, node1, [])
+            check(st == 101, "edge-1 after its serial left the list: %d" % st)
+
+        def bad_file_keeps_old_list():
+            write_deny("node edge-2\nthis is not an entry\n")
+            cloud.send_signal(signal.SIGHUP)
+            check(log_has(cloud, "deny list not reloaded, the old one stays"),
+                  "a bad file was not reported")
+            check(log_has(cloud, "line 2"), "the bad line is not named")
+            st, _ = raw_upgrade(env, tport, env.path("node-edge-2"), [])
+            check(st == 403, "a bad file lifted the revocation: %d" % st)
+            write_deny("")
+            cloud.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 5
+            while raw_upgrade(env, tport, env.path("node-edge-2"), [])[0] != 101:
+                check(time.monotonic() < deadline, "edge-2 not admitted after the list emptied")
+                time.sleep(0.05)
+
+        def admin_close():
+            edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="e1-admin")
+            st, body = admin_get(cloud, "/nodes/edge-1/close")
+            check(st == 405, "GET of the close action: %d %r" % (st, body))
+            t0 = time.monotonic()
+            st, body = admin_post(cloud, "/nodes/edge-1/close")
+            check(st == 200 and "edge-1" in body, "close: %d %r" % (st, body))
+            check(wait_exit(edge, 2.0), "edge-1 still connected after the admin close")
+            print("     admin close: edge gone after %.3f s" % (time.monotonic() - t0), flush=True)
+            st, body = admin_post(cloud, "/nodes/edge-1/close")
+            check(st == 404 and "no tunnel" in body, "close of a node without tunnel: %d" % st)
+            st, _ = admin_post(cloud, "/nodes/Not_A_Name/close")
+            check(st == 400, "close of an invalid name: %d" % st)
+            check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="admin"') == 1,
+                  "admin close not counted")
+            check(log_has(cloud, "closed by the admin port"), "admin close not logged")
+
+        def hostname_override_checked():
+            st, body = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "a" * 300)])
+            check(st == 403 and "300 bytes" in body, "oversized: %d %r" % (st, body))
+            st, body = raw_upgrade(env, tport, node1,
+                                   [("SessionHostNameOverride", "edge-1,edge-2")])
+            check(st == 403 and "not one node name" in body, "folded: %d %r" % (st, body))
+            st, body = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "edge-1, edge-1")])
+            check(st == 403 and "sent twice" in body, "duplicated (folded): %d %r" % (st, body))
+            st, body = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "Edge_1")])
+            check(st == 403, "invalid: %d %r" % (st, body))
+            st, _ = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "edge-1")])
+            check(st == 101, "its own name: %d" % st)
+            check(metric(cloud, "cloudstream_tunnel_refusals_total",
+                         'reason="hostname_override"') == 4, "refusals not counted by reason")
+
+        rc = h.run(named("revocation", [
+            ("deny_serial_closes_tunnel_within_1s", deny_serial_closes_tunnel),
+            ("deny_node_name", deny_node_name),
+            ("bad_file_keeps_old_list", bad_file_keeps_old_list),
+            ("admin_close", admin_close),
+            ("hostname_override_checked", hostname_override_checked),
+        ]))
+        check(env.stop(cloud) == 0, "cloudstream exit status")
+        failed = rc != 0
+        return rc
+    finally:
+        h.close_env(env, failed)
+
+
+# ---- IP identity -----------------------------------------------------------------------------
+
+def group_ip():
+    env = h.Env("id-ip", nodes=("edge-1", "edge-2"))
+    failed = True
+    api = None
+    try:
+        kubelet = h.start_kubelet(env)
+        # edge-3 and edge-4/edge-5: certificates with IP SANs (verified by the certificate);
+        # edge-4 and edge-5 really share 10.77.0.5 (overlapping site subnets).
+        for node, ip in (("edge-3", "10.77.0.3"), ("edge-4", "10.77.0.5"), ("edge-5", "10.77.0.5")):
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("cert-" + node),
+                     "--node", node, "--ip", ip)
+        api = NodeApiserver(env, {"edge-1": ["10.77.0.11"], "edge-2": ["10.77.0.12"],
+                                  "edge-6": ["10.77.0.3"]})
+        cloud = h.start_cloudstream(env, ALLOWED + api.flags(env) + [
+            "--internal-ip-policy", "node-address", "--pod-cache-ttl", "2s"])
+        tport = cloud.ports["tunnel"]
+
+        def wait_status(host, want, timeout=5.0):
+            deadline = time.monotonic() + timeout
+            while True:
+                st, body = get(env, cloud, host)
+                if st == want or time.monotonic() > deadline:
+                    return st, body
+                time.sleep(0.05)
+
+        def kubeedge_cert_without_ip_sans():
+            # an unmodified KubeEdge edge: CN=system:node:edge-1, no IP SAN, its InternalIP in
+            # the SessionInternalIP header; the Node object lists it.
+            out = subprocess.run(["openssl", "x509", "-noout", "-text", "-in",
+                                  env.path("node-edge-1.crt")], capture_output=True, text=True)
+            check("system:node:edge-1" in out.stdout and "IP Address" not in out.stdout,
+                  "the test certificate is not KubeEdge-like")
+            h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="ke-1",
+                                  extra=["--internal-ip", "10.77.0.11"])
+            st, body = wait_status("10.77.0.11:10350", 200)
+            check(st == 200 and body.strip() == "ok", "by its IP: %d %r" % (st, body))
+            check("/api/v1/nodes/edge-1" in api.requests, "the Node was not asked for")
+            check(metric(cloud, "cloudstream_node_address_checks_total",
+                         'result="verified"') == 1, "verification not counted")
+            check(log_has(cloud, "SessionInternalIP 10.77.0.11 verified"), "not logged")
+
+        def unlisted_ip_not_routed():
+            h.start_kubeedge_edge(env, cloud, kubelet, node="edge-2", name="ke-2",
+                                  extra=["--internal-ip", "10.77.0.99"])
+            check(log_has(cloud, "SessionInternalIP 10.77.0.99 is not in Node edge-2"),
+                  "an unlisted IP was not reported")
+            st, body = get(env, cloud, "10.77.0.99:10350")
+            check(st == 503, "an unlisted IP was routed: %d %r" % (st, body))
+            st, _ = get(env, cloud, "edge-2:10350")
+            check(st == 200, "edge-2 by name: %d" % st)
+
+        def claim_of_verified_ip_refused():
+            h.start_kubeedge_edge(env, cloud, kubelet, node="edge-3", name="ke-3",
+                                  cert=env.path("cert-edge-3.crt"))
+            check(get(env, cloud, "10.77.0.3:10350")[0] == 200, "edge-3 by its cert IP")
+            # edge-2 (its Node does not list 10.77.0.3) claims edge-3's certificate IP
+            for attempt in range(2):
+                st, body = raw_upgrade(env, tport, env.path("node-edge-2"),
+                                       [("SessionInternalIP", "10.77.0.3")])
+                check(st == 403 and "edge-3" in body and "10.77.0.3" in body,
+                      "claim %d: %d %r" % (attempt, st, body))
+                time.sleep(0.3)  # the Node answer is cached by then
+            check("Node object does not list it" in body, "the retry's reason: %r" % body)
+            check(log_has(cloud, "refused (403, ip_conflict)"), "the refusal is not logged")
+            st, body = get(env, cloud, "10.77.0.3:10350")
+            check(st == 200, "edge-3 lost its IP: %d %r" % (st, body))
+
+        def shared_ip_409():
+            h.start_kubeedge_edge(env, cloud, kubelet, node="edge-4", name="ke-4",
+                                  cert=env.path("cert-edge-4.crt"))
+            h.start_kubeedge_edge(env, cloud, kubelet, node="edge-5", name="ke-5",
+                                  cert=env.path("cert-edge-5.crt"))
+            st, body = get(env, cloud, "10.77.0.5:10350")
+            check(st == 409 and "edge-4" in body and "edge-5" in body and "shared" in body,
+                  "shared IP: %d %r" % (st, body))
+            check(get(env, cloud, "edge-4:10350")[0] == 200, "edge-4 by name")
+            check(get(env, cloud, "edge-5:10350")[0] == 200, "edge-5 by name")
+            # the node proxy path names the node: not ambiguous
+            st, _, _, s = h.Api(env, cloud.ports["stream"]).request(
+                "GET", "/healthz", [("Host", "10.77.0.5:10350"),
+                                    ("X-Forwarded-Uri", "/api/v1/nodes/edge-5/proxy/healthz")])
+            s.close()
+            check(st == 200, "shared IP with X-Forwarded-Uri: %d" % st)
+            check(metric(cloud, "cloudstream_shared_ips_total") >= 1, "sharing not counted")
+            check(metric(cloud, "cloudstream_shared_ip_refusals_total") >= 1, "409 not counted")
+            check(log_has(cloud, "IP 10.77.0.5 is verified for both node"), "sharing not logged")
+
+        def node_verified_ip_shares():
+            # edge-6's Node lists 10.77.0.3 (edge-3's certificate IP): verified on both sides,
+            # so after the lookup it is shared, never taken.
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("cert-edge-6"),
+                     "--node", "edge-6")
+            st, body = raw_upgrade(env, tport, env.path("cert-edge-6"),
+                                   [("SessionInternalIP", "10.77.0.3")])
+            check(st == 403 and "asking the apiserver" in body, "first: %d %r" % (st, body))
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    h.start_kubeedge_edge(env, cloud, kubelet, node="edge-6", name="ke-6",
+                                          cert=env.path("cert-edge-6.crt"),
+                                          extra=["--internal-ip", "10.77.0.3"], )
+                    break
+                except h.Fail:
+                    check(time.monotonic() < deadline, "edge-6 never admitted")
+            st, body = get(env, cloud, "10.77.0.3:10350")
+            check(st == 409 and "edge-3" in body and "edge-6" in body, "%d %r" % (st, body))
+
+        rc = h.run(named("ip", [
+            ("kubeedge_cert_without_ip_sans_node_address", kubeedge_cert_without_ip_sans),
+            ("unlisted_ip_not_routed", unlisted_ip_not_routed),
+            ("claim_of_verified_ip_refused_403", claim_of_verified_ip_refused),
+            ("shared_ip_409_names_both", shared_ip_409),
+            ("node_verified_ip_shares", node_verified_ip_shares),
+        ]))
+        check(env.stop(cloud) == 0, "cloudstream exit status")
+        failed = rc != 0
+        return rc
+    finally:
+        if api:
+            api.stop()
+        h.close_env(env, failed)
+
+
+def main():
+    group = sys.argv[1] if len(sys.argv) > 1 else "revocation"
+    sys.argv = sys.argv[1:]
+    return {"revocation": group_revocation, "ip": group_ip}[group]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
