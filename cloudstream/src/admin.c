@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <stream/admin.h>
+#include <stream/certreload.h>
 #include <stream/log.h>
 
 static const char *const kind_names[6] = {"other", "exec", "attach", "portforward", "logs", "run"};
@@ -126,6 +127,17 @@ static void render_metrics(struct st_text *t, void *user)
 	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
 	            (unsigned long long)m->fronts_refused_tls);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
+	st_text_metric(t, "cloudstream_certificate_expiry_seconds", "gauge",
+	               "notAfter of the certificate each listener serves now (unix time; follows "
+	               "SIGHUP reloads). A WARN is logged when one has less than a third of its "
+	               "lifetime or 30 days left.");
+	static const char *const certs[2] = {"tunnel", "stream"};
+	for (size_t i = 0; i < 2; i++) {
+		int64_t nb, na;
+		if (st_certreload_validity(srv->certs, i, &nb, &na) == 0)
+			st_text_put(t, "cloudstream_certificate_expiry_seconds{cert=\"%s\"} %lld\n",
+			            certs[i], (long long)na);
+	}
 }
 
 static bool ready(void *user, const char **why)

@@ -77,6 +77,11 @@ struct es_cri_plan;
 /* kubelet.c: close every idle kubelet connection (the instance is going). */
 void es_kubelet_pool_free(struct edgestream *es);
 
+/* es_kubelet_setup() - the kubelet backend from --kubelet-url (set): https with our client
+ * certificate, or plain http to a loopback IP (KubeEdge edged's read-only port; kubelet_url.h).
+ * Start-up only. Returns 0, or a negative errno with the reason in @err. */
+int es_kubelet_setup(struct edgestream *es, char *err, size_t errlen);
+
 /* cri_stream.c: the plan for a CRI request (cri_plan.h) into @plan, or the stream is failed
  * with the kubelet's answer (counted as refused): 0, or -1 when @st is gone. */
 int es_cri_plan_for(struct es_stream *st, const struct st_connect_req *req,

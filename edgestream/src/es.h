@@ -105,5 +105,8 @@ void es_certs_check(struct edgestream *es, bool log_unchanged);
 int es_certs_start(struct edgestream *es);
 /* Stop checking; before the worker pool... after it is freed (its jobs are dropped). */
 void es_certs_stop(struct edgestream *es);
+/* The certificate's expiry for /metrics (edgestream_certificate_expiry_seconds). */
+struct st_text;
+void es_certs_render_metrics(struct edgestream *es, struct st_text *t);
 
 #endif /* EDGESTREAM_ES_H */

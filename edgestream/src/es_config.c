@@ -168,7 +168,9 @@ static const struct st_opt options[] = {
          .default_value = "https://127.0.0.1:10250",
          .value_name = "URL",
          .help = "The local kubelet (https://HOST:PORT) that serves kubelet API paths; empty: "
-                 "no kubelet backend (such requests are refused).",
+                 "no kubelet backend (such requests are refused). On a KubeEdge node, edged's "
+                 "read-only port: http://127.0.0.1:10350 (plain http is accepted only to a "
+                 "loopback IP; --kubelet-cert/-key/-ca are then unused).",
          .since = "0.1"},
         {.name = "kubelet-server-name",
          .type = ST_OPT_STRING,

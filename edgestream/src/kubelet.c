@@ -19,17 +19,54 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <certs/certs.h>
 #include <stream/ext.h>
 #include <stream/frame.h>
 #include <stream/log.h>
 
 #include "backend.h"
 #include "conn.h"
+#include "kubelet_url.h"
 #include "relay.h"
+#include "tls.h"
 
 static void describe(const struct es_stream *st, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "kubelet %.100s:%d", st->es->kubelet_host, st->es->kubelet_port);
+	snprintf(buf, cap, "kubelet %.100s:%d%s", st->es->kubelet_host, st->es->kubelet_port,
+	         st->es->kubelet_ctx ? "" : " (plain http)");
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+int es_kubelet_setup(struct edgestream *es, char *err, size_t errlen)
+{
+	const struct es_config *c = &es->cfg;
+	struct es_kubelet_url u;
+	const char *why;
+	if (es_kubelet_url_parse(c->kubelet_url, &u, &why) < 0) {
+		snprintf(err, errlen, "kubelet-url %.200s: %s", c->kubelet_url, why);
+		return -EINVAL;
+	}
+	snprintf(es->kubelet_host, sizeof es->kubelet_host, "%s", u.host);
+	es->kubelet_port = u.port;
+	snprintf(es->kubelet_name, sizeof es->kubelet_name, "%s",
+	         c->kubelet_server_name && c->kubelet_server_name[0] ? c->kubelet_server_name
+	                                                             : es->kubelet_host);
+	bool v6 = strchr(es->kubelet_host, ':') != NULL;
+	snprintf(es->kubelet_host_header, sizeof es->kubelet_host_header, "%s%s%s:%d",
+	         v6 ? "[" : "", es->kubelet_host, v6 ? "]" : "", es->kubelet_port);
+	if (u.plain) {
+		/* edged's read-only port: no TLS, so no context (es_conn dials plain TCP). */
+		es->kubelet_ctx = NULL;
+		return 0;
+	}
+	int rc;
+	if (c->kubelet_cert && c->kubelet_cert[0] &&
+	    (rc = certs_check_pair(c->kubelet_cert, c->kubelet_key, err, errlen)) < 0)
+		return rc;
+	es->kubelet_ctx =
+	        es_tls_client_ctx(c->kubelet_cert, c->kubelet_key, c->kubelet_ca, err, errlen);
+	return es->kubelet_ctx ? 0 : -EINVAL;
 }
 
 /* ---- the idle pool --------------------------------------------------------------------- */

@@ -175,6 +175,7 @@ static void render_metrics(struct st_text *t, void *user)
 	st_text_metric(t, "edgestream_cert_reloads_total", "counter",
 	               "Certificate files re-read after they changed.");
 	st_text_put(t, "edgestream_cert_reloads_total %llu\n", (unsigned long long)m->cert_reloads);
+	es_certs_render_metrics(es, t);
 	st_text_metric(t, "edgestream_tunnel_pauses_total", "counter",
 	               "Base protocol only: tunnel reading paused for a slow backend.");
 	st_text_put(t, "edgestream_tunnel_pauses_total %llu\n",
@@ -338,30 +339,8 @@ static int check_config(struct edgestream *es, char *err, size_t errlen)
 	for (size_t i = 0; i < c->local_ports.n; i++)
 		if ((rc = es_allow_add(&es->allow, c->local_ports.v[i], err, errlen)) < 0)
 			return -EINVAL;
-	if (c->kubelet_url && c->kubelet_url[0]) {
-		char path[256];
-		if (es_parse_url(c->kubelet_url, "https", 10250, es->kubelet_host,
-		                 sizeof es->kubelet_host, &es->kubelet_port, path,
-		                 sizeof path) < 0) {
-			snprintf(err, errlen, "kubelet-url %.200s: expected https://HOST[:PORT]",
-			         c->kubelet_url);
-			return -EINVAL;
-		}
-		snprintf(es->kubelet_name, sizeof es->kubelet_name, "%s",
-		         c->kubelet_server_name && c->kubelet_server_name[0]
-		                 ? c->kubelet_server_name
-		                 : es->kubelet_host);
-		bool v6 = strchr(es->kubelet_host, ':') != NULL;
-		snprintf(es->kubelet_host_header, sizeof es->kubelet_host_header, "%s%s%s:%d",
-		         v6 ? "[" : "", es->kubelet_host, v6 ? "]" : "", es->kubelet_port);
-		if ((c->kubelet_cert && c->kubelet_cert[0] &&
-		     (rc = certs_check_pair(c->kubelet_cert, c->kubelet_key, err, errlen)) < 0))
-			return rc;
-		es->kubelet_ctx = es_tls_client_ctx(c->kubelet_cert, c->kubelet_key, c->kubelet_ca,
-		                                    err, errlen);
-		if (es->kubelet_ctx == NULL)
-			return -EINVAL;
-	}
+	if (c->kubelet_url && c->kubelet_url[0] && (rc = es_kubelet_setup(es, err, errlen)) < 0)
+		return rc;
 	return 0;
 }
 

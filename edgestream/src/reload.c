@@ -11,6 +11,7 @@
 
 #include <errno.h>
 
+#include <stream/admin.h>
 #include <stream/certreload.h>
 #include <stream/log.h>
 
@@ -70,6 +71,18 @@ int es_certs_start(struct edgestream *es)
 	lws_sul_schedule(es->ctx, 0, &es->sul_certs, on_certs_timer,
 	                 (lws_usec_t)es->cfg.cert_check_interval_ms * LWS_US_PER_MS);
 	return 0;
+}
+
+void es_certs_render_metrics(struct edgestream *es, struct st_text *t)
+{
+	int64_t nb, na;
+	st_text_metric(t, "edgestream_certificate_expiry_seconds", "gauge",
+	               "notAfter of the tunnel client certificate in use (unix time; follows "
+	               "reloads). A WARN is logged when it has less than a third of its lifetime "
+	               "or 30 days left.");
+	if (es->certs && st_certreload_validity(es->certs, 0, &nb, &na) == 0)
+		st_text_put(t, "edgestream_certificate_expiry_seconds{cert=\"tunnel\"} %lld\n",
+		            (long long)na);
 }
 
 void es_certs_stop(struct edgestream *es)

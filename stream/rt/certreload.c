@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -39,9 +40,10 @@ struct stamp {
 
 struct context {
 	char name[32];
-	char *path[F_COUNT];          /* path[F_CA] may be NULL */
-	SSL_CTX *ctx;                 /* borrowed from lws */
-	struct stamp stamps[F_COUNT]; /* of the material in ctx: at new, then at each swap */
+	char *path[F_COUNT];           /* path[F_CA] may be NULL */
+	SSL_CTX *ctx;                  /* borrowed from lws */
+	struct stamp stamps[F_COUNT];  /* of the material in ctx: at new, then at each swap */
+	int64_t not_before, not_after; /* of the certificate in ctx (unix s); 0: not known */
 };
 
 struct st_certreload {
@@ -224,6 +226,53 @@ static void log_swap(const char *name, X509 *leaf)
 	st_info("reloaded %s certificate: %s (sha256 %s...)", name, subject, hex);
 }
 
+/* Unix seconds of an ASN1_TIME; 0 when unreadable. */
+static int64_t asn1_unix(const ASN1_TIME *t)
+{
+	struct tm tm;
+	if (t == NULL || ASN1_TIME_to_tm(t, &tm) != 1)
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+bool st_cert_expiry_warning(int64_t now, int64_t not_before, int64_t not_after)
+{
+	if (not_after <= 0)
+		return false;
+	int64_t left = not_after - now;
+	int64_t third = not_after > not_before ? (not_after - not_before) / 3 : 0;
+	int64_t limit = third < ST_CERT_WARN_DAYS * 86400 ? third : ST_CERT_WARN_DAYS * 86400;
+	return left < limit;
+}
+
+/* Context @c now holds @leaf: note its validity, warn when it expires soon. */
+static void note_validity(struct context *c, X509 *leaf)
+{
+	if (leaf == NULL)
+		return;
+	c->not_before = asn1_unix(X509_get0_notBefore(leaf));
+	c->not_after = asn1_unix(X509_get0_notAfter(leaf));
+	int64_t now = (int64_t)time(NULL);
+	if (st_cert_expiry_warning(now, c->not_before, c->not_after)) {
+		int64_t left = c->not_after - now;
+		st_warn("the %s certificate %s %lld s (%lld days): rotate it (warned below a third "
+		        "of its lifetime or %d days)",
+		        c->name, left > 0 ? "expires in" : "expired",
+		        (long long)(left > 0 ? left : -left),
+		        (long long)((left > 0 ? left : -left) / 86400), ST_CERT_WARN_DAYS);
+	}
+}
+
+int st_certreload_validity(const struct st_certreload *r, size_t i, int64_t *not_before,
+                           int64_t *not_after)
+{
+	if (r == NULL || i >= r->n)
+		return -EINVAL;
+	*not_before = r->c[i].not_before;
+	*not_after = r->c[i].not_after;
+	return r->c[i].not_after ? 0 : -ENOENT;
+}
+
 /* Loop thread: every context gets its new material. */
 static void swap(struct st_certreload *r, struct job *j)
 {
@@ -245,6 +294,7 @@ static void swap(struct st_certreload *r, struct job *j)
 		}
 		memcpy(r->c[i].stamps, m->stamps, sizeof m->stamps);
 		log_swap(r->c[i].name, m->leaf);
+		note_validity(&r->c[i], m->leaf);
 	}
 }
 
@@ -330,8 +380,11 @@ int st_certreload_new(struct st_certreload **out, struct st_workq *wq,
 
 void st_certreload_set_ctx(struct st_certreload *r, size_t i, SSL_CTX *ctx)
 {
-	if (r && i < r->n)
+	if (r && i < r->n) {
 		r->c[i].ctx = ctx;
+		if (ctx)
+			note_validity(&r->c[i], SSL_CTX_get0_certificate(ctx));
+	}
 }
 
 int st_certreload_start(struct st_certreload *r, unsigned flags)

@@ -408,10 +408,222 @@ def group_ip():
         h.close_env(env, failed)
 
 
+# ---- the edge: edged's read-only port, certificate rotation, expiry ----------------------------
+
+class PlainBackend:
+    """KubeEdge edged's read-only port as it answers: plain HTTP on loopback, /metrics, /stats."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                if self.path == "/metrics":
+                    body = b"# TYPE kubelet_running_pods gauge\nkubelet_running_pods 3\n"
+                    ctype = "text/plain; version=0.0.4"
+                elif self.path.startswith("/stats"):
+                    body = json.dumps({"node": {"nodeName": "edge-1",
+                                                "cpu": {"usageNanoCores": 1234}}}).encode()
+                    ctype = "application/json"
+                else:
+                    body, ctype = b"404 page not found\n", "text/plain"
+                self.send_response(200 if ctype != "text/plain" else 404)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def mint_short_lived(env, out, node, seconds_before, seconds_after):
+    """A node client certificate (system:node:NODE, O=system:nodes) from the tunnel CA valid from
+    now - @seconds_before to now + @seconds_after: stream-certs counts in days."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    with open(env.path("tunnel-ca.crt"), "rb") as f:
+        ca = x509.load_pem_x509_certificate(f.read())
+    with open(env.path("tunnel-ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+                                     x509.NameAttribute(NameOID.COMMON_NAME, "system:node:" + node)]))
+            .issuer_name(ca.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(seconds=seconds_before))
+            .not_valid_after(now + datetime.timedelta(seconds=seconds_after))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False,
+                                         False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    with open(out + ".crt", "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(out + ".key", "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return int(cert.not_valid_after_utc.timestamp())
+
+
+def not_after(path):
+    out = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", path], check=True,
+                         capture_output=True, text=True).stdout.strip().split("=", 1)[1]
+    import email.utils
+    import datetime
+    t = datetime.datetime.strptime(out, "%b %d %H:%M:%S %Y GMT")
+    return int(t.replace(tzinfo=datetime.timezone.utc).timestamp())
+
+
+def edge_metric(edge, name, labels=""):
+    want = name + ("{%s}" % labels if labels else "")
+    s = socket.create_connection(("127.0.0.1", edge.ports["admin"]), timeout=5)
+    s.sendall(h.head("GET", "/metrics", [("Host", "x")]))
+    status, hdrs, rest = h.read_head(s)
+    text = h.read_body(s, hdrs, rest).decode()
+    s.close()
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[1])
+    raise h.Fail("edge metric %s not found" % want)
+
+
+def group_edge():
+    env = h.Env("id-edge", nodes=("edge-1", "edge-2"))
+    failed = True
+    backend = None
+    try:
+        deny = os.path.join(env.dir, "deny-list")
+        open(deny, "w").close()
+        cloud = h.start_cloudstream(env, ALLOWED + ["--deny-list", deny])
+        kubelet = h.start_kubelet(env)
+        backend = PlainBackend()
+
+        def wait_get(host, target="/healthz", want=200, timeout=5.0):
+            deadline = time.monotonic() + timeout
+            while True:
+                st, body = get(env, cloud, host, target)
+                if st == want or time.monotonic() > deadline:
+                    return st, body
+                time.sleep(0.05)
+
+        def edged_read_only_port():
+            url = "http://127.0.0.1:%d" % backend.port
+            edge = h.start_edgestream(env, cloud, None, node="edge-2", name="es-edged",
+                                      extra=["--kubelet-url", url])
+            st, body = get(env, cloud, "edge-2:10350", "/metrics")
+            check(st == 200 and "kubelet_running_pods 3" in body, "metrics: %d %r" % (st, body))
+            st, body = get(env, cloud, "edge-2:10350", "/stats/summary")
+            check(st == 200 and json.loads(body)["node"]["nodeName"] == "edge-1",
+                  "stats: %d %r" % (st, body))
+            env.stop(edge)
+
+        def plain_http_only_to_loopback():
+            for url in ("http://10.0.0.5:10350", "http://localhost:10350"):
+                try:
+                    h.start_edgestream(env, cloud, None, node="edge-2", name="es-bad",
+                                       extra=["--kubelet-url", url], timeout=5)
+                except h.Fail as e:
+                    check("loopback" in str(e), "%s: %s" % (url, e))
+                else:
+                    raise h.Fail("%s was accepted" % url)
+
+        def rotation_piecemeal_keeps_old_pair():
+            # The edge's certificate files, rotated the way a careless script does: the new
+            # certificate first, its key a while later. Until both match, the live context must
+            # keep the old pair (a redial must still work); then the new pair is used.
+            d = os.path.join(env.dir, "rot")
+            os.makedirs(d)
+            cert, key = os.path.join(d, "edge.crt"), os.path.join(d, "edge.key")
+            subprocess.run(["cp", env.path("node-edge-1.crt"), cert], check=True)
+            subprocess.run(["cp", env.path("node-edge-1.key"), key], check=True)
+            old_serial = serial_of(cert)
+            # (the TLS kubelet stand-in, so the test runs against edgestreams of any age)
+            edge = h.start_edgestream(env, cloud, kubelet, node="edge-1", name="es-rot", cert=cert,
+                                      extra=["--cert-check-interval", "100ms",
+                                             "--backoff-initial", "50ms", "--backoff-max", "200ms"])
+            check(get(env, cloud, "edge-1:10350")[0] == 200, "before rotation")
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out", os.path.join(d, "new"),
+                     "--node", "edge-1")
+            new_serial = serial_of(os.path.join(d, "new.crt"))
+            with open(os.path.join(d, "new.crt"), "rb") as f, open(cert, "wb") as o:
+                o.write(f.read())  # the certificate alone: the key on disk is the old one
+            check(log_has(edge, "do not load yet"), "the mismatched pair was not noticed")
+            time.sleep(0.5)  # several checks
+            check(not log_has(edge, "reloaded the tunnel certificate", 0.1),
+                  "a mismatched pair was swapped in")
+            # a new handshake now: it must still work, with the old pair
+            st, _ = admin_post(cloud, "/nodes/edge-1/close")
+            check(st == 200, "admin close: %d" % st)
+            st, body = wait_get("edge-1:10350")
+            check(st == 200, "redial with the certificate but not yet the key on disk: %d %r"
+                  % (st, body))
+            # the key arrives: now the new pair is swapped in
+            with open(os.path.join(d, "new.key"), "rb") as f, open(key + ".tmp", "wb") as o:
+                o.write(f.read())
+            os.rename(key + ".tmp", key)
+            check(log_has(edge, "reloaded the tunnel certificate"), "the new pair not loaded")
+            # revoke the old serial: the tunnel on the old pair closes, the redial uses the new
+            with open(deny, "w") as f:
+                f.write("serial %s\n" % old_serial)
+            cloud.send_signal(signal.SIGHUP)
+            check(log_has(cloud, "revoked by the deny list"), "the old-pair tunnel not closed")
+            st, body = wait_get("edge-1:10350")
+            check(st == 200, "redial with the new pair: %d %r" % (st, body))
+            check(new_serial != old_serial, "the same serial twice")
+            open(deny, "w").close()
+            cloud.send_signal(signal.SIGHUP)
+            env.stop(edge)
+
+        def certificate_expiry_metrics():
+            want = not_after(env.path("cloudstream-tunnel.crt"))
+            got = metric(cloud, "cloudstream_certificate_expiry_seconds", 'cert="tunnel"')
+            check(int(got) == want, "cloud tunnel: %d, want %d" % (got, want))
+            check(metric(cloud, "cloudstream_certificate_expiry_seconds", 'cert="stream"') > 0,
+                  "cloud stream certificate")
+            # an edge certificate 5 minutes old with 60 s left: under a third of its lifetime
+            short = os.path.join(env.dir, "short")
+            na = mint_short_lived(env, short, "edge-2", 300, 60)
+            edge = h.start_edgestream(env, cloud, None, node="edge-2", name="es-short",
+                                      cert=short + ".crt",
+                                      extra=["--kubelet-url", "http://127.0.0.1:%d" % backend.port])
+            got = edge_metric(edge, "edgestream_certificate_expiry_seconds", 'cert="tunnel"')
+            check(int(got) == na, "edge: %d, want %d" % (got, na))
+            check(log_has(edge, "the tunnel certificate expires in"), "no expiry warning")
+            env.stop(edge)
+
+        rc = h.run(named("edge", [
+            ("edged_read_only_port_plain_http", edged_read_only_port),
+            ("plain_http_only_to_loopback", plain_http_only_to_loopback),
+            ("rotation_piecemeal_keeps_old_pair", rotation_piecemeal_keeps_old_pair),
+            ("certificate_expiry_metrics", certificate_expiry_metrics),
+        ]))
+        check(env.stop(cloud) == 0, "cloudstream exit status")
+        failed = rc != 0
+        return rc
+    finally:
+        if backend:
+            backend.close()
+        h.close_env(env, failed)
+
+
 def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "revocation"
     sys.argv = sys.argv[1:]
-    return {"revocation": group_revocation, "ip": group_ip}[group]()
+    return {"revocation": group_revocation, "ip": group_ip, "edge": group_edge}[group]()
 
 
 if __name__ == "__main__":

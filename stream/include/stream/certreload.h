@@ -27,7 +27,9 @@
 #ifndef STREAM_CERTRELOAD_H
 #define STREAM_CERTRELOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openssl/ssl.h>
 
@@ -82,6 +84,25 @@ void st_certreload_set_ctx(struct st_certreload *r, size_t i, SSL_CTX *ctx);
  * full and -ENOMEM (no attempt; the callback does not run for this call).
  */
 int st_certreload_start(struct st_certreload *r, unsigned flags);
+
+/*
+ * Expiry. The helper knows the validity of the certificate each context holds (from
+ * st_certreload_set_ctx, then from each swap) and logs a WARN when one is set or swapped in
+ * while it expires soon (st_cert_expiry_warning). Daemons export the notAfter as
+ * <daemon>_certificate_expiry_seconds{cert="<name>"}.
+ */
+#define ST_CERT_WARN_DAYS 30
+
+/* st_certreload_validity() - context @i's certificate: notBefore and notAfter in unix seconds.
+ * Returns 0; -ENOENT when not known yet (both 0); -EINVAL for a bad index. */
+int st_certreload_validity(const struct st_certreload *r, size_t i, int64_t *not_before,
+                           int64_t *not_after);
+
+/* st_cert_expiry_warning() - should a certificate valid [@not_before, @not_after] (unix s) be
+ * warned about at @now: less than a third of its lifetime left, or less than ST_CERT_WARN_DAYS,
+ * whichever comes later (a 365-day certificate at 30 days, a 2-minute one at 40 s: rotation
+ * at two thirds of the lifetime should have happened by then). Pure. */
+bool st_cert_expiry_warning(int64_t now, int64_t not_before, int64_t not_after);
 
 /* st_certreload_free() - free the helper. A reload still on a worker finishes without a
  * swap or a callback, and its memory goes with its completion. NULL is a no-op. */

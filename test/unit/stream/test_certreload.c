@@ -408,6 +408,22 @@ static void test_st_certreload_new__bad_arguments(void **state)
 	st_certreload_free(r);
 }
 
+static void test_st_cert_expiry_warning__thresholds(void **state)
+{
+	(void)state;
+	const int64_t day = 86400, t0 = 1800000000;
+	/* 365 days: warned below 30 days left, not before */
+	assert_false(st_cert_expiry_warning(t0 + 334 * day, t0, t0 + 365 * day));
+	assert_true(st_cert_expiry_warning(t0 + 336 * day, t0, t0 + 365 * day));
+	/* 2 minutes: warned below 40 s left (a third) */
+	assert_false(st_cert_expiry_warning(t0 + 79, t0, t0 + 120));
+	assert_true(st_cert_expiry_warning(t0 + 81, t0, t0 + 120));
+	/* expired */
+	assert_true(st_cert_expiry_warning(t0 + 200, t0, t0 + 120));
+	/* unknown */
+	assert_false(st_cert_expiry_warning(t0, 0, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -425,6 +441,7 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_st_certreload_free__during_a_reload, setup,
 	                                        teardown),
+	        cmocka_unit_test(test_st_cert_expiry_warning__thresholds),
 	        cmocka_unit_test_setup_teardown(test_st_certreload_new__bad_arguments, setup,
 	                                        teardown),
 	};
