@@ -154,6 +154,7 @@ def start(d, build):
         "--stream-cert", pki + "/cloudstream-stream.crt",
         "--stream-key", pki + "/cloudstream-stream.key",
         "--stream-client-ca", pki + "/stream-ca.crt",
+        "--stream-allowed-subjects", "kube-apiserver-kubelet-client",
         "--apiserver-url", "https://127.0.0.1:%d" % api_port,
         "--apiserver-ca", pki + "/apiserver-ca.crt",
         "--apiserver-cert", pki + "/admin.crt", "--apiserver-key", pki + "/admin.key"])

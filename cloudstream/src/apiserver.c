@@ -71,6 +71,52 @@ static int read_token(const char *path, char *out, size_t cap)
 	return n > 0 ? 0 : -EINVAL;
 }
 
+int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *path,
+                       struct curl_slist **hdrs, char *errbuf, char *err, size_t err_cap)
+{
+	CURL *h = curl;
+	char url[1024];
+	snprintf(url, sizeof url, "%s%s", c->apiserver_url, path);
+	struct curl_slist *l = curl_slist_append(*hdrs, "Accept: application/json");
+	if (l == NULL) {
+		snprintf(err, err_cap, "out of memory");
+		return -ENOMEM;
+	}
+	*hdrs = l;
+	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
+		char token[TOKEN_MAX], auth[TOKEN_MAX + 32];
+		int rc = read_token(c->apiserver_token_file, token, sizeof token);
+		if (rc < 0) {
+			snprintf(err, err_cap, "--apiserver-token-file %s: %s",
+			         c->apiserver_token_file, strerror(-rc));
+			return rc;
+		}
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+		l = curl_slist_append(*hdrs, auth);
+		explicit_bzero(token, sizeof token);
+		explicit_bzero(auth, sizeof auth);
+		if (l == NULL) {
+			snprintf(err, err_cap, "out of memory");
+			return -ENOMEM;
+		}
+		*hdrs = l;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->apiserver_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+	if (c->apiserver_ca && c->apiserver_ca[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->apiserver_ca);
+	if (c->apiserver_cert && c->apiserver_cert[0]) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->apiserver_cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
+	}
+	return 0;
+}
+
 static void pod_work(void *arg)
 {
 	struct pod_job *j = arg;
@@ -80,37 +126,14 @@ static void pod_work(void *arg)
 		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
 		return;
 	}
-	char url[1024];
-	snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/pods/%s", c->apiserver_url, j->ns,
-	         j->pod);
+	char path[512];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", j->ns, j->pod);
 	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
-	char token[TOKEN_MAX], auth[TOKEN_MAX + 32];
-	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
-		int rc = read_token(c->apiserver_token_file, token, sizeof token);
-		if (rc < 0) {
-			snprintf(j->error, sizeof j->error, "--apiserver-token-file %s: %s",
-			         c->apiserver_token_file, strerror(-rc));
-			goto out;
-		}
-		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-		hdrs = curl_slist_append(hdrs, auth);
-	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	struct curl_slist *hdrs = NULL;
+	if (cs_apiserver_setup(h, c, path, &hdrs, errbuf, j->error, sizeof j->error) < 0)
+		goto out;
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-	if (c->apiserver_ca && c->apiserver_ca[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->apiserver_ca);
-	if (c->apiserver_cert && c->apiserver_cert[0]) {
-		curl_easy_setopt(h, CURLOPT_SSLCERT, c->apiserver_cert);
-		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
-	}
 	CURLcode rc = curl_easy_perform(h);
 	if (rc != CURLE_OK) {
 		snprintf(j->error, sizeof j->error, "%s",

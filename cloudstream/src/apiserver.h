@@ -10,6 +10,18 @@
 #include <stdint.h>
 
 struct cs_server;
+struct cs_config;
+struct curl_slist;
+
+/*
+ * cs_apiserver_setup() - prepare the curl easy handle @curl for a request to @path (from "/")
+ * of --apiserver-url with the configured credentials, CA and deadline; Accept: application/json
+ * and the bearer token (read from --apiserver-token-file now) are appended to *@hdrs, which the
+ * caller frees with curl_slist_free_all. @errbuf (CURL_ERROR_SIZE) receives curl's errors.
+ * Returns 0, or a negative errno with a message in @err. Worker threads only.
+ */
+int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *path,
+                       struct curl_slist **hdrs, char *errbuf, char *err, size_t err_cap);
 
 /*
  * cs_pod_lookup_start() - look up pod @ns/@pod for the front with @front_ordinal. When the answer

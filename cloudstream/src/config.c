@@ -17,6 +17,7 @@ static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", 
                                               NULL};
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const sandbox_names[] = {"off", "log", "errno", "kill", NULL};
+static const char *const authz_mode_names[] = {"AlwaysAllow", "Webhook", NULL};
 
 static const struct st_opt options[] = {
         /* ---- tunnel server ---- */
@@ -166,11 +167,66 @@ static const struct st_opt options[] = {
          .type = ST_OPT_STRING_LIST,
          .offset = OFF(stream_allowed_subjects),
          .value_name = "CN|O=ORG",
-         .help = "If set, only client certificates whose CN (or, written O=<org>, one of whose "
-                 "organizations) is listed may use the stream port. Empty: any certificate "
-                 "from --stream-client-ca.",
+         .help = "Client certificates whose CN (or, written O=<org>, one of whose "
+                 "organizations) is listed may use the stream port; others are answered 403. "
+                 "With --authorization-mode AlwaysAllow it must be set (cloudstream refuses to "
+                 "start otherwise); with Webhook it is optional and narrows certificates before "
+                 "the SubjectAccessReview.",
          .example = "--stream-allowed-subjects kube-apiserver-kubelet-client",
          .since = "0.1"},
+        {.name = "authorization-mode",
+         .type = ST_OPT_ENUM,
+         .offset = OFF(authorization_mode),
+         .default_value = "AlwaysAllow",
+         .enum_names = authz_mode_names,
+         .value_name = "MODE",
+         .help = "How stream-port requests are authorized, as the kubelet's flag: AlwaysAllow "
+                 "(a client certificate listed in --stream-allowed-subjects may do anything) "
+                 "or Webhook (every request is authorized by a SubjectAccessReview to "
+                 "--apiserver-url with the kubelet's attributes: resource nodes, the node's "
+                 "name, subresource proxy, stats, metrics, log, ...; needs create on "
+                 "subjectaccessreviews).",
+         .example = "--authorization-mode Webhook",
+         .since = "0.3"},
+        {.name = "authentication-token-webhook",
+         .type = ST_OPT_BOOL,
+         .offset = OFF(authentication_token_webhook),
+         .value_name = "BOOL",
+         .help = "Also accept bearer tokens on the stream port, checked by a TokenReview to "
+                 "--apiserver-url (as the kubelet's flag; needs create on tokenreviews). "
+                 "Client certificates become optional in the TLS handshake; a request with "
+                 "neither is answered 401. Needs --authorization-mode Webhook.",
+         .since = "0.3"},
+        {.name = "authentication-token-webhook-cache-ttl",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(authn_cache_ttl_ms),
+         .default_value = "2m",
+         .min = 0,
+         .max = 86400000,
+         .value_name = "DURATION",
+         .help = "How long a TokenReview's answer (authenticated or not) is reused for the "
+                 "same token. 0: ask every time.",
+         .since = "0.3"},
+        {.name = "authorization-webhook-cache-authorized-ttl",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(authz_cache_allowed_ttl_ms),
+         .default_value = "5m",
+         .min = 0,
+         .max = 86400000,
+         .value_name = "DURATION",
+         .help = "How long an allowing SubjectAccessReview answer is reused for the same user, "
+                 "groups, extra and attributes. 0: ask every time.",
+         .since = "0.3"},
+        {.name = "authorization-webhook-cache-unauthorized-ttl",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(authz_cache_denied_ttl_ms),
+         .default_value = "30s",
+         .min = 0,
+         .max = 86400000,
+         .value_name = "DURATION",
+         .help = "How long a SubjectAccessReview answer that does not allow is reused. Errors "
+                 "are never cached.",
+         .since = "0.3"},
         {.name = "edge-target-host",
          .type = ST_OPT_STRING,
          .offset = OFF(edge_target_host),

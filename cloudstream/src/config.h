@@ -23,6 +23,11 @@ enum cs_ip_policy {
 	CS_IP_POLICY_NODE_ADDRESS = 3, /* routed on once the Node object lists it (identity.h) */
 };
 
+enum cs_authz_mode {
+	CS_AUTHZ_MODE_ALWAYS_ALLOW = 0, /* --stream-allowed-subjects decides (required) */
+	CS_AUTHZ_MODE_WEBHOOK = 1,      /* a SubjectAccessReview per request */
+};
+
 struct cs_config {
 	/* tunnel server */
 	char *tunnel_listen;
@@ -36,6 +41,9 @@ struct cs_config {
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;
 	struct st_strlist stream_allowed_subjects;
+	int authorization_mode;            /* enum cs_authz_mode */
+	bool authentication_token_webhook; /* bearer tokens through TokenReview */
+	uint64_t authn_cache_ttl_ms, authz_cache_allowed_ttl_ms, authz_cache_denied_ttl_ms;
 	char *edge_target_host;
 	uint64_t answer_timeout_ms, idle_timeout_ms;
 	uint64_t

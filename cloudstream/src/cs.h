@@ -74,6 +74,7 @@ struct cs_server {
 	struct lws_vhost *vh_tunnel, *vh_stream, *vh_admin, *vh_aux;
 	struct cs_registry *reg;
 	struct cs_podcache *pods; /* pod → node answers from the apiserver (when configured) */
+	struct cs_authz *authz;   /* stream-port authentication and authorization (authz_req.c) */
 	struct st_workq *wq;
 	struct st_loop_signals *sig;
 	struct st_certreload *certs; /* SIGHUP: both listeners' certificates, keys and CAs */
@@ -100,6 +101,12 @@ void cs_front_drain_idle(struct cs_server *srv);
 /* The pod lookup for the front with @ordinal finished (@ok: the cache has the answer); that
  * front, if it is still there, routes its request again. */
 void cs_front_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
+
+/* ---- authz_req.c ----------------------------------------------------------------------- */
+/* Start-up: the secure default (refuses a stream port open to any certificate of its CA), the
+ * CA warnings, the decision cache. 0, or -EINVAL/-ENOMEM after logging why. */
+int cs_authz_start(struct cs_server *srv);
+void cs_authz_stop(struct cs_server *srv);
 
 /* ---- admin.c --------------------------------------------------------------------------- */
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv);

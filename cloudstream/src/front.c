@@ -106,6 +106,7 @@ void cs__front_process(struct cs_front *f)
 			if (!cs__request_start(f, &req))
 				break; /* waiting for the apiserver: the head stays in f->in */
 			f->pod_looked_up = false;
+			cs__authz_request_done(f);
 			in_consume(f, (size_t)n); /* the request copied what it keeps */
 			continue;
 		}
@@ -174,46 +175,11 @@ static void find_orig_dst(struct cs_front *f)
 		snprintf(f->orig_dst, sizeof f->orig_dst, "%s", o);
 }
 
-/* The client certificate passed the CA check in the handshake; apply the subject allow-list. */
-static bool client_allowed(struct cs_front *f)
-{
-	SSL *ssl = lws_get_ssl(f->wsi);
-	X509 *x = ssl ? SSL_get_peer_certificate(ssl) : NULL;
-	if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
-		X509_free(x);
-		return false;
-	}
-	const struct st_strlist *allow = &f->srv->cfg.stream_allowed_subjects;
-	if (allow->n == 0) {
-		X509_free(x);
-		return true;
-	}
-	struct certs_identity id;
-	int rc = certs_x509_identity(x, &id);
-	X509_free(x);
-	if (rc < 0)
-		return false;
-	for (size_t i = 0; i < allow->n; i++) {
-		const char *a = allow->v[i];
-		if (strncmp(a, "O=", 2) == 0) {
-			for (size_t k = 0; k < id.num_orgs; k++)
-				if (strcmp(id.orgs[k], a + 2) == 0)
-					return true;
-		} else if (strcmp(id.cn, strncmp(a, "CN=", 3) == 0 ? a + 3 : a) == 0) {
-			return true;
-		}
-	}
-	char peer[64] = "";
-	lws_get_peer_simple(f->wsi, peer, sizeof peer);
-	st_log(ST_LOG_WARN, NULL, 0, "stream client %s refused: CN \"%s\" not in the allow-list",
-	       peer, id.cn);
-	return false;
-}
-
 static void front_closed(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
 	cs__request_cleanup(f); /* first: it reports what `out` held as dropped */
+	cs__authz_front_free(f);
 	st_buf_cleanup(&f->out);
 	free(f->in);
 	if (f->aprev)
@@ -305,7 +271,14 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return !len; /* fail closed (libwebsockets-notes §1); wsi is NULL here */
 	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS) {
 		struct lws_vhost *vh = in;
-		cs_certs_note_ctx(lws_get_vhost_user(vh), lws_get_vhost_name(vh), user);
+		struct cs_server *vsrv = lws_get_vhost_user(vh);
+		if (vsrv->cfg.authentication_token_webhook) {
+			/* Bearer tokens: a client certificate is asked for but not required (lws
+			 * requires one); one that is sent must still verify (cb returns !len). */
+			SSL_CTX_set_verify(user, SSL_VERIFY_PEER,
+			                   SSL_CTX_get_verify_callback(user));
+		}
+		cs_certs_note_ctx(vsrv, lws_get_vhost_name(vh), user);
 		return 0;
 	}
 	struct cs_server *srv = lws_context_user(lws_get_context(wsi));
@@ -319,7 +292,7 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (f == NULL)
 			return -1;
 		if (!f->verified) {
-			if (!client_allowed(f)) {
+			if (!cs__authz_on_tls(f)) {
 				srv->m.fronts_refused_tls++;
 				return -1;
 			}

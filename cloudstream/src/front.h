@@ -14,8 +14,8 @@
 enum cs_front_state {
 	CS_FRONT_HEAD = 0, /* reading a request head (idle keep-alive connections too); no stream,
 	                    * the relay is idle */
-	CS_FRONT_ROUTING,  /* head kept in `in` while the apiserver says which node runs the pod;
-	                    * no stream */
+	CS_FRONT_ROUTING,  /* head kept in `in` while the apiserver says which node runs the pod,
+	                    * or answers a TokenReview or SubjectAccessReview; no stream */
 	CS_FRONT_WAIT,     /* stream open, connect sent; relaying the request body; no answer
 	                    * byte yet (the answer deadline is armed) */
 	CS_FRONT_RESPONSE, /* answer bytes flowing to the apiserver */
@@ -44,6 +44,16 @@ struct cs_front {
 	struct cs_relay rl;                    /* the request and its answer (relay.h) */
 	uint64_t started_ms;
 	lws_sorted_usec_list_t sul_answer; /* armed in WAIT when the answer has a deadline */
+	/* authentication and authorization (authz_req.c) */
+	struct cs_authz_user *cert_user;      /* the client certificate's user; NULL: none */
+	bool cert_refused;                    /* its subject is not in --stream-allowed-subjects */
+	struct cs_authz_user *tok_user;       /* this request's bearer-token user (owned) */
+	const struct cs_authz_user *req_user; /* this request's user (cert_user or tok_user);
+	                                       * NULL until authenticated */
+	uint64_t az_job; /* the apiserver call this request waits for in ROUTING; 0: none */
+	uint8_t az_next; /* the next subresource of the request to ask a SAR about */
+	bool az_allowed; /* this request is authorized */
+	int az_fail;     /* a call decided the answer: 401 (TokenReview), 500 (SAR error) */
 };
 
 /* ---- front.c --------------------------------------------------------------------------- */
@@ -76,6 +86,25 @@ void cs__request_pod_resolved(struct cs_front *f, bool ok);
 
 /* The connection is closing: end the stream (REMOVE), free the request's state. */
 void cs__request_cleanup(struct cs_front *f);
+
+/* ---- authz_req.c ----------------------------------------------------------------------- */
+
+/* The TLS peer on the first bytes: false to close (a certificate that did not verify, or none
+ * when only certificates are accepted). Sets cert_user and cert_refused. */
+bool cs__authz_on_tls(struct cs_front *f);
+
+/* The request's user (certificate or bearer token): 1 go on, 0 wait (ROUTING; the head is
+ * parsed again once the TokenReview is answered), -1 the request was failed (401/403). */
+int cs__authz_authenticate(struct cs_front *f, const struct st_http_request *req);
+
+/* May the request's user do it on f->node: 1 go on, 0 wait (a SubjectAccessReview), -1 the
+ * request was failed (403; 500 when the apiserver could not answer). */
+int cs__authz_authorize(struct cs_front *f, const struct st_http_request *req);
+
+/* The request's head was consumed: forget its user and decisions. */
+void cs__authz_request_done(struct cs_front *f);
+/* The connection is closing. */
+void cs__authz_front_free(struct cs_front *f);
 
 /* An apiserver connection as a stream endpoint. */
 extern const struct cs_endpoint_ops cs__front_endpoint_ops;

@@ -327,6 +327,8 @@ int main(int argc, char **argv)
 		st_err("out of memory at start");
 		goto out_config;
 	}
+	if (cs_authz_start(&srv) < 0) /* the stream port's secure default, CA warnings */
+		goto out_config;
 	if (cs_identity_new(&srv) < 0)
 		goto out_config;
 
@@ -389,6 +391,7 @@ out_config:
 	cs_identity_free(&srv);
 	cs_registry_free(srv.reg);
 	cs_podcache_free(srv.pods);
+	cs_authz_stop(&srv);
 	curl_global_cleanup();
 	free(srv.tx);
 	free(srv.scratch);

@@ -18,13 +18,15 @@ static const char *const err_reason_names[CS_ERR_COUNT] = {
         [CS_ERR_NO_SESSION] = "no_session",     [CS_ERR_LIMIT] = "limit",
         [CS_ERR_EDGE_REFUSED] = "edge_refused", [CS_ERR_EDGE_GONE] = "edge_gone",
         [CS_ERR_TIMEOUT] = "timeout",           [CS_ERR_BAD_RESPONSE] = "bad_response",
-        [CS_ERR_DRAINING] = "draining",
+        [CS_ERR_DRAINING] = "draining",         [CS_ERR_UNAUTHORIZED] = "unauthorized",
+        [CS_ERR_FORBIDDEN] = "forbidden",
 };
 
 static const int err_reason_status[CS_ERR_COUNT] = {
-        [CS_ERR_BAD_REQUEST] = 400, [CS_ERR_NO_ROUTE] = 503,     [CS_ERR_NO_SESSION] = 503,
-        [CS_ERR_LIMIT] = 503,       [CS_ERR_EDGE_REFUSED] = 502, [CS_ERR_EDGE_GONE] = 502,
-        [CS_ERR_TIMEOUT] = 504,     [CS_ERR_BAD_RESPONSE] = 502, [CS_ERR_DRAINING] = 503,
+        [CS_ERR_BAD_REQUEST] = 400,  [CS_ERR_NO_ROUTE] = 503,     [CS_ERR_NO_SESSION] = 503,
+        [CS_ERR_LIMIT] = 503,        [CS_ERR_EDGE_REFUSED] = 502, [CS_ERR_EDGE_GONE] = 502,
+        [CS_ERR_TIMEOUT] = 504,      [CS_ERR_BAD_RESPONSE] = 502, [CS_ERR_DRAINING] = 503,
+        [CS_ERR_UNAUTHORIZED] = 401, [CS_ERR_FORBIDDEN] = 403,
 };
 
 /* What a kubelet answers a logs or metrics request with, for a base edge that relays only the

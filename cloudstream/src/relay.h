@@ -46,6 +46,8 @@ enum cs_err_reason {
 	CS_ERR_TIMEOUT,         /* no answer in time (504) */
 	CS_ERR_BAD_RESPONSE,    /* the edge's response was malformed (502 or cut) */
 	CS_ERR_DRAINING,        /* shutting down (503) */
+	CS_ERR_UNAUTHORIZED,    /* no valid credential (401) */
+	CS_ERR_FORBIDDEN,       /* refused by the subject list or a SubjectAccessReview (403) */
 	CS_ERR_COUNT,
 };
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <stream/err.h>
 #include <stream/frame.h>
@@ -336,6 +337,12 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 		cs__request_fail(f, 409, CS_ERR_NO_ROUTE, msg);
 		return NULL;
 	}
+	/* The node is known: authorize before saying anything about it (the kubelet's order). */
+	int az = cs__authz_authorize(f, req);
+	if (az <= 0) {
+		*wait = az == 0;
+		return NULL;
+	}
 	if (r.session == NULL) {
 		snprintf(msg, sizeof msg,
 		         "edge node %s is not connected to this cloudstream (no tunnel session)",
@@ -373,6 +380,9 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 		cs__request_fail(f, status, CS_ERR_BAD_REQUEST, why);
 		return true;
 	}
+	int authn = cs__authz_authenticate(f, req);
+	if (authn <= 0)
+		return authn < 0; /* 0: waiting for a TokenReview */
 	bool wait;
 	struct cs_tunnel *t = route(f, req, &wait);
 	if (t == NULL)
@@ -381,6 +391,18 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 
 	/* The one place a stream is admitted (budgets, stream limits): cs_stream_open. */
 	char msg[512];
+	/* A bearer token was ours to check: it is not passed on to the edge. */
+	struct st_http_request stripped;
+	if (srv->cfg.authentication_token_webhook &&
+	    st_http_header_find(req->headers, req->num_headers, "Authorization", 0) >= 0) {
+		stripped = *req;
+		stripped.num_headers = 0;
+		for (size_t i = 0; i < req->num_headers; i++)
+			if (req->headers[i].name_len != 13 ||
+			    strncasecmp(req->headers[i].name, "Authorization", 13) != 0)
+				stripped.headers[stripped.num_headers++] = req->headers[i];
+		req = &stripped;
+	}
 	struct connect_args ca = {.req = req, .edge_host = srv->cfg.edge_target_host};
 	int rc = cs_stream_open(t, &f->ep, f->rl.plan.connect_type, connect_payload, &ca, msg,
 	                        sizeof msg);

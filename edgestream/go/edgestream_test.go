@@ -181,7 +181,8 @@ func newLab(t *testing.T) *lab {
 		"--tunnel-ca", l.path("tunnel-ca.crt"),
 		"--stream-cert", l.path("cloudstream-stream.crt"),
 		"--stream-key", l.path("cloudstream-stream.key"),
-		"--stream-client-ca", l.path("stream-ca.crt"), "--ready-file", ready)
+		"--stream-client-ca", l.path("stream-ca.crt"),
+		"--stream-allowed-subjects", "kube-apiserver-kubelet-client", "--ready-file", ready)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

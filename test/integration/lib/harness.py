@@ -147,7 +147,9 @@ def ready_ports(text):
 
 def start_cloudstream(env, extra=(), name="cloudstream", prefix=(), wrap=None):
     """The cloud daemon on loopback ports. @wrap(argv) may turn the command line into another
-    way of running the same daemon (images_test.py: in a container, from its image)."""
+    way of running the same daemon (images_test.py: in a container, from its image). Unless
+    @extra says how the stream port authorizes, only the apiserver's client certificate may
+    use it (cloudstream refuses to start with neither a subject list nor Webhook)."""
     ready = os.path.join(env.dir, name + ".ready")
     if os.path.exists(ready):
         os.unlink(ready)
@@ -161,6 +163,9 @@ def start_cloudstream(env, extra=(), name="cloudstream", prefix=(), wrap=None):
             "--stream-key", env.path("cloudstream-stream.key"),
             "--stream-client-ca", env.path("stream-ca.crt"),
             "--ready-file", ready, "--log-level", "debug"] + list(extra)
+    if not any(str(a).startswith(("--stream-allowed-subjects", "--authorization-mode"))
+               for a in extra):
+        argv += ["--stream-allowed-subjects", "kube-apiserver-kubelet-client"]
     p, text = env.start(name, wrap(argv) if wrap else argv, ready, prefix=prefix)
     p.ports = ready_ports(text)
     return p

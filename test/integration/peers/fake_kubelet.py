@@ -34,6 +34,7 @@ The ready file gets the bound port. SIGTERM stops it.
 import argparse
 import asyncio
 import hashlib
+import json
 import os
 import random
 import signal
@@ -183,6 +184,8 @@ async def serve(reader, writer, method, target, headers):
         writer.write(response(200, METRICS, "text/plain; version=0.0.4; charset=utf-8"))
     elif path == "/healthz":
         writer.write(response(200, b"ok"))
+    elif path == "/headers":  # the request's headers, as this kubelet received them
+        writer.write(response(200, json.dumps(headers).encode(), "application/json"))
     elif path == "/conn":
         port = b"%d" % writer.get_extra_info("peername")[1]
         linger = float(q.get("linger", ["0"])[0])

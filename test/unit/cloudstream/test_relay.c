@@ -64,8 +64,10 @@ static void test_cs_err_reason__names_and_statuses(void **state)
 	(void)state;
 	assert_string_equal(cs_err_reason_name(CS_ERR_BAD_REQUEST), "bad_request");
 	assert_string_equal(cs_err_reason_name(CS_ERR_DRAINING), "draining");
+	assert_string_equal(cs_err_reason_name(CS_ERR_UNAUTHORIZED), "unauthorized");
+	assert_string_equal(cs_err_reason_name(CS_ERR_FORBIDDEN), "forbidden");
 	assert_string_equal(cs_err_reason_name(CS_ERR_COUNT), "unknown");
-	const int want[CS_ERR_COUNT] = {400, 503, 503, 503, 502, 502, 504, 502, 503};
+	const int want[CS_ERR_COUNT] = {400, 503, 503, 503, 502, 502, 504, 502, 503, 401, 403};
 	for (int r = 0; r < CS_ERR_COUNT; r++)
 		assert_int_equal(cs_err_reason_status((enum cs_err_reason)r), want[r]);
 }

@@ -1,0 +1,564 @@
+/*
+ * cloudstream/src/authz_req.c — who may use the stream port, and for what: the kubelet's
+ * authentication (client certificate, or a bearer token checked by a TokenReview) and
+ * authorization (a SubjectAccessReview per request, or the subject list) around each request
+ * on an apiserver connection. The decisions are authz.c's (pure); this file asks the apiserver
+ * on the worker pool (libcurl, apiserver.c's credentials), keeps the answers in the decision
+ * cache and resumes the waiting requests.
+ *
+ * A request that needs an answer waits in CS_FRONT_ROUTING with its head kept, exactly like a
+ * pod lookup: when the answer is in, its head is parsed again and passes the steps it has
+ * passed already (the front remembers them until the request is consumed). Requests asking the
+ * same question share one call (the cache's in-flight entries); each call has a job id that is
+ * never reused, and a front that is gone by the time the answer comes is simply not found.
+ *
+ * Loop thread, except the job's work function (worker thread: its job and the immutable
+ * configuration only).
+ */
+#include "front.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <certs/certs.h>
+#include <stream/log.h>
+#include <stream/workq.h>
+
+#include "apiserver.h"
+#include "authz.h"
+
+#define REVIEW_BODY_MAX (CS_AUTHZ_MAX_USER_JSON + CS_AUTHZ_MAX_TOKEN_BYTES + 1024)
+#define CACHE_ENTRIES   4096u
+
+/* The server's part (srv->authz). */
+struct cs_authz {
+	struct cs_authz_cache *cache;
+	uint64_t next_job;
+	uint64_t token_reviews, sars, hits; /* for the debug log and tests' eyes */
+};
+
+struct az_job {
+	struct cs_server *srv;
+	uint64_t id;
+	bool sar; /* else a TokenReview */
+	uint8_t key[CS_AUTHZ_KEY_BYTES];
+	char *body; /* the review we POST (a TokenReview holds the token: wiped after) */
+	size_t body_len;
+	/* results (worker → loop) */
+	long http_status;
+	char *answer;
+	size_t answer_len;
+	bool overflow;
+	char error[CURL_ERROR_SIZE + 64];
+};
+
+/* ---- users -------------------------------------------------------------------------------- */
+
+/* A heap copy of @u holding only the bytes in use. */
+static struct cs_authz_user *user_dup(const struct cs_authz_user *u)
+{
+	size_t n = offsetof(struct cs_authz_user, json) + u->json_len + 1;
+	struct cs_authz_user *c = malloc(n);
+	if (c)
+		memcpy(c, u, n);
+	return c;
+}
+
+static bool subject_listed(const struct st_strlist *allow, const struct certs_identity *id)
+{
+	for (size_t i = 0; i < allow->n; i++) {
+		const char *a = allow->v[i];
+		if (strncmp(a, "O=", 2) == 0) {
+			for (size_t k = 0; k < id->num_orgs; k++)
+				if (strcmp(id->orgs[k], a + 2) == 0)
+					return true;
+		} else if (strcmp(id->cn, strncmp(a, "CN=", 3) == 0 ? a + 3 : a) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+bool cs__authz_on_tls(struct cs_front *f)
+{
+	struct cs_server *srv = f->srv;
+	SSL *ssl = lws_get_ssl(f->wsi);
+	if (ssl == NULL)
+		return false;
+	X509 *x = SSL_get_peer_certificate(ssl);
+	if (x == NULL) /* allowed only with tokens (the handshake asks for no certificate else) */
+		return srv->cfg.authentication_token_webhook;
+	if (SSL_get_verify_result(ssl) != X509_V_OK) {
+		X509_free(x);
+		return false;
+	}
+	struct certs_identity id;
+	int rc = certs_x509_identity(x, &id);
+	X509_free(x);
+	if (rc < 0)
+		return false;
+	const struct st_strlist *allow = &srv->cfg.stream_allowed_subjects;
+	if (allow->n > 0 && !subject_listed(allow, &id)) {
+		char peer[64] = "";
+		lws_get_peer_simple(f->wsi, peer, sizeof peer);
+		st_log(ST_LOG_WARN, NULL, 0,
+		       "stream client %s: CN \"%s\" not in --stream-allowed-subjects: its requests "
+		       "are answered 403",
+		       peer, id.cn);
+		f->cert_refused = true;
+	}
+	const char *orgs[CERTS_MAX_ORGS];
+	for (size_t i = 0; i < id.num_orgs; i++)
+		orgs[i] = id.orgs[i];
+	struct cs_authz_user *u = malloc(sizeof *u);
+	if (u == NULL)
+		return false;
+	rc = cs_authz_user_from_cert(id.cn, orgs, id.num_orgs, u);
+	f->cert_user = rc == 0 ? user_dup(u) : NULL;
+	free(u);
+	return f->cert_user != NULL;
+}
+
+void cs__authz_request_done(struct cs_front *f)
+{
+	free(f->tok_user);
+	f->tok_user = NULL;
+	f->req_user = NULL;
+	f->az_job = 0;
+	f->az_next = 0;
+	f->az_allowed = false;
+	f->az_fail = 0;
+}
+
+void cs__authz_front_free(struct cs_front *f)
+{
+	cs__authz_request_done(f);
+	free(f->cert_user);
+	f->cert_user = NULL;
+}
+
+/* ---- calls to the apiserver --------------------------------------------------------------- */
+
+static size_t on_answer(char *p, size_t size, size_t n, void *user)
+{
+	struct az_job *j = user;
+	size_t len = size * n;
+	if (j->answer_len + len > CS_AUTHZ_MAX_ANSWER_BYTES) {
+		j->overflow = true;
+		return 0; /* aborts the transfer */
+	}
+	char *b = realloc(j->answer, j->answer_len + len + 1);
+	if (b == NULL)
+		return 0;
+	j->answer = b;
+	memcpy(j->answer + j->answer_len, p, len);
+	j->answer_len += len;
+	j->answer[j->answer_len] = '\0';
+	return len;
+}
+
+static void job_work(void *arg)
+{
+	struct az_job *j = arg;
+	CURL *h = curl_easy_init();
+	if (h == NULL) {
+		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
+		return;
+	}
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (hdrs == NULL ||
+	    cs_apiserver_setup(h, &j->srv->cfg,
+	                       j->sar ? "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+	                              : "/apis/authentication.k8s.io/v1/tokenreviews",
+	                       &hdrs, errbuf, j->error, sizeof j->error) < 0) {
+		if (hdrs == NULL)
+			snprintf(j->error, sizeof j->error, "out of memory");
+		goto out;
+	}
+	curl_easy_setopt(h, CURLOPT_POST, 1L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, j->body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)j->body_len);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_answer);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
+	CURLcode rc = curl_easy_perform(h);
+	if (rc != CURLE_OK)
+		snprintf(j->error, sizeof j->error, "%s",
+		         j->overflow ? "answer over 64 KiB"
+		         : errbuf[0] ? errbuf
+		                     : curl_easy_strerror(rc));
+	else
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
+out:
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+}
+
+static void job_free(struct az_job *j)
+{
+	if (j->body)
+		explicit_bzero(j->body, j->body_len); /* a TokenReview carries the token */
+	free(j->body);
+	free(j->answer);
+	free(j);
+}
+
+/* Hands the answer of call @id to every front waiting for it and resumes them. @allowed:
+ * authenticated or allowed; @user: a TokenReview's user; @fail: the status for a failed call. */
+static void deliver(struct cs_server *srv, uint64_t id, bool sar, bool allowed,
+                    const struct cs_authz_user *user, int fail)
+{
+	struct cs_front *next;
+	for (struct cs_front *f = srv->fronts; f; f = next) {
+		next = f->anext; /* processing may fail the request, never free the front */
+		if (f->az_job != id || f->state != CS_FRONT_ROUTING)
+			continue;
+		f->az_job = 0;
+		if (fail) {
+			f->az_fail = fail;
+		} else if (!sar) {
+			f->tok_user = allowed ? user_dup(user) : NULL;
+			f->req_user = f->tok_user;
+			if (f->req_user == NULL)
+				f->az_fail = 401;
+		} else if (allowed) {
+			f->az_allowed = true;
+		} else {
+			f->az_next++;
+		}
+		f->state = CS_FRONT_HEAD;
+		cs__front_process(f); /* parses the kept head again */
+	}
+}
+
+static void job_done(void *arg, int status)
+{
+	struct az_job *j = arg;
+	struct cs_server *srv = j->srv;
+	struct cs_authz *az = srv->authz;
+	const char *what = j->sar ? "SubjectAccessReview" : "TokenReview";
+	bool ok = false;
+	char reason[CS_AUTHZ_MAX_REASON_BYTES] = "";
+	struct cs_authz_user *user = NULL;
+	int fail = j->sar ? 500 : 401, rc = -EIO;
+	if (status == 0 && j->error[0] == '\0' &&
+	    (j->http_status == 201 || j->http_status == 200)) {
+		if (j->sar) {
+			enum cs_authz_verdict v;
+			rc = cs_authz_parse_sar(j->answer ? j->answer : "", j->answer_len, &v,
+			                        reason, sizeof reason);
+			ok = v == CS_AUTHZ_ALLOW;
+		} else {
+			user = malloc(sizeof *user);
+			rc = user ? cs_authz_parse_token_review(j->answer ? j->answer : "",
+			                                        j->answer_len, &ok, user, reason,
+			                                        sizeof reason)
+			          : -ENOMEM;
+		}
+	}
+	if (rc == 0) {
+		fail = 0;
+		uint64_t ttl = !j->sar ? srv->cfg.authn_cache_ttl_ms
+		               : ok    ? srv->cfg.authz_cache_allowed_ttl_ms
+		                       : srv->cfg.authz_cache_denied_ttl_ms;
+		cs_authz_cache_put(az->cache, j->key, ok, ok ? user : NULL,
+		                   ttl ? cs_now_ms() + ttl : 0);
+		if (!ok && !j->sar)
+			st_log(ST_LOG_INFO, NULL, 0, "TokenReview: not authenticated%s%s",
+			       reason[0] ? ": " : "", reason);
+	} else {
+		cs_authz_cache_put(az->cache, j->key, false, NULL, 0); /* errors are not cached */
+		if (status == 0)
+			st_warn("%s to %s failed: %s", what, srv->cfg.apiserver_url,
+			        j->error[0]                 ? j->error
+			        : j->http_status / 100 != 2 ? "unexpected HTTP status"
+			                                    : "malformed answer");
+	}
+	if (status == 0)
+		deliver(srv, j->id, j->sar, ok, user, fail);
+	free(user);
+	job_free(j);
+}
+
+/* Starts call @j (body and key set) for front @f, which then waits in ROUTING. 0, or -1 after
+ * failing the request. */
+static int job_start(struct cs_front *f, struct az_job *j)
+{
+	struct cs_server *srv = f->srv;
+	j->srv = srv;
+	j->id = ++srv->authz->next_job;
+	int rc = st_workq_submit(srv->wq, job_work, job_done, j);
+	if (rc < 0) {
+		job_free(j);
+		cs__request_fail(
+		        f, 503, CS_ERR_LIMIT,
+		        "cloudstream cannot ask the apiserver now (worker pool full); retry");
+		return -1;
+	}
+	cs_authz_cache_pending(srv->authz->cache, j->key, j->id); /* -ENOSPC: not shared */
+	j->sar ? srv->authz->sars++ : srv->authz->token_reviews++;
+	f->az_job = j->id;
+	f->state = CS_FRONT_ROUTING;
+	return 0;
+}
+
+static void digest(const void *const *parts, const size_t *lens, size_t n,
+                   uint8_t out[CS_AUTHZ_KEY_BYTES])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned len = 0;
+	memset(out, 0, CS_AUTHZ_KEY_BYTES);
+	if (c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1) {
+		for (size_t i = 0; i < n; i++)
+			EVP_DigestUpdate(c, parts[i], lens[i]);
+		EVP_DigestFinal_ex(c, out, &len);
+	}
+	EVP_MD_CTX_free(c);
+}
+
+/* ---- the steps of a request --------------------------------------------------------------- */
+
+static int unauthorized(struct cs_front *f)
+{
+	cs__request_fail(f, 401, CS_ERR_UNAUTHORIZED, "Unauthorized");
+	return -1;
+}
+
+int cs__authz_authenticate(struct cs_front *f, const struct st_http_request *req)
+{
+	struct cs_server *srv = f->srv;
+	if (f->az_fail == 401)
+		return unauthorized(f);
+	if (f->req_user)
+		return 1;
+	/* The kubelet's union: a client certificate first, then a bearer token. */
+	if (f->cert_user) {
+		if (f->cert_refused) {
+			char msg[CS_AUTHZ_MAX_NAME_BYTES + 128];
+			snprintf(msg, sizeof msg,
+			         "Forbidden (user=%s): the client certificate's subject is not in "
+			         "--stream-allowed-subjects",
+			         f->cert_user->name);
+			cs__request_fail(f, 403, CS_ERR_FORBIDDEN, msg);
+			return -1;
+		}
+		f->req_user = f->cert_user;
+		return 1;
+	}
+	ssize_t i = st_http_header_find(req->headers, req->num_headers, "Authorization", 0);
+	const char *tok;
+	size_t tok_len;
+	if (!srv->cfg.authentication_token_webhook || i < 0 ||
+	    cs_authz_bearer(req->headers[i].value, req->headers[i].value_len, &tok, &tok_len) < 0)
+		return unauthorized(f);
+	uint8_t key[CS_AUTHZ_KEY_BYTES];
+	digest((const void *const[]){"token", tok}, (const size_t[]){6, tok_len}, 2, key);
+	bool ok;
+	const struct cs_authz_user *u = NULL;
+	uint64_t job;
+	switch (cs_authz_cache_get(srv->authz->cache, key, cs_now_ms(), &ok, &u, &job)) {
+	case CS_AUTHZ_HIT:
+		srv->authz->hits++;
+		if (!ok || u == NULL)
+			return unauthorized(f);
+		f->tok_user = user_dup(u);
+		if (f->tok_user == NULL)
+			return unauthorized(f);
+		f->req_user = f->tok_user;
+		return 1;
+	case CS_AUTHZ_PENDING:
+		f->az_job = job;
+		f->state = CS_FRONT_ROUTING;
+		return 0;
+	case CS_AUTHZ_MISS:
+		break;
+	}
+	struct az_job *j = calloc(1, sizeof *j);
+	char *body = malloc(REVIEW_BODY_MAX);
+	ssize_t n = body ? cs_authz_token_review_body(tok, tok_len, body, REVIEW_BODY_MAX) : -1;
+	if (j == NULL || n < 0) {
+		free(j);
+		free(body);
+		return unauthorized(f);
+	}
+	j->body = body;
+	j->body_len = (size_t)n;
+	memcpy(j->key, key, sizeof key);
+	return job_start(f, j);
+}
+
+int cs__authz_authorize(struct cs_front *f, const struct st_http_request *req)
+{
+	struct cs_server *srv = f->srv;
+	if (srv->cfg.authorization_mode != CS_AUTHZ_MODE_WEBHOOK || f->az_allowed)
+		return 1;
+	struct cs_authz_attrs a;
+	if (cs_authz_attrs_of(req->method, req->method_len, req->path, req->path_len, &a) < 0) {
+		cs__request_fail(f, 400, CS_ERR_BAD_REQUEST,
+		                 "malformed percent-escape in the path");
+		return -1;
+	}
+	const struct cs_authz_user *u = f->req_user;
+	if (f->az_fail == 500) {
+		char msg[CS_AUTHZ_MAX_NAME_BYTES + 256];
+		snprintf(msg, sizeof msg,
+		         "Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
+		         u->name, a.verb, a.subresource[f->az_next < a.n ? f->az_next : 0]);
+		cs__request_fail(f, 500, CS_ERR_FORBIDDEN, msg);
+		return -1;
+	}
+	for (; f->az_next < a.n; f->az_next++) {
+		const char *sub = a.subresource[f->az_next];
+		uint8_t key[CS_AUTHZ_KEY_BYTES];
+		digest((const void *const[]){"sar", u->json, a.verb, sub, f->node},
+		       (const size_t[]){4, u->json_len + 1, strlen(a.verb) + 1, strlen(sub) + 1,
+		                        strlen(f->node)},
+		       5, key);
+		bool ok;
+		uint64_t job;
+		switch (cs_authz_cache_get(srv->authz->cache, key, cs_now_ms(), &ok, NULL, &job)) {
+		case CS_AUTHZ_HIT:
+			srv->authz->hits++;
+			if (ok)
+				return 1;
+			continue;
+		case CS_AUTHZ_PENDING:
+			f->az_job = job;
+			f->state = CS_FRONT_ROUTING;
+			return 0;
+		case CS_AUTHZ_MISS:
+			break;
+		}
+		struct az_job *j = calloc(1, sizeof *j);
+		char *body = malloc(REVIEW_BODY_MAX);
+		ssize_t n = body ? cs_authz_sar_body(u, a.verb, sub, f->node, body, REVIEW_BODY_MAX)
+		                 : -1;
+		if (j == NULL || n < 0) {
+			free(j);
+			free(body);
+			cs__request_fail(f, 500, CS_ERR_FORBIDDEN, "out of memory");
+			return -1;
+		}
+		j->sar = true;
+		j->body = body;
+		j->body_len = (size_t)n;
+		memcpy(j->key, key, sizeof key);
+		return job_start(f, j);
+	}
+	char msg[CS_AUTHZ_MAX_NAME_BYTES + 256];
+	cs_authz_forbidden_message(u->name, &a, msg, sizeof msg);
+	st_log(ST_LOG_INFO, f->node, 0, "%s", msg);
+	cs__request_fail(f, 403, CS_ERR_FORBIDDEN, msg);
+	return -1;
+}
+
+/* ---- start-up ----------------------------------------------------------------------------- */
+
+/* Does some certificate of PEM bundle @a equal one of @b in subject and public key? */
+static bool same_ca(const char *a, const char *b)
+{
+	bool same = false;
+	STACK_OF(X509_INFO) *sa = NULL, *sb = NULL;
+	BIO *ba = BIO_new_file(a, "r"), *bb = BIO_new_file(b, "r");
+	if (ba && bb) {
+		sa = PEM_X509_INFO_read_bio(ba, NULL, NULL, NULL);
+		sb = PEM_X509_INFO_read_bio(bb, NULL, NULL, NULL);
+	}
+	for (int i = 0; sa && sb && !same && i < sk_X509_INFO_num(sa); i++) {
+		X509 *x = sk_X509_INFO_value(sa, i)->x509;
+		for (int k = 0; x && !same && k < sk_X509_INFO_num(sb); k++) {
+			X509 *y = sk_X509_INFO_value(sb, k)->x509;
+			same = y &&
+			       X509_NAME_cmp(X509_get_subject_name(x), X509_get_subject_name(y)) ==
+			               0 &&
+			       EVP_PKEY_eq(X509_get0_pubkey(x), X509_get0_pubkey(y)) == 1;
+		}
+	}
+	sk_X509_INFO_pop_free(sa, X509_INFO_free);
+	sk_X509_INFO_pop_free(sb, X509_INFO_free);
+	BIO_free(ba);
+	BIO_free(bb);
+	ERR_clear_error();
+	return same;
+}
+
+/* A CA whose subject names a Kubernetes cluster CA (kubeadm "kubernetes", k3s/rke2
+ * "k3s-client-ca"/"rke2-client-ca"): it signs every kubelet's system:node:* certificate. */
+static bool cluster_ca(const char *path)
+{
+	bool hit = false;
+	BIO *b = BIO_new_file(path, "r");
+	X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+	if (x) {
+		char cn[256] = "";
+		X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof cn);
+		hit = strcmp(cn, "kubernetes") == 0 || strstr(cn, "-client-ca") != NULL;
+	}
+	X509_free(x);
+	BIO_free(b);
+	ERR_clear_error();
+	return hit;
+}
+
+int cs_authz_start(struct cs_server *srv)
+{
+	const struct cs_config *c = &srv->cfg;
+	bool webhook = c->authorization_mode == CS_AUTHZ_MODE_WEBHOOK;
+	if (!webhook && c->stream_allowed_subjects.n == 0) {
+		st_err("the stream port would let any certificate of --stream-client-ca do "
+		       "anything: "
+		       "set --stream-allowed-subjects (the CN of kube-apiserver's "
+		       "--kubelet-client-certificate) or --authorization-mode Webhook");
+		return -EINVAL;
+	}
+	if (c->authentication_token_webhook && !webhook) {
+		st_err("--authentication-token-webhook needs --authorization-mode Webhook (a "
+		       "token's "
+		       "user is authorized by SubjectAccessReview)");
+		return -EINVAL;
+	}
+	if ((webhook || c->authentication_token_webhook) &&
+	    (c->apiserver_url == NULL || c->apiserver_url[0] == '\0')) {
+		st_err("--authorization-mode Webhook and --authentication-token-webhook need "
+		       "--apiserver-url");
+		return -EINVAL;
+	}
+	if (same_ca(c->stream_client_ca, c->tunnel_ca))
+		st_warn("--stream-client-ca is the edge nodes' CA (--tunnel-ca): every edge node's "
+		        "certificate (system:node:*) is a client of the stream port%s",
+		        webhook ? "; SubjectAccessReview decides what it may do"
+		                : "; only --stream-allowed-subjects keeps them out");
+	else if (cluster_ca(c->stream_client_ca))
+		st_warn("--stream-client-ca looks like the cluster CA, which also signs every "
+		        "kubelet's system:node:* certificate: %s",
+		        webhook ? "SubjectAccessReview decides what they may do"
+		                : "only --stream-allowed-subjects keeps them out");
+	srv->authz = calloc(1, sizeof *srv->authz);
+	if (srv->authz == NULL || cs_authz_cache_new(&srv->authz->cache, CACHE_ENTRIES) < 0) {
+		st_err("out of memory at start");
+		return -ENOMEM;
+	}
+	st_info("stream port: %s, %s%s",
+	        webhook ? "SubjectAccessReview per request" : "subject list",
+	        c->authentication_token_webhook
+	                ? "client certificates or bearer tokens (TokenReview)"
+	                : "client certificates",
+	        c->stream_allowed_subjects.n ? " narrowed by --stream-allowed-subjects" : "");
+	return 0;
+}
+
+void cs_authz_stop(struct cs_server *srv)
+{
+	if (srv->authz == NULL)
+		return;
+	cs_authz_cache_free(srv->authz->cache);
+	free(srv->authz);
+	srv->authz = NULL;
+}

@@ -1,0 +1,357 @@
+#!/usr/bin/python3
+"""cloudstream's stream port authenticates and authorizes as a kubelet does: client certificates
+and bearer tokens (TokenReview), a SubjectAccessReview per request with the kubelet's
+attributes, decisions cached for their TTLs, refusals as 401/403 with a Status body; and the
+secure default at start-up. The apiserver is peers/kube_reviews.py (kube-apiserver's review
+APIs, faithful shapes), the edges are KubeEdge-protocol test edges in front of the kubelet
+stand-in.
+
+    cloudstream_authz_test.py [TEST...]
+"""
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+from kube_reviews import KubeReviews  # noqa: E402
+
+UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                ("X-Stream-Protocol-Version", "v4.channel.k8s.io")]
+TTL_S = 4  # every cache TTL of the Webhook cloudstream
+
+METRICS_USER = "system:serviceaccount:kube-system:metrics-server"
+PROM_USER = "system:serviceaccount:monitoring:prometheus"
+TOKENS = {
+    "metrics-token": {"username": METRICS_USER, "uid": "u-1",
+                      "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"]},
+    "prom-token": {"username": PROM_USER, "uid": "u-2",
+                   "groups": ["system:serviceaccounts"],
+                   "extra": {"authentication.kubernetes.io/pod-name": ["prom-0"]}},
+    "cache-token": {"username": "cache-user"},
+    "admin-token": {"username": "admin", "groups": ["system:masters"]},
+}
+RULES = [
+    {"user": METRICS_USER, "verbs": ["get"], "resources": ["nodes/metrics", "nodes/stats"]},
+    {"user": PROM_USER, "verbs": ["get"], "resources": ["nodes/proxy"]},
+    {"user": "cache-user", "verbs": ["get"], "resources": ["nodes/metrics"]},
+]
+
+
+def status_body(body):
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise h.Fail("not a Status body: %r" % body[:200])
+
+
+def check_status(st, body, code, reason, message=None, contains=None):
+    check(st == code, "status %d, want %d: %r" % (st, code, body[:300]))
+    s = status_body(body)
+    check(s.get("kind") == "Status" and s.get("apiVersion") == "v1" and s.get("code") == code and
+          s.get("reason") == reason and s.get("status") == "Failure", "Status %r" % s)
+    if message is not None:
+        check(s.get("message") == message, "message %r, want %r" % (s.get("message"), message))
+    if contains is not None:
+        check(contains in s.get("message", ""), "message %r lacks %r" % (s.get("message"),
+                                                                       contains))
+    return s
+
+
+APISERVER = "apiserver-kubelet-client"  # CN=kube-apiserver-kubelet-client, O=system:masters
+NONE = "none"  # no client certificate
+
+
+class Setup:
+    def __init__(self):
+        self.env = env = h.Env("cs-authz", nodes=("edge-1", "edge-2"))
+        try:
+            # A node's client certificate from the stream CA (the cluster CA signs these), and a
+            # client whose subject is in no list.
+            env.mint("client", "--ca", env.path("stream-ca"), "--out",
+                     env.path("stream-node-edge-1"), "--node", "edge-1")
+            env.mint("client", "--ca", env.path("stream-ca"), "--out", env.path("someone"),
+                     "--cn", "someone-else")
+            self.caller_token = "cloudstream-sa-token"
+            self.token_file = os.path.join(env.dir, "token")
+            with open(self.token_file, "w") as f:
+                f.write(self.caller_token + "\n")
+            self.kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
+                                    self.caller_token, TOKENS, RULES,
+                                    {("default", "web"): "edge-1"})
+            self.kubelet = h.start_kubelet(env)
+            self.cloud = h.start_cloudstream(env, self.webhook_flags() + [
+                "--authorization-webhook-cache-authorized-ttl", "%ds" % TTL_S,
+                "--authorization-webhook-cache-unauthorized-ttl", "%ds" % TTL_S,
+                "--authentication-token-webhook-cache-ttl", "%ds" % TTL_S])
+            self.edges = [h.start_kubeedge_edge(env, self.cloud, self.kubelet, node=n)
+                          for n in ("edge-1", "edge-2")]
+        except Exception:
+            env.close(keep=True)
+            raise
+
+    def webhook_flags(self):
+        return ["--authorization-mode", "Webhook", "--authentication-token-webhook",
+                "--apiserver-url", self.kube.url, "--apiserver-ca", self.env.path("kubelet-ca.crt"),
+                "--apiserver-token-file", self.token_file]
+
+    def api(self, port, token, cert):
+        """A client with @cert; by default the apiserver's, or none when a token is used."""
+        cert = cert or (NONE if token else APISERVER)
+        return h.Api(self.env, port or self.cloud.ports["stream"],
+                     cert=None if cert == NONE else cert)
+
+    def request(self, method, target, node="edge-1", token=None, cert=None, headers=(),
+                port=None):
+        api = self.api(port, token, cert)
+        hdrs = [("Host", "%s:10350" % node)] + list(headers)
+        if token:
+            hdrs.append(("Authorization", "Bearer " + token))
+        st, rh, body, s = api.request(method, target, hdrs)
+        s.close()
+        return st, body
+
+    def exec_(self, token=None, cert=None, node="edge-1", port=None):
+        api = self.api(port, token, cert)
+        s = api.connect()
+        hdrs = [("Host", "%s:10350" % node)] + UPGRADE_SPDY
+        if token:
+            hdrs.append(("Authorization", "Bearer " + token))
+        s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&output=1", hdrs))
+        st, rh, rest = h.read_head(s)
+        body = b"" if st == 101 else h.read_body(s, rh, rest)
+        s.close()
+        return st, body
+
+
+def main():
+    t = Setup()
+    env, kube = t.env, t.kube
+    failed = True
+    try:
+        def no_credential_401():
+            st, body = t.request("GET", "/metrics", cert=NONE)
+            check_status(st, body, 401, "Unauthorized", "Unauthorized")
+            n = kube.count("TokenReview", "nope")
+            st, body = t.request("GET", "/metrics", token="nope")
+            check_status(st, body, 401, "Unauthorized", "Unauthorized")
+            check(kube.count("TokenReview", "nope") == n + 1, "no TokenReview for the token")
+            st, body = t.request("GET", "/metrics", cert=NONE,
+                                 headers=[("Authorization", "Basic eDp5")])
+            check_status(st, body, 401, "Unauthorized", "Unauthorized")
+
+        def metrics_token_reads_metrics():
+            for path in ("/metrics", "/metrics/cadvisor", "/stats/summary"):
+                st, body = t.request("GET", path, token="metrics-token")
+                check(st == 200 and body, "%s: %d %r" % (path, st, body[:200]))
+
+        def metrics_token_cannot_exec():
+            st, body = t.exec_(token="metrics-token")
+            check_status(st, body, 403, "Forbidden",
+                         "Forbidden (user=%s, verb=create, resource=nodes, "
+                         "subresource(s)=[proxy])" % METRICS_USER)
+            # Through the node proxy: a Status; to kube-apiserver's pods/log client (no
+            # X-Forwarded-Uri) the message alone, as text, as the kubelet writes it.
+            want = ("Forbidden (user=%s, verb=get, resource=nodes, subresource(s)=[proxy])"
+                    % METRICS_USER)
+            st, body = t.request("GET", "/containerLogs/default/pod-a/ctr", token="metrics-token",
+                                 headers=[("X-Forwarded-Uri", "/api/v1/nodes/edge-1/proxy/"
+                                           "containerLogs/default/pod-a/ctr")])
+            check_status(st, body, 403, "Forbidden", want)
+            st, body = t.request("GET", "/containerLogs/default/pod-a/ctr", token="metrics-token")
+            check(st == 403 and body.decode().strip() == want, "pods/log: %d %r" % (st, body))
+
+        def proxy_token_as_the_kubelet_maps_it():
+            # nodes/proxy get: logs, and /pods through its fallback from pods to proxy; the
+            # kubelet maps /metrics to nodes/metrics, which this token does not have.
+            st, body = t.request("GET", "/containerLogs/default/pod-a/ctr?tailLines=2",
+                                 token="prom-token")
+            check(st == 200 and body == b"line 1\nline 2\n", "logs: %d %r" % (st, body))
+            st, body = t.request("GET", "/pods", token="prom-token")
+            check(st == 200, "/pods: %d %r" % (st, body))
+            sars = [json.loads(k) for kind, k in kube.reviews()
+                    if kind == "SubjectAccessReview" and PROM_USER in k]
+            subs = [s["resourceAttributes"]["subresource"] for s in sars]
+            check("pods" in subs and "proxy" in subs, "SARs for /pods: %r" % subs)
+            # the user's uid and extra reach the SAR as the TokenReview gave them
+            check(sars[0].get("uid") == "u-2" and sars[0].get("extra") ==
+                  {"authentication.kubernetes.io/pod-name": ["prom-0"]} and
+                  "system:authenticated" in sars[0]["groups"], "SAR spec %r" % sars[0])
+            check(sars[0]["resourceAttributes"] == {"verb": "get", "version": "v1",
+                                                    "resource": "nodes",
+                                                    "subresource": "proxy", "name": "edge-1"},
+                  "attributes %r" % sars[0]["resourceAttributes"])
+            st, body = t.request("GET", "/metrics", token="prom-token")
+            check_status(st, body, 403, "Forbidden", contains="subresource(s)=[metrics]")
+
+        def apiserver_cert_system_masters():
+            st, _ = t.exec_()  # apiserver-kubelet-client: O=system:masters
+            check(st == 101, "exec with the apiserver's certificate: %d" % st)
+            st, body = t.exec_(token="admin-token")
+            check(st == 101, "exec with a system:masters token: %d %r" % (st, body))
+
+        def node_cert_cannot_exec_other_node():
+            cert = "stream-node-edge-1"
+            st, body = t.exec_(cert=cert, node="edge-2")
+            check_status(st, body, 403, "Forbidden",
+                         "Forbidden (user=system:node:edge-1, verb=create, resource=nodes, "
+                         "subresource(s)=[proxy])")
+            sar = [json.loads(k) for kind, k in kube.reviews()
+                   if kind == "SubjectAccessReview" and "system:node:edge-1" in k][-1]
+            check(sar["user"] == "system:node:edge-1" and sar["groups"] ==
+                  ["system:nodes", "system:authenticated"] and
+                  sar["resourceAttributes"]["name"] == "edge-2", "SAR %r" % sar)
+
+        def token_not_forwarded():
+            st, body = t.request("GET", "/headers", token="admin-token")
+            check(st == 200, "/headers: %d %r" % (st, body))
+            hdrs = json.loads(body)
+            check("authorization" not in hdrs, "the token reached the kubelet: %r" % hdrs)
+
+        def one_review_per_identity_and_attributes():
+            tr0 = kube.count("TokenReview", "cache-token")
+            sar0 = kube.count("SubjectAccessReview", "cache-user")
+            check(tr0 == 0 and sar0 == 0, "cache-token used before: %d %d" % (tr0, sar0))
+            results = []
+
+            def one():
+                results.append(t.request("GET", "/metrics", token="cache-token")[0])
+            threads = [threading.Thread(target=one) for _ in range(8)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            for _ in range(5):
+                one()
+            check(results == [200] * 13, "statuses %r" % results)
+            check(kube.count("TokenReview", "cache-token") == 1,
+                  "%d TokenReviews for one token" % kube.count("TokenReview", "cache-token"))
+            check(kube.count("SubjectAccessReview", "cache-user") == 1,
+                  "%d SARs" % kube.count("SubjectAccessReview", "cache-user"))
+            for _ in range(3):  # a denial is cached too
+                st, body = t.exec_(token="cache-token")
+                check(st == 403, "exec: %d" % st)
+            check(kube.count("SubjectAccessReview", "cache-user") == 2,
+                  "%d SARs after 3 denied execs" % kube.count("SubjectAccessReview",
+                                                              "cache-user"))
+            print("     13 requests (8 at once) + 3 denied: 1 TokenReview, 2 SARs; waiting for "
+                  "the TTL (%d s)" % TTL_S, flush=True)
+            time.sleep(TTL_S + 0.5)
+            st, _ = t.request("GET", "/metrics", token="cache-token")
+            check(st == 200, "after the TTL: %d" % st)
+            check(kube.count("TokenReview", "cache-token") == 2 and
+                  kube.count("SubjectAccessReview", "cache-user") == 3,
+                  "after the TTL: %d TokenReviews, %d SARs" % (
+                      kube.count("TokenReview", "cache-token"),
+                      kube.count("SubjectAccessReview", "cache-user")))
+
+        def refuses_start_without_authorization():
+            base = [os.path.join(h.BIN, "cloudstream", "cloudstream"),
+                    "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
+                    "--admin-listen", "",
+                    "--tunnel-cert", env.path("cloudstream-tunnel.crt"),
+                    "--tunnel-key", env.path("cloudstream-tunnel.key"),
+                    "--tunnel-ca", env.path("tunnel-ca.crt"),
+                    "--stream-cert", env.path("cloudstream-stream.crt"),
+                    "--stream-key", env.path("cloudstream-stream.key"),
+                    "--stream-client-ca", env.path("stream-ca.crt")]
+            for extra, words in (
+                    ([], ["--stream-allowed-subjects", "--authorization-mode Webhook"]),
+                    (["--authentication-token-webhook", "--stream-allowed-subjects", "x"],
+                     ["--authentication-token-webhook needs --authorization-mode Webhook"]),
+                    (["--authorization-mode", "Webhook"], ["need --apiserver-url"])):
+                p = subprocess.run(base + extra, capture_output=True, timeout=20)
+                err = p.stderr.decode()
+                check(p.returncode == 1, "%r: exit %d" % (extra, p.returncode))
+                for w in words:
+                    check(w in err, "%r: %r not in %r" % (extra, w, err))
+            print("     %s" % err.strip().splitlines()[-1], flush=True)
+
+        def refused_subject_403():
+            # The subject-list mode (harness default: kube-apiserver-kubelet-client).
+            cloud = h.start_cloudstream(env, name="cloud-subjects")
+            port = cloud.ports["stream"]
+            st, body = t.request("GET", "/metrics", cert="someone", port=port)
+            check_status(st, body, 403, "Forbidden",
+                         "Forbidden (user=someone-else): the client certificate's subject is "
+                         "not in --stream-allowed-subjects")
+            st, body = t.exec_(cert="someone", port=port)
+            check_status(st, body, 403, "Forbidden")
+            st, body = t.request("GET", "/healthz", port=port)
+            check(st == 503, "a listed client: %d %r" % (st, body))  # no edge on this one
+            check(env.stop(cloud) == 0, "cloud-subjects exit")
+
+        def node_ca_warned_and_refused():
+            # The stream port trusting the edges' CA: a warning at start, and the edges'
+            # own certificates are refused what the SAR does not allow.
+            cloud = h.start_cloudstream(env, t.webhook_flags() + [
+                "--stream-client-ca", env.path("tunnel-ca.crt")], name="cloud-nodeca")
+            with open(cloud.logpath) as f:
+                log = f.read()
+            check("--stream-client-ca is the edge nodes' CA" in log, "no warning: %s" % log)
+            edge = h.start_kubeedge_edge(env, cloud, t.kubelet, node="edge-2",
+                                         name="edge-2-nodeca")
+            api = h.Api(env, cloud.ports["stream"], cert="node-edge-1")
+            s = api.connect()
+            s.sendall(h.head("POST", "/exec/default/far/ctr?command=greet",
+                             [("Host", "edge-2:10350")] + UPGRADE_SPDY))
+            st, rh, rest = h.read_head(s)
+            body = h.read_body(s, rh, rest)
+            s.close()
+            check_status(st, body, 403, "Forbidden", contains="user=system:node:edge-1")
+            env.stop(edge)
+            check(env.stop(cloud) == 0, "cloud-nodeca exit")
+
+        def stand_in_shapes():
+            ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
+            ctx.check_hostname = False
+
+            def post(path, obj, token=t.caller_token):
+                req = urllib.request.Request(kube.url + path, json.dumps(obj).encode(),
+                                             {"Content-Type": "application/json",
+                                              "Authorization": "Bearer " + token})
+                try:
+                    with urllib.request.urlopen(req, context=ctx) as r:
+                        return r.status, json.loads(r.read())
+                except urllib.error.HTTPError as e:
+                    return e.code, json.loads(e.read())
+            tr = "/apis/authentication.k8s.io/v1/tokenreviews"
+            st, o = post(tr, {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                              "spec": {"token": "unknown"}})
+            check(st == 201 and o["status"] == {"user": {}}, "unknown token: %d %r" % (st, o))
+            st, o = post(tr, {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                              "spec": {}})
+            check(st == 400 and o["reason"] == "BadRequest", "empty token: %d %r" % (st, o))
+            st, o = post(tr, {"spec": {"token": "x"}}, token="wrong")
+            check(st == 401 and o["reason"] == "Unauthorized", "caller: %d %r" % (st, o))
+            st, o = post("/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                         {"kind": "SubjectAccessReview",
+                          "apiVersion": "authorization.k8s.io/v1",
+                          "spec": {"user": "x"}})
+            check(st == 422 and o["reason"] == "Invalid", "no attributes: %d %r" % (st, o))
+
+        rc = h.run([
+            no_credential_401, metrics_token_reads_metrics, metrics_token_cannot_exec,
+            proxy_token_as_the_kubelet_maps_it, apiserver_cert_system_masters,
+            node_cert_cannot_exec_other_node, token_not_forwarded,
+            one_review_per_identity_and_attributes, refuses_start_without_authorization,
+            refused_subject_403, node_ca_warned_and_refused, stand_in_shapes,
+        ])
+        code = env.stop(t.cloud)
+        check(code == 0, "cloudstream exit %s" % code)
+        failed = rc != 0
+        return rc
+    finally:
+        kube.close()
+        h.close_env(env, failed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""kube-apiserver's review APIs and pod objects, as a kubelet (or cloudstream standing where the
+kubelet stands) uses them: used in-process by the tests (HTTPS on 127.0.0.1, a port chosen at
+run time, the caller authenticated by a bearer token).
+
+    POST /apis/authentication.k8s.io/v1/tokenreviews       TokenReview (201)
+    POST /apis/authorization.k8s.io/v1/subjectaccessreviews SubjectAccessReview (201)
+    GET  /api/v1/namespaces/NS/pods/NAME                    a Pod with spec.nodeName (200/404)
+
+Answers as kube-apiserver writes them (read in kubernetes v1.33: pkg/registry/authentication/
+tokenreview/storage.go, pkg/registry/authorization/subjectaccessreview/rest.go and
+pkg/apis/authorization/validation, staging apimachinery errors):
+ - the review object is returned as it was sent (spec included) with its status filled in, 201
+   Created, Content-Type application/json;
+ - TokenReview: a token that authenticates gives status.authenticated true, status.user
+   (username, uid, groups, extra) and status.audiences (the apiserver's audiences when the
+   review names none); an unknown token gives status {"user": {}} (authenticated false is
+   omitted, as Go's omitempty does); an empty spec.token is a 400 BadRequest Status "token is
+   required for TokenReview in authentication";
+ - SubjectAccessReview: status.allowed true with RBAC's reason, or {"allowed": false} when no
+   rule allows (RBAC has no opinion; nothing denies); members of system:masters are allowed
+   everything; a spec without resourceAttributes or nonResourceAttributes, or without user and
+   groups, is a 422 Invalid Status;
+ - the caller must present the bearer token it was given: else 401 Unauthorized (Status);
+ - a body that is not JSON: 400 BadRequest; a kind or apiVersion other than the endpoint's:
+   400 BadRequest.
+
+Policy: tokens → users ({"token": {"username":…, "uid":…, "groups": […], "extra": {…}}}) and
+RBAC-like rules ({"user" or "group": NAME, "verbs": [...], "resources": ["nodes/proxy", ...]},
+"*" matches any verb). Every review is recorded (kind, the key a kubelet's cache would use:
+the token, or the spec) so tests can count calls per identity and attributes.
+"""
+import http.server
+import json
+import ssl
+import threading
+
+AUDIENCES = ["https://kubernetes.default.svc.cluster.local"]
+
+
+def status(code, reason, message, details=None):
+    s = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+         "message": message, "reason": reason, "code": code}
+    if details:
+        s["details"] = details
+    return code, s
+
+
+class KubeReviews:
+    def __init__(self, cert, key, caller_token, tokens=None, rules=None, pods=None):
+        self.caller_token = caller_token
+        self.tokens = dict(tokens or {})
+        self.rules = list(rules or [])
+        self.pods = dict(pods or {})
+        self.calls = []  # (kind, key) per review, in order
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self, code, obj):
+                body = json.dumps(obj, separators=(",", ":")).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def caller_ok(self):
+                if self.headers.get("Authorization") == "Bearer " + outer.caller_token:
+                    return True
+                self.answer(*status(401, "Unauthorized", "Unauthorized"))
+                return False
+
+            def do_GET(self):
+                if not self.caller_ok():
+                    return
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and \
+                        parts[4] == "pods" and (parts[3], parts[5]) in outer.pods:
+                    self.answer(200, {"kind": "Pod", "apiVersion": "v1",
+                                      "metadata": {"name": parts[5], "namespace": parts[3]},
+                                      "spec": {"nodeName": outer.pods[(parts[3], parts[5])]}})
+                    return
+                name = parts[5] if len(parts) == 6 else ""
+                self.answer(*status(404, "NotFound", 'pods "%s" not found' % name,
+                                    {"name": name, "kind": "pods"}))
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(n)
+                if not self.caller_ok():
+                    return
+                path = self.path.split("?")[0]
+                try:
+                    obj = json.loads(raw)
+                    if not isinstance(obj, dict):
+                        raise ValueError("not an object")
+                except ValueError as e:
+                    self.answer(*status(400, "BadRequest", "the body of the request was in an "
+                                        "unknown format: %s" % e))
+                    return
+                if path == "/apis/authentication.k8s.io/v1/tokenreviews":
+                    self.answer(*outer.token_review(obj))
+                elif path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+                    self.answer(*outer.subject_access_review(obj))
+                else:
+                    self.answer(*status(404, "NotFound", "the server could not find the "
+                                        "requested resource"))
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = "https://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ---- the reviews ---------------------------------------------------------------------
+
+    def _check_type(self, obj, kind, version):
+        if obj.get("kind", kind) != kind or obj.get("apiVersion", version) != version:
+            return status(400, "BadRequest", "the API version in the data (%s) does not match "
+                          "the expected API version (%s)" % (obj.get("apiVersion"), version))
+        return None
+
+    def token_review(self, obj):
+        bad = self._check_type(obj, "TokenReview", "authentication.k8s.io/v1")
+        if bad:
+            return bad
+        spec = obj.get("spec") or {}
+        token = spec.get("token", "")
+        with self.lock:
+            self.calls.append(("TokenReview", token))
+        if not token:
+            return status(400, "BadRequest", "token is required for TokenReview in "
+                          "authentication")
+        out = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+               "metadata": {"creationTimestamp": None}, "spec": spec}
+        user = self.tokens.get(token)
+        if user is None:
+            out["status"] = {"user": {}}
+        else:
+            u = {"username": user["username"]}
+            for k in ("uid", "groups", "extra"):
+                if user.get(k):
+                    u[k] = user[k]
+            out["status"] = {"authenticated": True, "user": u,
+                             "audiences": spec.get("audiences") or AUDIENCES}
+        return 201, out
+
+    def _allows(self, user, groups, verb, resource):
+        if "system:masters" in groups:
+            return True, ""
+        for i, r in enumerate(self.rules):
+            who = ("User", r["user"]) if "user" in r else ("Group", r.get("group"))
+            if who[0] == "User" and who[1] != user:
+                continue
+            if who[0] == "Group" and who[1] not in groups:
+                continue
+            if resource in r["resources"] and (verb in r["verbs"] or "*" in r["verbs"]):
+                return True, ('RBAC: allowed by ClusterRoleBinding "rule-%d" of ClusterRole '
+                              '"rule-%d" to %s "%s"' % (i, i, who[0], who[1]))
+        return False, ""
+
+    def subject_access_review(self, obj):
+        bad = self._check_type(obj, "SubjectAccessReview", "authorization.k8s.io/v1")
+        if bad:
+            return bad
+        spec = obj.get("spec") or {}
+        with self.lock:
+            self.calls.append(("SubjectAccessReview", json.dumps(spec, sort_keys=True)))
+        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if (ra is None) == (nra is None):
+            return status(422, "Invalid", 'SubjectAccessReview.authorization.k8s.io "" is '
+                          'invalid: spec.resourceAttributes: Invalid value: "null": exactly '
+                          'one of nonResourceAttributes or resourceAttributes must be specified',
+                          {"group": "authorization.k8s.io", "kind": "SubjectAccessReview"})
+        if not spec.get("user") and not spec.get("groups"):
+            return status(422, "Invalid", 'SubjectAccessReview.authorization.k8s.io "" is '
+                          'invalid: spec.user: Invalid value: "": at least one of user or '
+                          'group must be specified',
+                          {"group": "authorization.k8s.io", "kind": "SubjectAccessReview"})
+        allowed, reason = False, ""
+        if ra is not None:
+            res = ra.get("resource", "")
+            if ra.get("subresource"):
+                res += "/" + ra["subresource"]
+            allowed, reason = self._allows(spec.get("user", ""), spec.get("groups") or [],
+                                           ra.get("verb", ""), res)
+        st = {"allowed": allowed}
+        if reason:
+            st["reason"] = reason
+        return 201, {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                     "metadata": {"creationTimestamp": None}, "spec": spec, "status": st}
+
+    # ---- what the tests read -------------------------------------------------------------
+
+    def count(self, kind=None, key_part=None):
+        with self.lock:
+            return sum(1 for k, key in self.calls
+                       if (kind is None or k == kind) and (key_part is None or key_part in key))
+
+    def reviews(self):
+        with self.lock:
+            return list(self.calls)
