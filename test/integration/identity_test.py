@@ -476,13 +476,15 @@ def mint_short_lived(env, out, node, seconds_before, seconds_after):
     with open(out + ".key", "wb") as f:
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                   serialization.NoEncryption()))
-    return int(cert.not_valid_after_utc.timestamp())
+    after = getattr(cert, "not_valid_after_utc", None)  # cryptography >= 42
+    if after is None:
+        after = cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
+    return int(after.timestamp())
 
 
 def not_after(path):
     out = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", path], check=True,
                          capture_output=True, text=True).stdout.strip().split("=", 1)[1]
-    import email.utils
     import datetime
     t = datetime.datetime.strptime(out, "%b %d %H:%M:%S %Y GMT")
     return int(t.replace(tzinfo=datetime.timezone.utc).timestamp())
