@@ -51,6 +51,8 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->tunnels_closed_denied);
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"admin\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_admin);
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"node_deleted\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_node_deleted);
 	st_text_metric(t, "cloudstream_shared_ips_total", "counter",
 	               "Times an IP became verified for two or more connected nodes at once.");
 	st_text_put(t, "cloudstream_shared_ips_total %llu\n", (unsigned long long)m->shared_ips);

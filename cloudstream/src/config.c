@@ -95,6 +95,15 @@ static const struct st_opt options[] = {
          .example = "--deny-list /etc/cloudstream/deny-list",
          .flags = ST_OPT_F_RELOAD,
          .since = "0.2"},
+        {.name = "node-watch",
+         .type = ST_OPT_BOOL,
+         .offset = OFF(node_watch),
+         .default_value = "false",
+         .value_name = "BOOL",
+         .help = "Watch Node objects through --apiserver-url (needs list and watch on nodes): "
+                 "when a Node is deleted, its node's tunnel is closed (within about 2 s) and "
+                 "its upgrades are refused with 403 until the Node exists again.",
+         .since = "0.2"},
         {.name = "ping-interval",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(ping_interval_ms),

@@ -37,6 +37,7 @@ struct cs_config {
 	uint64_t ping_interval_ms, dead_peer_timeout_ms;
 	uint64_t max_sessions;
 	char *deny_list; /* revoked serials and node names (denylist.h), reloaded on SIGHUP */
+	bool node_watch; /* a deleted Node closes its tunnel (nodewatch.c) */
 	/* stream server */
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;

@@ -38,6 +38,7 @@ struct cs_metrics {
 	uint64_t tunnel_refusals[CS_REFUSE_COUNT]; /* the same, by reason (identity.h) */
 	uint64_t tunnels_closed_denied;            /* closed by a deny-list reload */
 	uint64_t tunnels_closed_admin;             /* closed by POST /nodes/<name>/close */
+	uint64_t tunnels_closed_node_deleted;      /* --node-watch: the Node was deleted */
 	uint64_t shared_ips;                       /* times an IP became held by 2+ nodes */
 	uint64_t shared_ip_refusals;               /* requests refused: addressed by a shared IP */
 	uint64_t node_ip_verified, node_ip_unlisted; /* node-address policy: Node lookups */
@@ -81,6 +82,7 @@ struct cs_server {
 	void *ssl_ctx[2];            /* the tunnel and stream listeners' SSL_CTXs (lws owns them) */
 	struct cs_metrics m;
 	struct cs_identity *ident;   /* the deny list, Node answers (identity.c) */
+	struct cs_nodewatch *nodewatch; /* --node-watch (nodewatch.c) */
 	struct st_admin_ops admin_ops;
 	uint8_t *tx;   /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */

@@ -48,6 +48,7 @@ struct cs_identity {
 static const char *const refusal_names[CS_REFUSE_COUNT] = {
         "path",        "certificate", "hostname_override", "internal_ip",
         "ip_conflict", "denied",      "draining",          "limit",
+        "node_deleted",
 };
 
 const char *cs_refusal_name(enum cs_refusal r)

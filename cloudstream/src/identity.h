@@ -35,6 +35,7 @@ enum cs_refusal {
 	CS_REFUSE_DENIED,        /* 403: serial or node name on the deny list */
 	CS_REFUSE_DRAINING,      /* 503 */
 	CS_REFUSE_LIMIT,         /* 503: --max-sessions */
+	CS_REFUSE_NODE_DELETED,  /* 403: --node-watch saw its Node deleted (not re-created) */
 	CS_REFUSE_COUNT
 };
 
@@ -72,5 +73,21 @@ void cs_identity_note_shared(struct cs_server *srv, const char *ip, const char *
 /* Admin: POST /nodes/<name>/close. Returns the HTTP status; the body goes into @out. */
 int cs_identity_admin(struct cs_server *srv, const char *method, size_t mlen, const char *path,
                       size_t plen, char *out, size_t cap, size_t *out_len);
+
+/* ---- nodewatch.c: --node-watch ---------------------------------------------------------- */
+struct cs_nodewatch;
+
+/* cs_nodewatch_start() - with --node-watch: list, then watch Node objects on a pool of its own
+ * (one thread). 0 (also when off), or a negative errno after logging why. */
+int cs_nodewatch_start(struct cs_server *srv);
+
+/* cs_nodewatch_stop() - at exit: waits for the watch in flight (at most its timeout). */
+void cs_nodewatch_stop(struct cs_server *srv);
+
+/* cs_nodewatch_run_completions() - from LWS_CALLBACK_EVENT_WAIT_CANCELLED. */
+void cs_nodewatch_run_completions(struct cs_server *srv);
+
+/* cs_nodewatch_deleted() - was @node's Node deleted (and not created again) while watched? */
+bool cs_nodewatch_deleted(const struct cs_server *srv, const char *node);
 
 #endif /* CLOUDSTREAM_IDENTITY_H */

@@ -148,6 +148,8 @@ static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
 		if (srv && srv->wq)
 			st_workq_run_completions(srv->wq);
+		if (srv)
+			cs_nodewatch_run_completions(srv);
 		return 0;
 	case LWS_CALLBACK_RAW_RX_FILE:
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
@@ -363,7 +365,7 @@ int main(int argc, char **argv)
 		st_err("cannot start the worker pool");
 		goto out_ctx;
 	}
-	if (write_ready_file(&srv) < 0)
+	if (cs_nodewatch_start(&srv) < 0 || write_ready_file(&srv) < 0)
 		goto out_ctx;
 	srv.ready = true;
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
@@ -379,6 +381,7 @@ int main(int argc, char **argv)
 	exit_code = 0;
 
 out_ctx:
+	cs_nodewatch_stop(&srv);
 	lws_sul_cancel(&srv.sul_drain);
 	cs_tunnels_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */

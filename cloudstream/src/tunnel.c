@@ -199,6 +199,12 @@ static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
 		       a->serial[0] ? a->serial : "?", denied);
 		return;
 	}
+	if (cs_nodewatch_deleted(srv, a->node)) {
+		REFUSE(a, 403, CS_REFUSE_NODE_DELETED,
+		       "node %s: its Node object was deleted; refused until it exists again",
+		       a->node);
+		return;
+	}
 	admit_name_override(wsi, a);
 	if (a->status == 0)
 		admit_ips(wsi, srv, a);

@@ -113,22 +113,71 @@ def not_found(kind, name):
 
 
 class NodeApiserver:
-    """GET /api/v1/nodes/NAME over HTTPS with a bearer token (401 Status without it)."""
+    """Node objects over HTTPS with a bearer token (401 Status without it), as kube-apiserver
+    serves them: GET /api/v1/nodes/NAME; the list (GET /api/v1/nodes?limit=N: a NodeList with the
+    collection's resourceVersion, and a continue token when more remain); the watch
+    (?watch=1&resourceVersion=RV&timeoutSeconds=T: HTTP/1.1 chunked, one JSON event a line,
+    {"type": "ADDED"|"DELETED", "object": Node}, every event after RV, until T seconds pass)."""
 
     def __init__(self, env, nodes):
         token = "identity-token-1"
         self.token_file = os.path.join(env.dir, "token")
         with open(self.token_file, "w") as f:
             f.write(token + "\n")
-        self.nodes = nodes  # name -> [addresses]; tests change it
+        self.nodes = nodes  # name -> [addresses]; tests change it through add/delete
         self.requests = []
+        self.rv = 1000
+        self.events = []  # (rv, type, object)
+        self.cond = threading.Condition()
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def watch(self, rv, timeout):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                deadline = time.monotonic() + timeout
+                with outer.cond:
+                    while True:
+                        for erv, etype, obj in outer.events:
+                            if erv > rv:
+                                line = json.dumps({"type": etype, "object": obj}).encode()
+                                line += b"\n"
+                                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                                rv = erv
+                        self.wfile.flush()
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        outer.cond.wait(left)
+                self.wfile.write(b"0\r\n\r\n")
+
             def do_GET(self):
                 outer.requests.append(self.path)
-                parts = self.path.strip("/").split("/")
-                if self.headers.get("Authorization") != "Bearer " + token:
+                from urllib.parse import urlsplit, parse_qs
+                u = urlsplit(self.path)
+                q = {k: v[0] for k, v in parse_qs(u.query).items()}
+                parts = u.path.strip("/").split("/")
+                if (self.headers.get("Authorization") == "Bearer " + token and
+                        parts == ["api", "v1", "nodes"] and q.get("watch") in ("1", "true")):
+                    return self.watch(int(q.get("resourceVersion", "0") or 0),
+                                      float(q.get("timeoutSeconds", "30")))
+                if (self.headers.get("Authorization") == "Bearer " + token and
+                        parts == ["api", "v1", "nodes"]):
+                    with outer.cond:
+                        names = sorted(outer.nodes)
+                        limit = int(q.get("limit", "0") or 0) or len(names)
+                        meta = {"resourceVersion": str(outer.rv)}
+                        if limit < len(names):
+                            meta["continue"] = "eyJydiI6MTAwMH0"
+                            meta["remainingItemCount"] = len(names) - limit
+                        obj = {"kind": "NodeList", "apiVersion": "v1", "metadata": meta,
+                               "items": [node_object(n, outer.nodes[n]) for n in names[:limit]]}
+                    code = 200
+                elif self.headers.get("Authorization") != "Bearer " + token:
                     code, obj = 401, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                                       "status": "Failure", "message": "Unauthorized",
                                       "reason": "Unauthorized", "code": 401}
@@ -160,6 +209,22 @@ class NodeApiserver:
     def flags(self, env):
         return ["--apiserver-url", self.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
                 "--apiserver-token-file", self.token_file]
+
+    def _event(self, etype, name, addresses):
+        with self.cond:
+            self.rv += 1
+            obj = node_object(name, addresses)
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.events.append((self.rv, etype, obj))
+            self.cond.notify_all()
+
+    def delete_node(self, name):
+        addresses = self.nodes.pop(name)
+        self._event("DELETED", name, addresses)
+
+    def add_node(self, name, addresses):
+        self.nodes[name] = addresses
+        self._event("ADDED", name, addresses)
 
     def stop(self):
         self.httpd.shutdown()
@@ -299,7 +364,8 @@ def group_ip():
         api = NodeApiserver(env, {"edge-1": ["10.77.0.11"], "edge-2": ["10.77.0.12"],
                                   "edge-6": ["10.77.0.3"]})
         cloud = h.start_cloudstream(env, ALLOWED + api.flags(env) + [
-            "--internal-ip-policy", "node-address", "--pod-cache-ttl", "2s"])
+            "--internal-ip-policy", "node-address", "--pod-cache-ttl", "2s",
+            "--node-watch"])
         tport = cloud.ports["tunnel"]
 
         def wait_status(host, want, timeout=5.0):
@@ -392,12 +458,37 @@ def group_ip():
             st, body = get(env, cloud, "10.77.0.3:10350")
             check(st == 409 and "edge-3" in body and "edge-6" in body, "%d %r" % (st, body))
 
+        def node_deleted_closes_tunnel():
+            api.add_node("edge-7", [])
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("cert-edge-7"),
+                     "--node", "edge-7")
+            edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-7", name="ke-7",
+                                         cert=env.path("cert-edge-7.crt"))
+            check(get(env, cloud, "edge-7:10350")[0] == 200, "edge-7 first")
+            t0 = time.monotonic()
+            api.delete_node("edge-7")
+            check(wait_exit(edge, 8.0), "edge-7's tunnel still open 8 s after its Node went")
+            took = time.monotonic() - t0
+            print("     Node deleted: tunnel closed %.3f s after the delete event" % took,
+                  flush=True)
+            check(took <= 5.0, "closed %.3f s after the delete (> 5 s)" % took)
+            st, body = raw_upgrade(env, tport, env.path("cert-edge-7"), [])
+            check(st == 403 and "Node object was deleted" in body, "re-admission: %d %r" % (st, body))
+            check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="node_deleted"') == 1,
+                  "not counted")
+            api.add_node("edge-7", [])
+            deadline = time.monotonic() + 5
+            while raw_upgrade(env, tport, env.path("cert-edge-7"), [])[0] != 101:
+                check(time.monotonic() < deadline, "edge-7 refused after its Node came back")
+                time.sleep(0.1)
+
         rc = h.run(named("ip", [
             ("kubeedge_cert_without_ip_sans_node_address", kubeedge_cert_without_ip_sans),
             ("unlisted_ip_not_routed", unlisted_ip_not_routed),
             ("claim_of_verified_ip_refused_403", claim_of_verified_ip_refused),
             ("shared_ip_409_names_both", shared_ip_409),
             ("node_verified_ip_shares", node_verified_ip_shares),
+            ("node_deleted_closes_tunnel_within_5s", node_deleted_closes_tunnel),
         ]))
         check(env.stop(cloud) == 0, "cloudstream exit status")
         failed = rc != 0
