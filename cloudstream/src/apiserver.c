@@ -71,12 +71,10 @@ static int read_token(const char *path, char *out, size_t cap)
 	return n > 0 ? 0 : -EINVAL;
 }
 
-int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *path,
+int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *url,
                        struct curl_slist **hdrs, char *errbuf, char *err, size_t err_cap)
 {
 	CURL *h = curl;
-	char url[1024];
-	snprintf(url, sizeof url, "%s%s", c->apiserver_url, path);
 	struct curl_slist *l = curl_slist_append(*hdrs, "Accept: application/json");
 	if (l == NULL) {
 		snprintf(err, err_cap, "out of memory");
@@ -126,11 +124,12 @@ static void pod_work(void *arg)
 		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
 		return;
 	}
-	char path[512];
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", j->ns, j->pod);
+	char url[1024];
+	snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/pods/%s", c->apiserver_url, j->ns,
+	         j->pod);
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdrs = NULL;
-	if (cs_apiserver_setup(h, c, path, &hdrs, errbuf, j->error, sizeof j->error) < 0)
+	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
 		goto out;
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);

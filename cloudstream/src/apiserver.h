@@ -14,13 +14,14 @@ struct cs_config;
 struct curl_slist;
 
 /*
- * cs_apiserver_setup() - prepare the curl easy handle @curl for a request to @path (from "/")
- * of --apiserver-url with the configured credentials, CA and deadline; Accept: application/json
+ * cs_apiserver_setup() - prepare the curl easy handle @curl for a request to @url (built as
+ * %s/api/... from --apiserver-url: integration.deploy finds every API path the daemon calls
+ * in that form) with the configured credentials, CA and deadline; Accept: application/json
  * and the bearer token (read from --apiserver-token-file now) are appended to *@hdrs, which the
  * caller frees with curl_slist_free_all. @errbuf (CURL_ERROR_SIZE) receives curl's errors.
  * Returns 0, or a negative errno with a message in @err. Worker threads only.
  */
-int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *path,
+int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *url,
                        struct curl_slist **hdrs, char *errbuf, char *err, size_t err_cap);
 
 /*

@@ -172,13 +172,18 @@ static void job_work(void *arg)
 		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
 		return;
 	}
+	const struct cs_config *c = &j->srv->cfg;
+	char url[1024];
+	if (j->sar)
+		snprintf(url, sizeof url, "%s/apis/authorization.k8s.io/v1/subjectaccessreviews",
+		         c->apiserver_url);
+	else
+		snprintf(url, sizeof url, "%s/apis/authentication.k8s.io/v1/tokenreviews",
+		         c->apiserver_url);
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	if (hdrs == NULL ||
-	    cs_apiserver_setup(h, &j->srv->cfg,
-	                       j->sar ? "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-	                              : "/apis/authentication.k8s.io/v1/tokenreviews",
-	                       &hdrs, errbuf, j->error, sizeof j->error) < 0) {
+	    cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0) {
 		if (hdrs == NULL)
 			snprintf(j->error, sizeof j->error, "out of memory");
 		goto out;
