@@ -29,200 +29,9 @@
 #include "denylist.h"
 #include "identity.h"
 
-#define TUNNEL_PATH "/v1/kubeedge/connect"
-
-/* What admission found out about a websocket upgrade. */
-struct admission {
-	int status;             /* 0 = admitted, else the HTTP status to refuse with */
-	enum cs_refusal reason; /* when refused */
-	char detail[512];       /* reason with specifics */
-	char node[CS_NODE_NAME_MAX_BYTES + 1];
-	char serial[CS_SERIAL_MAX_HEX + 2]; /* the certificate's, upper-case hex */
-	const char *ips[CS_REGISTRY_MAX_IPS];
-	uint8_t claims[CS_REGISTRY_MAX_IPS]; /* enum cs_ip_claim of each */
-	size_t n_ips;
-	bool verify_header_ip; /* node-address policy: ask the Node object about header_ip */
-	struct certs_identity id;
-	char header_ip[CERTS_IP_TEXT_BYTES];
-	bool has_offer;
-	struct st_ext_offer offer; /* the edge's, when has_offer */
-};
-
 static struct cs_server *server_of(struct lws *wsi)
 {
 	return lws_context_user(lws_get_context(wsi));
-}
-
-/* A custom request header (lower case with colon, as lws stores them) into @out; length or -1. */
-static int header_copy(struct lws *wsi, const char *name, char *out, size_t cap)
-{
-	int n = lws_hdr_custom_copy(wsi, out, (int)cap, name, (int)strlen(name));
-	if (n < 0)
-		out[0] = '\0';
-	return n;
-}
-
-/* The certificate's serial in hex ("" when unreadable). */
-static void cert_serial(X509 *x, char *out, size_t cap)
-{
-	out[0] = '\0';
-	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get_serialNumber(x), NULL);
-	char *hex = bn ? BN_bn2hex(bn) : NULL;
-	if (hex && strlen(hex) < cap)
-		snprintf(out, cap, "%s", hex);
-	OPENSSL_free(hex);
-	BN_free(bn);
-}
-
-#define REFUSE(a, st, why, ...)                                                                    \
-	do {                                                                                       \
-		(a)->status = (st);                                                                \
-		(a)->reason = (why);                                                               \
-		snprintf((a)->detail, sizeof(a)->detail, __VA_ARGS__);                             \
-	} while (0)
-
-/* SessionHostNameOverride: absent or empty, or exactly the certificate's node. Oversized,
- * invalid (a comma is what a proxy makes of the header sent twice) or another node's: refused. */
-static void admit_name_override(struct lws *wsi, struct admission *a)
-{
-	static const char name[] = "sessionhostnameoverride:";
-	int len = lws_hdr_custom_length(wsi, name, (int)sizeof name - 1);
-	if (len <= 0)
-		return;
-	if (len > CS_NODE_NAME_MAX_BYTES) {
-		REFUSE(a, 403, CS_REFUSE_NAME_OVERRIDE,
-		       "SessionHostNameOverride of %d bytes is not a node name (at most %d)", len,
-		       CS_NODE_NAME_MAX_BYTES);
-		return;
-	}
-	char hdr[CS_NODE_NAME_MAX_BYTES + 2];
-	int n = header_copy(wsi, name, hdr, sizeof hdr);
-	if (n <= 0 || !cs_node_name_valid(hdr, (size_t)n)) {
-		REFUSE(a, 403, CS_REFUSE_NAME_OVERRIDE,
-		       "SessionHostNameOverride \"%.100s\" is not one node name (DNS-1123 "
-		       "subdomain; "
-		       "was the header sent twice?)",
-		       n > 0 ? hdr : "");
-		return;
-	}
-	if (strcmp(hdr, a->node) != 0)
-		REFUSE(a, 403, CS_REFUSE_NAME_OVERRIDE,
-		       "SessionHostNameOverride \"%.100s\" differs from the certificate's node "
-		       "\"%s\"",
-		       hdr, a->node);
-}
-
-/* The node's IPs: the certificate's are verified; SessionInternalIP by the policy. */
-static void admit_ips(struct lws *wsi, struct cs_server *srv, struct admission *a)
-{
-	for (size_t i = 0; i < a->id.num_ips && a->n_ips < CS_REGISTRY_MAX_IPS; i++) {
-		a->claims[a->n_ips] = CS_IP_CLAIM_VERIFIED;
-		a->ips[a->n_ips++] = a->id.ips[i];
-	}
-	int policy = srv->cfg.internal_ip_policy;
-	if (header_copy(wsi, "sessioninternalip:", a->header_ip, sizeof a->header_ip) <= 0 ||
-	    policy == CS_IP_POLICY_IGNORE || certs_identity_has_ip(&a->id, a->header_ip))
-		return;
-	if (policy == CS_IP_POLICY_CERT) {
-		REFUSE(a, 403, CS_REFUSE_INTERNAL_IP,
-		       "SessionInternalIP %.46s is not an IP of the node's certificate",
-		       a->header_ip);
-		return;
-	}
-	int listed = policy == CS_IP_POLICY_NODE_ADDRESS
-	                     ? cs_identity_node_has_ip(srv, a->node, a->header_ip)
-	                     : 0;
-	enum cs_ip_claim claim = listed == 1 ? CS_IP_CLAIM_VERIFIED : CS_IP_CLAIM_HEADER;
-	const char *holder = NULL;
-	if (cs_registry_ip_check(srv->reg, a->node, strlen(a->node), a->header_ip, claim,
-	                         &holder) == CS_IP_REFUSE) {
-		/* Never displace another node's verified IP on the word of a header. */
-		REFUSE(a, 403, CS_REFUSE_IP_CONFLICT,
-		       "SessionInternalIP %.46s is the verified IP of connected node %.100s%s%s",
-		       a->header_ip, holder ? holder : "?",
-		       policy != CS_IP_POLICY_NODE_ADDRESS ? ""
-		       : listed == 0 ? "; the Node object does not list it in status.addresses"
-		                     : "; asking the apiserver whether the Node object lists it, "
-		                       "retry",
-		       "");
-		if (policy == CS_IP_POLICY_NODE_ADDRESS && listed < 0)
-			cs_identity_verify_ip(srv, a->node, 0, a->header_ip); /* for the retry */
-		return;
-	}
-	if (policy == CS_IP_POLICY_TRUST_HEADER || listed == 1) {
-		a->claims[a->n_ips] = claim;
-		a->ips[a->n_ips++] = a->header_ip;
-	} else if (policy == CS_IP_POLICY_NODE_ADDRESS && listed != 0) {
-		a->verify_header_ip = true; /* routed by it once the Node object confirms it */
-	}
-}
-
-static void admit(struct lws *wsi, struct cs_server *srv, struct admission *a)
-{
-	memset(a, 0, sizeof *a);
-	char path[128];
-	if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
-		path[0] = '\0';
-	if (strcmp(path, TUNNEL_PATH) != 0 && strcmp(path, TUNNEL_PATH "/") != 0) {
-		REFUSE(a, 404, CS_REFUSE_PATH, "no tunnel at this path; edges dial %s",
-		       TUNNEL_PATH);
-		return;
-	}
-	SSL *ssl = lws_get_ssl(wsi);
-	X509 *x = ssl ? SSL_get_peer_certificate(ssl) : NULL;
-	if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
-		/* lws already requires a verified certificate; this is the second check. */
-		X509_free(x);
-		REFUSE(a, 403, CS_REFUSE_CERT,
-		       "a client certificate from the tunnel CA is required");
-		return;
-	}
-	int rc = certs_x509_identity(x, &a->id);
-	cert_serial(x, a->serial, sizeof a->serial);
-	X509_free(x);
-	if (rc < 0) {
-		REFUSE(a, 403, CS_REFUSE_CERT, "client certificate identity unreadable: %s",
-		       st_strerror(rc));
-		return;
-	}
-	enum certs_cn_mode mode =
-	        srv->cfg.node_name_from == CS_NODE_NAME_FROM_CN ? CERTS_CN_PLAIN : CERTS_CN_NODE;
-	if (certs_node_name_from_cn(a->id.cn, mode, a->node, sizeof a->node) < 0) {
-		REFUSE(a, 403, CS_REFUSE_CERT,
-		       "certificate CN \"%.80s\" does not name a node (%s expected)", a->id.cn,
-		       mode == CERTS_CN_NODE ? "system:node:<name>" : "a DNS-1123 node name");
-		return;
-	}
-	const char *denied = cs_identity_denied(srv, a->node, a->serial);
-	if (denied) {
-		REFUSE(a, 403, CS_REFUSE_DENIED, "node %s (certificate serial %s) %s", a->node,
-		       a->serial[0] ? a->serial : "?", denied);
-		return;
-	}
-	if (cs_nodewatch_deleted(srv, a->node)) {
-		REFUSE(a, 403, CS_REFUSE_NODE_DELETED,
-		       "node %s: its Node object was deleted; refused until it exists again",
-		       a->node);
-		return;
-	}
-	admit_name_override(wsi, a);
-	if (a->status == 0)
-		admit_ips(wsi, srv, a);
-	if (a->status != 0)
-		return;
-	if (srv->draining) {
-		REFUSE(a, 503, CS_REFUSE_DRAINING, "cloudstream is shutting down");
-		return;
-	}
-	if (srv->tun.n >= srv->cfg.max_sessions &&
-	    cs_registry_get(srv->reg, a->node, strlen(a->node)) == NULL) {
-		REFUSE(a, 503, CS_REFUSE_LIMIT, "session limit reached (%zu)", srv->tun.n);
-		return;
-	}
-	char offer[ST_EXT_HEADER_MAX_BYTES + 1];
-	int n = header_copy(wsi, ST_EXT_HEADER_LWS, offer, sizeof offer);
-	if (n > 0 && st_ext_offer_parse(offer, (size_t)n, &a->offer) == 0)
-		a->has_offer = true; /* a malformed offer means the base protocol, not a refusal */
 }
 
 /* Our offer, and what is agreed with the edge's. */
@@ -233,7 +42,7 @@ uint64_t cs__tunnel_first_window(const struct cs_server *srv)
 	               : srv->cfg.stream_window_bytes;
 }
 
-static void agreed_offer(const struct cs_server *srv, const struct admission *a,
+static void agreed_offer(const struct cs_server *srv, const struct cs_admission *a,
                          struct st_ext_offer *agreed)
 {
 	struct st_ext_offer ours = {.version = ST_EXT_VERSION,
@@ -241,28 +50,6 @@ static void agreed_offer(const struct cs_server *srv, const struct admission *a,
 	                            .window_bytes = (uint32_t)cs__tunnel_first_window(srv)};
 	snprintf(ours.replica_id, sizeof ours.replica_id, "%s", srv->replica);
 	st_ext_negotiate(&ours, &a->offer, agreed);
-}
-
-/* Refuses an upgrade with a plain-text HTTP answer. Returns what CONFIRM_UPGRADE returns. */
-static int refuse(struct lws *wsi, struct cs_server *srv, const struct admission *a)
-{
-	srv->m.sessions_rejected++;
-	srv->m.tunnel_refusals[a->reason]++;
-	char peer[64] = "";
-	lws_get_peer_simple(wsi, peer, sizeof peer);
-	st_log(ST_LOG_WARN, a->node[0] ? a->node : NULL, 0, "tunnel from %s refused (%d, %s): %s",
-	       peer, a->status, cs_refusal_name(a->reason), a->detail);
-	uint8_t buf[LWS_PRE + 1024];
-	uint8_t *start = buf + LWS_PRE;
-	char body[320];
-	int blen = snprintf(body, sizeof body, "%s\n", a->detail);
-	int n = snprintf((char *)start, sizeof buf - LWS_PRE,
-	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-	                 "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-	                 a->status, st_http_reason_phrase(a->status), blen, body);
-	if (n > 0 && (size_t)n < sizeof buf - LWS_PRE)
-		lws_write(wsi, start, (size_t)n, LWS_WRITE_HTTP_FINAL);
-	return 1;
 }
 
 /* ---- liveness ------------------------------------------------------------------------- */
@@ -338,8 +125,9 @@ void cs_tunnel_close(struct cs_tunnel *t, const char *why)
 
 static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot)
 {
-	struct admission a;
-	admit(wsi, srv, &a); /* the same answer as at CONFIRM_UPGRADE: the inputs are unchanged */
+	struct cs_admission a;
+	/* the same answer as at CONFIRM_UPGRADE: the inputs are unchanged */
+	cs__tunnel_admit(wsi, srv, &a);
 	if (a.status != 0)
 		return;
 	struct cs_tunnel *t = calloc(1, sizeof *t);
@@ -528,7 +316,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	}
 	struct cs_server *srv = server_of(wsi);
 	struct cs_tunnel **slot = user;
-	struct admission a;
+	struct cs_admission a;
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
 		/* Not an upgrade: this port only serves the tunnel websocket. */
@@ -536,16 +324,17 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		a.status = 400;
 		a.reason = CS_REFUSE_PATH;
 		snprintf(a.detail, sizeof a.detail,
-		         "this port serves the edge tunnel: websocket upgrade to %s", TUNNEL_PATH);
-		refuse(wsi, srv, &a);
+		         "this port serves the edge tunnel: websocket upgrade to %s",
+		         CS_TUNNEL_PATH);
+		cs__tunnel_refuse(wsi, srv, &a);
 		return -1;
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		if (strcmp((const char *)in, "websocket") != 0)
 			return -1;
-		admit(wsi, srv, &a);
-		return a.status ? refuse(wsi, srv, &a) : 0;
+		cs__tunnel_admit(wsi, srv, &a);
+		return a.status ? cs__tunnel_refuse(wsi, srv, &a) : 0;
 	case LWS_CALLBACK_ADD_HEADERS: {
-		admit(wsi, srv, &a);
+		cs__tunnel_admit(wsi, srv, &a);
 		if (a.status != 0 || !a.has_offer)
 			return 0; /* no offer: a KubeEdge edge, which gets no echo */
 		struct st_ext_offer agreed;

@@ -10,6 +10,9 @@
 #define CLOUDSTREAM_TUNNEL_INT_H
 
 #include "cs.h"
+#include <certs/certs.h>
+#include <stream/ext.h>
+
 #include "denylist.h"
 
 /* One edge node's tunnel. Created at ESTABLISHED, freed at CLOSED. */
@@ -38,6 +41,31 @@ struct cs_tunnel {
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
 };
+
+#define CS_TUNNEL_PATH "/v1/kubeedge/connect"
+
+/* What admission found out about a websocket upgrade (admission.c). */
+struct cs_admission {
+	int status;             /* 0 = admitted, else the HTTP status to refuse with */
+	enum cs_refusal reason; /* when refused */
+	char detail[512];       /* reason with specifics */
+	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	char serial[CS_SERIAL_MAX_HEX + 2]; /* the certificate's, upper-case hex */
+	const char *ips[CS_REGISTRY_MAX_IPS];
+	uint8_t claims[CS_REGISTRY_MAX_IPS]; /* enum cs_ip_claim of each */
+	size_t n_ips;
+	bool verify_header_ip; /* node-address policy: ask the Node object about header_ip */
+	struct certs_identity id;
+	char header_ip[CERTS_IP_TEXT_BYTES];
+	bool has_offer;
+	struct st_ext_offer offer; /* the edge's, when has_offer */
+};
+
+/* admission.c: judge the upgrade on @wsi into @a (status 0: admitted). */
+void cs__tunnel_admit(struct lws *wsi, struct cs_server *srv, struct cs_admission *a);
+/* admission.c: refuse the upgrade with @a's status and reason (logged, counted). Returns what
+ * LWS_CALLBACK_HTTP_CONFIRM_UPGRADE returns. */
+int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_admission *a);
 
 /* tunnel_stream.c: the session's callbacks, which hand each stream's events to its endpoint. */
 extern const struct st_session_callbacks cs__tunnel_session_cbs;
