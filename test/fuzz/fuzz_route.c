@@ -11,11 +11,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct cs_registry *reg;
-static int sessions[3];
+static int sessions[4];
 
 static void *by_ip(const char *ip, size_t len, const char **node, void *user)
 {
 	return cs_registry_get_by_ip(user, ip, len, node);
+}
+
+static size_t ip_owners(const char *ip, size_t len, const char **names, size_t cap, void *user)
+{
+	return cs_registry_ip_owners(user, ip, len, names, cap);
 }
 
 static void *by_name(const char *name, size_t len, void *user)
@@ -46,7 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *ips_b[] = {"192.168.1.2"};
 		if (cs_registry_new(&reg, 16, 99) < 0 ||
 		    cs_registry_put(reg, "edge-a", 6, ips_a, 2, &sessions[0], &old) < 0 ||
-		    cs_registry_put(reg, "edge-b", 6, ips_b, 1, &sessions[1], &old) < 0)
+		    cs_registry_put(reg, "edge-b", 6, ips_b, 1, &sessions[1], &old) < 0 ||
+		    /* edge-c really shares edge-b's IP: requests by it alone are ambiguous */
+		    cs_registry_put(reg, "edge-c", 6, ips_b, 1, &sessions[2], &old) < 0)
 			abort();
 	}
 	const char *field[5] = {0};
@@ -72,13 +79,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	        .pod_name = field[4],
 	        .pod_name_len = flen[4],
 	};
-	struct cs_route_lookup lk = {
-	        .by_ip = by_ip, .by_name = by_name, .pod_node = pod_node, .user = reg};
+	struct cs_route_lookup lk = {.by_ip = by_ip,
+	                             .by_name = by_name,
+	                             .ip_owners = ip_owners,
+	                             .pod_node = pod_node,
+	                             .user = reg};
 	struct cs_route_result r;
 	if (cs_route_resolve(&in, &lk, &r) == 0) {
 		if (strlen(r.node) > CS_NODE_NAME_MAX_BYTES)
 			abort();
-		if (r.session && r.session != &sessions[0] && r.session != &sessions[1])
+		if (r.session && r.session != &sessions[0] && r.session != &sessions[1] &&
+		    r.session != &sessions[2])
+			abort();
+		/* a shared IP never routes to one of its holders, and names both */
+		if (r.shared && (r.session || strcmp(r.node, r.shared_ip) != 0 ||
+		                 strcmp(r.shared_by[0], "edge-b") != 0 ||
+		                 strcmp(r.shared_by[1], "edge-c") != 0))
 			abort();
 		if (r.need_pod_lookup && r.node[0])
 			abort();

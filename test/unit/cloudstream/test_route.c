@@ -52,7 +52,21 @@ static int pod_node(const char *ns, size_t ns_len, const char *pod, size_t pod_l
 	return 0;
 }
 
-static struct cs_route_lookup lk = {.by_ip = by_ip, .by_name = by_name, .pod_node = pod_node};
+/* 10.9.9.9 is shared by edge-1 and edge-2 (both verified): by_ip knows no one node for it. */
+static size_t ip_owners(const char *ip, size_t len, const char **names, size_t cap, void *user)
+{
+	(void)user;
+	if (len == 8 && memcmp(ip, "10.9.9.9", 8) == 0) {
+		static const char *const both[2] = {"edge-1", "edge-2"};
+		for (size_t i = 0; i < cap && i < 2; i++)
+			names[i] = both[i];
+		return 2;
+	}
+	return by_ip(ip, len, &(const char *){NULL}, NULL) ? 1 : 0;
+}
+
+static struct cs_route_lookup lk = {
+        .by_ip = by_ip, .by_name = by_name, .ip_owners = ip_owners, .pod_node = pod_node};
 
 static struct cs_route_result route(const char *orig, const char *host, const char *fwd,
                                     const char *pod)
@@ -182,6 +196,38 @@ static void test_cs_route_resolve__pod(void **state)
 	assert_false(r.need_pod_lookup);
 }
 
+static void test_cs_route_resolve__shared_ip(void **state)
+{
+	(void)state;
+	/* addressed only by the shared IP: no session, both names, never one of them */
+	struct cs_route_result r = route("10.9.9.9", NULL, NULL, NULL);
+	assert_true(r.shared);
+	assert_null(r.session);
+	assert_int_equal(r.source, CS_ROUTE_ORIG_DST);
+	assert_string_equal(r.node, "10.9.9.9");
+	assert_string_equal(r.shared_ip, "10.9.9.9");
+	assert_string_equal(r.shared_by[0], "edge-1");
+	assert_string_equal(r.shared_by[1], "edge-2");
+	r = route(NULL, "10.9.9.9:10350", NULL, NULL);
+	assert_true(r.shared);
+	assert_int_equal(r.source, CS_ROUTE_HOST_IP);
+	/* something else names the node: routed by that */
+	r = route("10.9.9.9", NULL, "/api/v1/nodes/edge-2/proxy/metrics", NULL);
+	assert_false(r.shared);
+	assert_ptr_equal(r.session, &s2);
+	r = route(NULL, "10.9.9.9:10350", NULL, "web");
+	assert_false(r.shared);
+	assert_ptr_equal(r.session, &s2);
+	/* the pod is not cached yet: ask, do not refuse */
+	r = route(NULL, "10.9.9.9:10350", NULL, "new");
+	assert_false(r.shared);
+	assert_true(r.need_pod_lookup);
+	/* an IP one node holds is unchanged */
+	r = route("10.0.0.1", NULL, NULL, NULL);
+	assert_false(r.shared);
+	assert_ptr_equal(r.session, &s1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +235,7 @@ int main(void)
 	        cmocka_unit_test(test_cs_route_resolve__host),
 	        cmocka_unit_test(test_cs_route_resolve__forwarded_uri),
 	        cmocka_unit_test(test_cs_route_resolve__pod),
+	        cmocka_unit_test(test_cs_route_resolve__shared_ip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
