@@ -307,30 +307,33 @@ fail:
 	return rc;
 }
 
+static bool go_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
 int cs_authz_bearer(const char *v, size_t len, const char **tok, size_t *tok_len)
 {
-	/* bearertoken.Authenticator: strings.TrimSpace, then "bearer" (any case), then the rest
-	 * after spaces; a token with a space in it is no token. */
-	while (len > 0 && (v[0] == ' ' || v[0] == '\t')) {
+	/* The apiserver's bearertoken authenticator: strings.TrimSpace, SplitN(" ", 3), "bearer"
+	 * in any case, and the token is the second part: what follows a second space is
+	 * ignored, and an empty token (two spaces) is no token. */
+	while (len > 0 && go_space(v[0])) {
 		v++;
 		len--;
 	}
-	while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+	while (len > 0 && go_space(v[len - 1]))
 		len--;
 	if (len < 7 || strncasecmp(v, "bearer", 6) != 0 || v[6] != ' ')
 		return -ENOENT;
-	size_t i = 6;
-	while (i < len && v[i] == ' ')
-		i++;
-	if (i == len)
+	const char *t = v + 7;
+	const char *end = memchr(t, ' ', len - 7);
+	size_t n = end ? (size_t)(end - t) : len - 7;
+	if (n == 0)
 		return -ENOENT;
-	for (size_t k = i; k < len; k++)
-		if (v[k] == ' ' || v[k] == '\t')
-			return -ENOENT;
-	if (len - i > CS_AUTHZ_MAX_TOKEN_BYTES)
+	if (n > CS_AUTHZ_MAX_TOKEN_BYTES)
 		return -EMSGSIZE;
-	*tok = v + i;
-	*tok_len = len - i;
+	*tok = t;
+	*tok_len = n;
 	return 0;
 }
 

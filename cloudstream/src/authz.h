@@ -73,8 +73,9 @@ int cs_authz_user_from_cert(const char *cn, const char *const *orgs, size_t n,
 
 /*
  * cs_authz_bearer() - the token of an "Authorization: Bearer <token>" header value (@v, @len):
- * as the apiserver's bearertoken authenticator reads it (scheme case-insensitive, one or more
- * spaces, no further space in the token). Sets *@tok/@tok_len (a view into @v). Returns 0,
+ * as the apiserver's bearertoken authenticator reads it (white space trimmed, the scheme in
+ * any case, one space, the token up to the next space). Sets *@tok/@tok_len (a view into
+ * @v). Returns 0,
  * -ENOENT (not a bearer credential, or empty), -EMSGSIZE (over CS_AUTHZ_MAX_TOKEN_BYTES).
  */
 int cs_authz_bearer(const char *v, size_t len, const char **tok, size_t *tok_len);

@@ -143,13 +143,17 @@ static void test_cs_authz_bearer__forms(void **state)
 	char tok[64];
 	assert_int_equal(bearer("Bearer abc.def", tok), 0);
 	assert_string_equal(tok, "abc.def");
-	assert_int_equal(bearer("bearer   abc", tok), 0);
+	assert_int_equal(bearer("bearer abc", tok), 0);
 	assert_string_equal(tok, "abc");
-	assert_int_equal(bearer("  BEARER abc  ", tok), 0);
+	assert_int_equal(bearer(" \t BEARER abc \r\n", tok), 0);
 	assert_string_equal(tok, "abc");
+	/* Go's SplitN(auth, " ", 3): the second part is the token */
+	assert_int_equal(bearer("Bearer a b", tok), 0);
+	assert_string_equal(tok, "a");
+	assert_int_equal(bearer("Bearer  abc", tok), -ENOENT); /* an empty second part */
 	assert_int_equal(bearer("Bearer", tok), -ENOENT);
 	assert_int_equal(bearer("Bearer ", tok), -ENOENT);
-	assert_int_equal(bearer("Bearer a b", tok), -ENOENT);
+	assert_int_equal(bearer("Bearer\tabc", tok), -ENOENT);
 	assert_int_equal(bearer("Basic YWxhZGRpbjpvcGVuc2VzYW1l", tok), -ENOENT);
 	assert_int_equal(bearer("Bearerabc", tok), -ENOENT);
 	size_t n = CS_AUTHZ_MAX_TOKEN_BYTES + 8;
