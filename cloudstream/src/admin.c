@@ -125,9 +125,12 @@ static void render_metrics(struct st_text *t, void *user)
 	st_text_put(t, "cloudstream_apiserver_connections_total %llu\n",
 	            (unsigned long long)m->fronts_total);
 	st_text_metric(t, "cloudstream_apiserver_refused_total", "counter",
-	               "Stream-port clients refused for their certificate subject.");
+	               "Stream-port connections closed at their first bytes: a client certificate "
+	               "that did not verify (refused subjects and users are answered 403: "
+	               "cloudstream_request_errors_total{reason=\"forbidden\"}).");
 	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
 	            (unsigned long long)m->fronts_refused_tls);
+	cs_authz_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
 	st_text_metric(t, "cloudstream_certificate_expiry_seconds", "gauge",
 	               "notAfter of the certificate each listener serves now (unix time; follows "

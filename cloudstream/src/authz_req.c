@@ -28,6 +28,7 @@
 #include <openssl/x509.h>
 
 #include <certs/certs.h>
+#include <stream/admin.h>
 #include <stream/log.h>
 #include <stream/workq.h>
 
@@ -41,7 +42,9 @@
 struct cs_authz {
 	struct cs_authz_cache *cache;
 	uint64_t next_job;
-	uint64_t token_reviews, sars, hits; /* for the debug log and tests' eyes */
+	uint64_t token_reviews, sars; /* calls made */
+	uint64_t hits;                /* answers taken from the cache */
+	uint64_t errors;              /* calls that got no usable answer */
 };
 
 struct az_job {
@@ -279,6 +282,7 @@ static void job_done(void *arg, int status)
 			st_log(ST_LOG_INFO, NULL, 0, "TokenReview: not authenticated%s%s",
 			       reason[0] ? ": " : "", reason);
 	} else {
+		az->errors++;
 		cs_authz_cache_put(az->cache, j->key, false, NULL, 0); /* errors are not cached */
 		if (status == 0)
 			st_warn("%s to %s failed: %s", what, srv->cfg.apiserver_url,
@@ -557,6 +561,27 @@ int cs_authz_start(struct cs_server *srv)
 	                : "client certificates",
 	        c->stream_allowed_subjects.n ? " narrowed by --stream-allowed-subjects" : "");
 	return 0;
+}
+
+void cs_authz_metrics(struct st_text *t, const struct cs_server *srv)
+{
+	const struct cs_authz *az = srv->authz;
+	if (az == NULL)
+		return;
+	st_text_metric(t, "cloudstream_authz_reviews_total", "counter",
+	               "TokenReviews and SubjectAccessReviews sent to the apiserver (one call "
+	               "serves every request asking the same question meanwhile).");
+	st_text_put(t, "cloudstream_authz_reviews_total{kind=\"token_review\"} %llu\n",
+	            (unsigned long long)az->token_reviews);
+	st_text_put(t, "cloudstream_authz_reviews_total{kind=\"subject_access_review\"} %llu\n",
+	            (unsigned long long)az->sars);
+	st_text_metric(t, "cloudstream_authz_review_errors_total", "counter",
+	               "Reviews that got no usable answer (not cached: 401 or 500).");
+	st_text_put(t, "cloudstream_authz_review_errors_total %llu\n",
+	            (unsigned long long)az->errors);
+	st_text_metric(t, "cloudstream_authz_cache_hits_total", "counter",
+	               "Authentication and authorization answers taken from the cache.");
+	st_text_put(t, "cloudstream_authz_cache_hits_total %llu\n", (unsigned long long)az->hits);
 }
 
 void cs_authz_stop(struct cs_server *srv)

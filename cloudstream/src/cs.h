@@ -109,6 +109,9 @@ void cs_front_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
  * CA warnings, the decision cache. 0, or -EINVAL/-ENOMEM after logging why. */
 int cs_authz_start(struct cs_server *srv);
 void cs_authz_stop(struct cs_server *srv);
+/* The authz counters on /metrics (admin.c). */
+struct st_text;
+void cs_authz_metrics(struct st_text *t, const struct cs_server *srv);
 
 /* ---- admin.c --------------------------------------------------------------------------- */
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv);

@@ -135,6 +135,7 @@ def main():
     t = Setup()
     env, kube = t.env, t.kube
     failed = True
+    others = {"sar": 0}  # SARs the stand-in got from the other cloudstream instances
     try:
         def no_credential_401():
             st, body = t.request("GET", "/metrics", cert=NONE)
@@ -306,8 +307,34 @@ def main():
             body = h.read_body(s, rh, rest)
             s.close()
             check_status(st, body, 403, "Forbidden", contains="user=system:node:edge-1")
+            others["sar"] += 1  # that one SAR was this instance's
             env.stop(edge)
             check(env.stop(cloud) == 0, "cloud-nodeca exit")
+
+        def metrics_match_the_stand_in():
+            # cloudstream's counters agree with what the apiserver saw (this cloudstream only:
+            # the other instances of this run are stopped, their calls are subtracted).
+            s = h.socket.create_connection(("127.0.0.1", t.cloud.ports["admin"]), timeout=5)
+            s.sendall(h.head("GET", "/metrics", [("Host", "x")]))
+            st, rh, rest = h.read_head(s)
+            text = h.read_body(s, rh, rest).decode()
+            s.close()
+            got = {}
+            for line in text.splitlines():
+                if line.startswith("cloudstream_authz_"):
+                    k, v = line.rsplit(" ", 1)
+                    got[k] = float(v)
+            tr = got['cloudstream_authz_reviews_total{kind="token_review"}']
+            sar = got['cloudstream_authz_reviews_total{kind="subject_access_review"}']
+            check(tr == kube.count("TokenReview") and
+                  sar == kube.count("SubjectAccessReview") - others["sar"],
+                  "metrics %r, the stand-in saw %d TokenReviews, %d SARs (%d from others)" % (
+                      got, kube.count("TokenReview"), kube.count("SubjectAccessReview"),
+                      others["sar"]))
+            check(got["cloudstream_authz_cache_hits_total"] > 0 and
+                  got["cloudstream_authz_review_errors_total"] == 0, "metrics %r" % got)
+            print("     %d TokenReviews, %d SARs, %d answers from the cache" % (
+                tr, sar, got["cloudstream_authz_cache_hits_total"]), flush=True)
 
         def stand_in_shapes():
             ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
@@ -342,7 +369,8 @@ def main():
             proxy_token_as_the_kubelet_maps_it, apiserver_cert_system_masters,
             node_cert_cannot_exec_other_node, token_not_forwarded,
             one_review_per_identity_and_attributes, refuses_start_without_authorization,
-            refused_subject_403, node_ca_warned_and_refused, stand_in_shapes,
+            refused_subject_403, node_ca_warned_and_refused, metrics_match_the_stand_in,
+            stand_in_shapes,
         ])
         code = env.stop(t.cloud)
         check(code == 0, "cloudstream exit %s" % code)
