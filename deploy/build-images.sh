@@ -100,7 +100,13 @@ build_one() {
 
 	# The shared libraries, as ldd resolves them here, and who ships each.
 	local libs owned
-	libs=$(ldd "$root/usr/bin/$d" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+	# lws loads its libev plugin (stream/loop.h) with dlopen: ldd does not see it, so it and
+	# what it links go in by name.
+	local evlib
+	evlib=$(dpkg -L libwebsockets-evlib-ev | grep '/libwebsockets-evlib_ev\.so$')
+	libs=$(ldd "$root/usr/bin/$d" "$evlib" |
+		awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+	libs="$libs $evlib"
 	# shellcheck disable=SC2086 # one path per word
 	owned=$(owners $libs /etc/os-release)
 	for p in $libs /etc/os-release; do

@@ -17,6 +17,7 @@ static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", 
                                               NULL};
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const sandbox_names[] = {"off", "log", "errno", "kill", NULL};
+static const char *const event_loop_names[] = {"epoll", "poll", NULL}; /* enum st_loop_kind */
 static const char *const authz_mode_names[] = {"AlwaysAllow", "Webhook", NULL};
 
 static const struct st_opt options[] = {
@@ -464,6 +465,17 @@ static const struct st_opt options[] = {
          .value_name = "MODE",
          .help = "seccomp allow-list installed after start-up: errno (other system calls fail "
                  "with EPERM), kill (they kill the process), log (only logged), off.",
+         .since = "0.1"},
+        {.name = "event-loop",
+         .type = ST_OPT_ENUM,
+         .offset = OFF(event_loop),
+         .default_value = "epoll",
+         .enum_names = event_loop_names,
+         .value_name = "KIND",
+         .help = "What lws waits on: epoll (libev through the libwebsockets-evlib-ev plugin; "
+                 "a round costs what is ready, not what is open) or poll (lws's own loop, "
+                 "poll() over every socket each round; kept to measure against). Without the "
+                 "plugin cloudstream falls back to poll and says so at start.",
          .since = "0.1"},
         {.name = "replica-id",
          .type = ST_OPT_STRING,

@@ -63,7 +63,8 @@ struct cs_config {
 	char *admin_listen;
 	int log_level; /* enum st_log_level */
 	char *ready_file;
-	int sandbox; /* enum st_sandbox_mode */
+	int sandbox;    /* enum st_sandbox_mode */
+	int event_loop; /* enum st_loop_kind */
 	char *replica_id;
 	uint64_t drain_timeout_ms;
 };

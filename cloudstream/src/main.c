@@ -187,6 +187,11 @@ static int create_vhosts(struct cs_server *srv)
 	info.ssl_ca_filepath = c->tunnel_ca;
 	info.alpn = "http/1.1"; /* lws would pick h2 otherwise (libwebsockets-notes §1) */
 	info.user = srv;
+	/* Liveness is ours (one sweep, stream/liveness.h): no lws validity timer per tunnel (the
+	 * context's default is 300 s), whose re-sorting walks every timer (notes §8). */
+	static const lws_retry_bo_t no_validity = {.secs_since_valid_ping = 0,
+	                                           .secs_since_valid_hangup = 0};
+	info.retry_and_idle_policy = &no_validity;
 	if (set_listen(&info, "tunnel-listen", c->tunnel_listen, host[0], sizeof host[0]) < 0)
 		return -EINVAL;
 	srv->vh_tunnel = lws_create_vhost(srv->ctx, &info);
@@ -340,11 +345,15 @@ int main(int argc, char **argv)
 	info.user = &srv;
 	info.pt_serv_buf_size = 16384; /* 4 KiB halves relay speed (libwebsockets-notes §7) */
 	info.timeout_secs = 10;        /* TLS handshake deadline on the listeners */
-	srv.ctx = lws_create_context(&info);
-	if (srv.ctx == NULL) {
+	enum st_loop_kind loop_kind;
+	if (st_loop_context_new(&srv.loop, &srv.ctx, &info, (enum st_loop_kind)srv.cfg.event_loop,
+	                        &loop_kind) < 0) {
 		st_err("cannot create the event loop");
 		goto out_config;
 	}
+	if (loop_kind != (enum st_loop_kind)srv.cfg.event_loop)
+		st_warn("--event-loop epoll: the libwebsockets-evlib-ev plugin did not load (see the "
+		        "lws line above); running on lws's poll loop, whose rounds cost O(connections)");
 	cs_admin_ops_init(&srv.admin_ops, &srv);
 	if (create_vhosts(&srv) < 0)
 		goto out_ctx;
@@ -369,14 +378,15 @@ int main(int argc, char **argv)
 		goto out_ctx;
 	srv.ready = true;
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
-	        "flow window %llu, node name from %s",
+	        "flow window %llu, node name from %s, %s loop",
 	        cs_config_spec.version, srv.replica, srv.cfg.tunnel_listen,
 	        st_loop_listen_port(srv.vh_tunnel), srv.cfg.stream_listen,
 	        st_loop_listen_port(srv.vh_stream), srv.vh_admin ? srv.cfg.admin_listen : "off",
 	        (unsigned long long)srv.cfg.stream_window_bytes,
-	        srv.cfg.node_name_from == CS_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>");
+	        srv.cfg.node_name_from == CS_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>",
+	        st_loop_kind_name(loop_kind));
 
-	while (!srv.stop && lws_service(srv.ctx, 0) >= 0)
+	while (!srv.stop && st_loop_run(srv.loop, -1) >= 0)
 		;
 	exit_code = 0;
 
@@ -388,7 +398,7 @@ out_ctx:
 	srv.wq = NULL;
 	st_certreload_free(srv.certs); /* its SSL_CTXs go with the context */
 	srv.certs = NULL;
-	lws_context_destroy(srv.ctx); /* closes every connection: their callbacks free state */
+	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:
 	cs_identity_free(&srv);

@@ -50,6 +50,7 @@ struct edgestream {
 	struct edgestream_callbacks cb;
 	void *user;
 	struct lws_context *ctx;
+	struct st_loop *loop; /* the epoll loop under ctx (stream/loop.h) */
 	struct lws_vhost *vh_client, *vh_admin;
 	struct lws_protocols protocols[4];
 	struct st_admin_ops admin_ops;
@@ -63,7 +64,7 @@ struct edgestream {
 	struct st_certreload
 	        *certs;           /* the tunnel certificate files (reload.c, stream/certreload.h) */
 	bool certs_log_unchanged; /* the check under way was asked for: say if nothing changed */
-	lws_sorted_usec_list_t sul_certs, sul_service;
+	lws_sorted_usec_list_t sul_certs;
 	bool ready_written;
 	/* backends (backend.h) */
 	SSL_CTX *kubelet_ctx; /* ours, for the kubelet leg (refcounted by live SSLs) */

@@ -352,11 +352,15 @@ static int create_loop(struct edgestream *es, char *err, size_t errlen)
 	info.user = es;
 	info.pt_serv_buf_size = 16384; /* 4 KiB halves relay speed (libwebsockets-notes §7) */
 	info.timeout_secs = (unsigned)((es->cfg.connect_timeout_ms + 999) / 1000);
-	es->ctx = lws_create_context(&info);
-	if (es->ctx == NULL) {
+	/* The same loop as cloudstream's (stream/loop.h): epoll through lws's libev plugin. */
+	enum st_loop_kind kind;
+	if (st_loop_context_new(&es->loop, &es->ctx, &info, ST_LOOP_EPOLL, &kind) < 0) {
 		snprintf(err, errlen, "cannot create the event loop");
 		return -ENOMEM;
 	}
+	if (kind != ST_LOOP_EPOLL)
+		st_warn("the libwebsockets-evlib-ev plugin did not load (see the lws line above): "
+		        "running on lws's poll loop");
 	/* The client vhost: the tunnel first (protocols[0] gets the TLS callbacks), backends,
 	 * cross-thread wake-ups; per instance, so several can live in one process. */
 	struct lws_protocols *protos = es->protocols;
@@ -477,11 +481,6 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	return 0;
 }
 
-static void on_service_timer(lws_sorted_usec_list_t *sul)
-{
-	(void)sul; /* firing is the point: the wait in lws_service ends */
-}
-
 /* Stopped, and every tunnel's websocket closed. */
 static bool all_closed(const struct edgestream *es)
 {
@@ -498,13 +497,7 @@ int edgestream_service(struct edgestream *es, int timeout_ms)
 	if (all_closed(es))
 		return 1;
 	handle_requests(es);
-	/* lws 4.1 waits until its next timer or event; a timer bounds the wait for the host. */
-	if (timeout_ms > 0)
-		lws_sul_schedule(es->ctx, 0, &es->sul_service, on_service_timer,
-		                 (lws_usec_t)timeout_ms * LWS_US_PER_MS);
-	int rc = lws_service(es->ctx, timeout_ms == 0 ? -1 : 0);
-	lws_sul_cancel(&es->sul_service);
-	if (rc < 0)
+	if (st_loop_run(es->loop, timeout_ms) < 0)
 		return 1;
 	return all_closed(es) ? 1 : 0;
 }
@@ -560,7 +553,6 @@ void edgestream_free(struct edgestream *es)
 	es->wq = NULL;
 	es_certs_stop(es); /* after the pool: a read under way is dropped, not swapped */
 	if (es->ctx) {
-		lws_sul_cancel(&es->sul_service);
 		/* Streams and kept connections go while the context still serves their sockets
 		 * and timers; then the context closes the tunnels (their callbacks run). */
 		for (struct es_tunnel *t = es->tunnels; t; t = t->next) {
@@ -568,7 +560,7 @@ void edgestream_free(struct edgestream *es)
 			es_tunnel_end_streams(t);
 		}
 		es_kubelet_pool_free(es);
-		lws_context_destroy(es->ctx);
+		st_loop_destroy(es->loop); /* lws_context_destroy, then the loop */
 	}
 	while (es->tunnels)
 		es_tunnel_free(es->tunnels);

@@ -1,6 +1,7 @@
 /*
- * stream/loop.h — event-loop helpers the daemons share: signals through signalfd on the lws
- * loop, the ready file, and the port a listener really bound.
+ * stream/loop.h — event-loop helpers the daemons share: the lws context on an epoll loop,
+ * signals through signalfd on the lws loop, the ready file, and the port a listener really
+ * bound.
  *
  * Thread rules: st_loop_block_signals() runs in main() before any thread starts; everything
  * else runs on the loop thread.
@@ -8,11 +9,55 @@
 #ifndef STREAM_LOOP_H
 #define STREAM_LOOP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct lws;
 struct lws_vhost;
 struct lws_context;
+struct lws_context_creation_info;
+
+/*
+ * The loop under lws. lws 4.1.6's own loop poll()s every fd on every round, O(open sockets)
+ * per event: 5,000 idle tunnels cost a transfer 92 % of its speed (libwebsockets-notes §8).
+ * ST_LOOP_EPOLL runs lws on libev (epoll) through Debian's event-lib plugin
+ * (libwebsockets-evlib-ev, loaded by lws at context creation) with a loop we own, so a round
+ * costs O(ready fds). ST_LOOP_POLL is lws's default, kept to measure against.
+ */
+enum st_loop_kind {
+	ST_LOOP_EPOLL = 0,
+	ST_LOOP_POLL = 1,
+};
+
+struct st_loop;
+
+/*
+ * st_loop_context_new() - lws_create_context(@info) on a loop of @kind. @info->options and
+ * @info->foreign_loops are filled here. When the event-lib plugin cannot be loaded (package
+ * missing), falls back to lws's poll loop; *@kind_used says which one runs. Returns 0 with
+ * *@out and *@ctx, or -ENOMEM / -ENOENT (no context at all; lws logged why).
+ */
+int st_loop_context_new(struct st_loop **out, struct lws_context **ctx,
+                        struct lws_context_creation_info *info, enum st_loop_kind kind,
+                        enum st_loop_kind *kind_used);
+
+/* st_loop_kind_name() - "epoll (libev)" or "poll (lws default)", for logs and metrics. */
+const char *st_loop_kind_name(enum st_loop_kind kind);
+
+/*
+ * st_loop_run() - one round of the loop: waits for at least one event (a socket, an lws timer,
+ * lws_cancel_service()) but no longer than @timeout_ms (-1: no bound, 0: only what is ready),
+ * and runs the callbacks. The daemon's loop is while (!stop && st_loop_run(loop, -1) >= 0).
+ * Returns 0, or < 0 when lws stopped.
+ *
+ * lws on an event library arms its timer only after an event it handled: an lws_sul scheduled
+ * outside any lws callback waits for the next event (a lws_cancel_service() makes one).
+ */
+int st_loop_run(struct st_loop *l, int timeout_ms);
+
+/* st_loop_destroy() - lws_context_destroy() (every connection's callbacks run), then the
+ * loop itself. NULL is fine. */
+void st_loop_destroy(struct st_loop *l);
 
 /* The signals a daemon handles on its loop: SIGTERM/SIGINT (drain and stop), SIGHUP (reload). */
 #define ST_LOOP_SIGNALS_DESC "SIGTERM SIGINT SIGHUP"
@@ -63,7 +108,6 @@ int st_loop_listen_port(struct lws_vhost *vhost);
  * "host:port", "[v6]:port" or ":port" (every address). @host (@cap bytes) keeps the host text
  * that info->iface points at. Returns 0 or -EINVAL.
  */
-struct lws_context_creation_info;
 int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr, char *host,
                        size_t cap);
 

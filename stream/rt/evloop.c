@@ -1,0 +1,137 @@
+/*
+ * The lws context on an epoll loop (stream/loop.h): libev through lws's event-lib plugin, with
+ * a loop we own so one round is ev_run(EVRUN_ONCE) and stopping is the caller's flag.
+ *
+ * What lws does on libev (lib/event-libs/libev in 4.1.6): one ev_io per socket, started and
+ * stopped as lws changes its poll events; one ev_timer for the head of its timer list, re-armed
+ * by an ev_idle after every event; lws_cancel_service() is an eventfd lws adopted like any other
+ * fd. So worker wake-ups, adopted signalfd/inotify fds and lws_sul timers work unchanged.
+ *
+ * Two flaws of that plugin in 4.1.6, and what a tick of ours every ST_LOOP_TICK_MS does:
+ *  - it re-arms its timer with ev_timer_set + ev_timer_start on a watcher that may still be
+ *    active, which libev ignores, so an lws timer scheduled sooner than the one armed fired only
+ *    at the armed time (a 500 ms stall cut came after 2.7 s). The tick keeps the armed time
+ *    near: lws re-arms at the true earliest timer each time it fires;
+ *  - its "forced service" (rx buffered by lws while a connection was paused, TLS bytes OpenSSL
+ *    decrypted ahead) runs from an idle watcher started only after a socket event, never after
+ *    a timer callback: a connection resumed from a timer waited for some unrelated socket. The
+ *    tick makes one (lws_cancel_service()), so that work waits at most a tick.
+ * 50 wake-ups a second cost nothing measurable.
+ */
+#include <stream/err.h>
+#include <stream/loop.h>
+
+#include <ev.h>
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST_LOOP_TICK_MS 20
+
+struct st_loop {
+	struct lws_context *ctx;
+	struct ev_loop *ev; /* NULL on lws's poll loop */
+	void *foreign[1];
+	struct ev_timer bound;         /* st_loop_run's @timeout_ms on libev */
+	lws_sorted_usec_list_t sul_bound; /* ... and on lws's poll loop */
+	lws_sorted_usec_list_t sul_tick;  /* libev only: see the top of this file */
+};
+
+static void on_tick(lws_sorted_usec_list_t *sul)
+{
+	struct st_loop *l = lws_container_of(sul, struct st_loop, sul_tick);
+	lws_sul_schedule(l->ctx, 0, &l->sul_tick, on_tick, ST_LOOP_TICK_MS * LWS_US_PER_MS);
+	lws_cancel_service(l->ctx); /* a socket event: lws's idle work runs after it */
+}
+
+static void on_bound_ev(struct ev_loop *loop, struct ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents; /* firing is the point: ev_run returns */
+}
+
+static void on_bound_sul(lws_sorted_usec_list_t *sul)
+{
+	(void)sul; /* firing is the point: the wait in lws_service ends */
+}
+
+const char *st_loop_kind_name(enum st_loop_kind kind)
+{
+	return kind == ST_LOOP_EPOLL ? "epoll (libev)" : "poll (lws default)";
+}
+
+int st_loop_context_new(struct st_loop **out, struct lws_context **ctx,
+                        struct lws_context_creation_info *info, enum st_loop_kind kind,
+                        enum st_loop_kind *kind_used)
+{
+	struct st_loop *l = calloc(1, sizeof *l);
+	if (l == NULL)
+		return -ENOMEM;
+	if (kind == ST_LOOP_EPOLL) {
+		/* epoll only: libev's select/poll backends would bring the O(N) round back. */
+		l->ev = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
+		if (l->ev != NULL) {
+			l->foreign[0] = l->ev;
+			info->foreign_loops = l->foreign;
+			info->options |= LWS_SERVER_OPTION_LIBEV;
+			l->ctx = lws_create_context(info);
+			info->options &= ~(uint64_t)LWS_SERVER_OPTION_LIBEV;
+			info->foreign_loops = NULL;
+			if (l->ctx == NULL) {
+				ev_loop_destroy(l->ev);
+				l->ev = NULL;
+			}
+		}
+	}
+	if (l->ctx == NULL)
+		l->ctx = lws_create_context(info); /* lws's poll loop */
+	if (l->ctx == NULL) {
+		free(l);
+		return -ENOENT;
+	}
+	if (l->ev != NULL)
+		/* Its lws_cancel_service() is the first event: lws arms its timer only after one,
+		 * so timers scheduled before the loop starts run even if no socket wakes it. */
+		on_tick(&l->sul_tick);
+	*kind_used = l->ev ? ST_LOOP_EPOLL : ST_LOOP_POLL;
+	*ctx = l->ctx;
+	*out = l;
+	return 0;
+}
+
+int st_loop_run(struct st_loop *l, int timeout_ms)
+{
+	if (l->ev == NULL) {
+		/* lws 4.1 waits until its next timer or event: a timer bounds the wait. */
+		if (timeout_ms > 0)
+			lws_sul_schedule(l->ctx, 0, &l->sul_bound, on_bound_sul,
+			                 (lws_usec_t)timeout_ms * LWS_US_PER_MS);
+		int rc = lws_service(l->ctx, timeout_ms == 0 ? -1 : 0);
+		lws_sul_cancel(&l->sul_bound);
+		return rc < 0 ? -ECANCELED : 0;
+	}
+	if (timeout_ms == 0) {
+		ev_run(l->ev, EVRUN_NOWAIT);
+		return 0;
+	}
+	if (timeout_ms > 0) {
+		ev_timer_init(&l->bound, on_bound_ev, (ev_tstamp)timeout_ms / 1000.0, 0.);
+		ev_timer_start(l->ev, &l->bound);
+	}
+	ev_run(l->ev, EVRUN_ONCE);
+	if (timeout_ms > 0)
+		ev_timer_stop(l->ev, &l->bound);
+	return 0;
+}
+
+void st_loop_destroy(struct st_loop *l)
+{
+	if (l == NULL)
+		return;
+	lws_sul_cancel(&l->sul_tick);
+	lws_context_destroy(l->ctx);
+	if (l->ev != NULL)
+		ev_loop_destroy(l->ev);
+	free(l);
+}
