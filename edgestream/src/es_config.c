@@ -130,7 +130,9 @@ static const struct st_opt options[] = {
          .max = 3600000,
          .value_name = "DURATION",
          .help = "First redial delay; each failure doubles it up to --backoff-max, and each "
-                 "delay is drawn in [d/2, d] (jitter) so edges do not redial in lockstep.",
+                 "delay is drawn in [d/2, d] (jitter) so edges do not redial in lockstep. After "
+                 "a tunnel that was up drops, the first redial is drawn in [0, 2 * this] "
+                 "instead: a fleet cut off by one cloud restart spreads over that window.",
          .since = "0.1"},
         {.name = "backoff-max",
          .type = ST_OPT_DURATION_MS,

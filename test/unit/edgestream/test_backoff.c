@@ -55,12 +55,48 @@ static void test_es_backoff__degenerate_settings(void **state)
 		assert_true(es_backoff_next(&b) <= (1u << 30));
 }
 
+static void test_es_backoff__first_redial_after_up_is_spread_from_zero(void **state)
+{
+	(void)state;
+	/* Many edges whose stable tunnels dropped at once: redials cover [0, spread], some at
+	 * once and none later than the spread. */
+	int early = 0, late = 0;
+	for (uint64_t seed = 1; seed <= 1000; seed++) {
+		struct es_backoff b;
+		es_backoff_init(&b, 1000, 60000, seed);
+		uint64_t d = es_backoff_after_up(&b, 2000);
+		assert_true(d <= 2000);
+		early += d < 500;
+		late += d > 1500;
+		/* The redial failed: backoff continues past the first step. */
+		uint64_t n = es_backoff_next(&b);
+		assert_true(n >= 1000 && n <= 2000);
+	}
+	assert_true(early > 150 && early < 350); /* ~25 % each side of a uniform draw */
+	assert_true(late > 150 && late < 350);
+}
+
+static void test_es_backoff__a_flapping_tunnel_is_not_spread_again(void **state)
+{
+	(void)state;
+	struct es_backoff b;
+	es_backoff_init(&b, 1000, 60000, 9);
+	(void)es_backoff_after_up(&b, 2000);
+	/* Up again but dropped before it counted as stable: normal backoff, not the spread. */
+	uint64_t d = es_backoff_after_up(&b, 2000);
+	assert_true(d >= 1000 && d <= 2000);
+	es_backoff_reset(&b); /* stable: the next drop is spread again */
+	assert_true(es_backoff_after_up(&b, 0) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_es_backoff__doubles_with_jitter_up_to_the_cap),
 	        cmocka_unit_test(test_es_backoff__edges_do_not_redial_in_lockstep),
 	        cmocka_unit_test(test_es_backoff__degenerate_settings),
+	        cmocka_unit_test(test_es_backoff__first_redial_after_up_is_spread_from_zero),
+	        cmocka_unit_test(test_es_backoff__a_flapping_tunnel_is_not_spread_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
