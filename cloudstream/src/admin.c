@@ -15,6 +15,8 @@
 #include <stream/certreload.h>
 #include <stream/log.h>
 
+#include "denylist.h"
+
 static const char *const kind_names[6] = {"other", "exec", "attach", "portforward", "logs", "run"};
 
 static void render_metrics(struct st_text *t, void *user)
@@ -152,11 +154,39 @@ static bool ready(void *user, const char **why)
 	return srv->ready && !srv->draining;
 }
 
-/* POST /nodes/<name>/close (identity.c). */
+/* POST /nodes/<name>/close: the node's tunnel is closed now (identity.h). */
 static int action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
                   char *out, size_t cap, size_t *out_len)
 {
-	return cs_identity_admin(user, method, mlen, path, plen, out, cap, out_len);
+	struct cs_server *srv = user;
+	static const char pre[] = "/nodes/", post[] = "/close";
+	size_t pl = sizeof pre - 1, sl = sizeof post - 1;
+	int n, status;
+	if (plen <= pl + sl || memcmp(path, pre, pl) != 0 ||
+	    memcmp(path + plen - sl, post, sl) != 0)
+		return 0; /* not ours */
+	const char *name = path + pl;
+	size_t nl = plen - pl - sl;
+	if (mlen != 4 || memcmp(method, "POST", 4) != 0) {
+		status = 405;
+		n = snprintf(out, cap, "POST closes the node's tunnel\n");
+	} else if (!cs_node_name_valid(name, nl)) {
+		status = 400;
+		n = snprintf(out, cap, "not a node name\n");
+	} else {
+		struct cs_tunnel *t = cs_registry_get(srv->reg, name, nl);
+		if (t == NULL) {
+			status = 404;
+			n = snprintf(out, cap, "node %.*s has no tunnel here\n", (int)nl, name);
+		} else {
+			srv->m.tunnels_closed_admin++;
+			cs_tunnel_close(t, "closed by the admin port (POST /nodes/<name>/close)");
+			status = 200;
+			n = snprintf(out, cap, "closed the tunnel of node %.*s\n", (int)nl, name);
+		}
+	}
+	*out_len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
+	return status;
 }
 
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv)

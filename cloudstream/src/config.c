@@ -96,6 +96,17 @@ static const struct st_opt options[] = {
          .example = "--deny-list /etc/cloudstream/deny-list",
          .flags = ST_OPT_F_RELOAD,
          .since = "0.2"},
+        {.name = "deny-list-check-interval",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(deny_list_check_interval_ms),
+         .default_value = "10s",
+         .min = 100,
+         .max = 86400000,
+         .value_name = "DURATION",
+         .help = "How often --deny-list is checked for changes (a stat on a worker; the file "
+                 "is read only when it changed, so a ConfigMap update applies without a "
+                 "SIGHUP).",
+         .since = "0.2"},
         {.name = "node-watch",
          .type = ST_OPT_BOOL,
          .offset = OFF(node_watch),

@@ -38,6 +38,7 @@ struct cs_config {
 	uint64_t max_sessions;
 	char *deny_list; /* revoked serials and node names (denylist.h), reloaded on SIGHUP */
 	bool node_watch; /* a deleted Node closes its tunnel (nodewatch.c) */
+	uint64_t deny_list_check_interval_ms; /* the file is re-read when it changed */
 	/* stream server */
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;

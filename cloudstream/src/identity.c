@@ -38,17 +38,27 @@ struct node_answer {
 	uint64_t expires_ms; /* 0: a lookup is on its way, no answer yet */
 };
 
+/* What the deny-list file looked like: any change of these is a change of the file. */
+struct stamp {
+	int64_t mtime_ns, size;
+	uint64_t ino;
+	int err;
+};
+
 struct cs_identity {
 	struct cs_denylist *deny; /* NULL: nothing is denied */
+	struct stamp loaded;      /* the file the list in force came from */
+	struct stamp refused;     /* the last file that did not parse (logged once) */
 	bool reloading, reload_again;
+	lws_sorted_usec_list_t sul_check; /* --deny-list-check-interval */
+	struct cs_server *srv;
 	struct node_answer *answers; /* NODE_CACHE_ENTRIES, used as a ring */
 	size_t next_answer;
 };
 
 static const char *const refusal_names[CS_REFUSE_COUNT] = {
-        "path",        "certificate", "hostname_override", "internal_ip",
-        "ip_conflict", "denied",      "draining",          "limit",
-        "node_deleted",
+        "path",     "certificate", "hostname_override", "internal_ip", "ip_conflict", "denied",
+        "draining", "limit",       "node_deleted",
 };
 
 const char *cs_refusal_name(enum cs_refusal r)
@@ -57,6 +67,25 @@ const char *cs_refusal_name(enum cs_refusal r)
 }
 
 /* ---- the deny list ------------------------------------------------------------------------ */
+
+static void stamp_of(const char *path, struct stamp *out)
+{
+	struct stat sb;
+	memset(out, 0, sizeof *out);
+	if (stat(path, &sb) < 0) {
+		out->err = errno;
+		return;
+	}
+	out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	out->size = (int64_t)sb.st_size;
+	out->ino = (uint64_t)sb.st_ino;
+}
+
+static bool stamp_equal(const struct stamp *a, const struct stamp *b)
+{
+	return a->mtime_ns == b->mtime_ns && a->size == b->size && a->ino == b->ino &&
+	       a->err == b->err;
+}
 
 /* Reads and parses @path (any thread). Returns 0 with *@out, or a negative errno with @err. */
 static int deny_load(const char *path, struct cs_denylist **out, char *err, size_t cap)
@@ -117,6 +146,11 @@ static void deny_sweep(struct cs_server *srv)
 struct deny_job {
 	struct cs_server *srv;
 	char *path;
+	bool if_changed;  /* the periodic check: read nothing when the file is as loaded */
+	struct stamp old; /* the loaded file's, copied at submit */
+	/* results (worker → loop) */
+	struct stamp now;
+	bool unchanged;
 	struct cs_denylist *list;
 	int rc;
 	char err[512];
@@ -125,6 +159,11 @@ struct deny_job {
 static void deny_work(void *arg)
 {
 	struct deny_job *j = arg;
+	stamp_of(j->path, &j->now);
+	if (j->if_changed && stamp_equal(&j->now, &j->old)) {
+		j->unchanged = true;
+		return;
+	}
 	j->rc = deny_load(j->path, &j->list, j->err, sizeof j->err);
 }
 
@@ -133,14 +172,19 @@ static void deny_done(void *arg, int status)
 	struct deny_job *j = arg;
 	struct cs_server *srv = j->srv;
 	struct cs_identity *id = srv->ident;
-	if (status == 0 && id && j->rc == 0) {
+	if (status != 0 || id == NULL || j->unchanged) {
+		/* nothing to do */
+	} else if (j->rc == 0) {
 		cs_denylist_free(id->deny);
 		id->deny = j->list;
 		j->list = NULL;
+		id->loaded = j->now;
 		st_info("deny list reloaded: %zu serials, %zu nodes", cs_denylist_serials(id->deny),
 		        cs_denylist_nodes(id->deny));
 		deny_sweep(srv);
-	} else if (status == 0 && j->rc < 0) {
+	} else if (!j->if_changed || !stamp_equal(&j->now, &id->refused)) {
+		/* once per bad version of the file from the periodic check; at every SIGHUP */
+		id->refused = j->now;
 		st_err("deny list not reloaded, the old one stays: %s", j->err);
 	}
 	cs_denylist_free(j->list);
@@ -155,13 +199,13 @@ static void deny_done(void *arg, int status)
 	}
 }
 
-void cs_identity_reload(struct cs_server *srv)
+static void deny_start(struct cs_server *srv, bool if_changed)
 {
 	struct cs_identity *id = srv->ident;
 	if (id == NULL || srv->cfg.deny_list == NULL || srv->cfg.deny_list[0] == '\0')
 		return;
 	if (id->reloading) {
-		id->reload_again = true;
+		id->reload_again |= !if_changed; /* a SIGHUP during a check still reads */
 		return;
 	}
 	struct deny_job *j = calloc(1, sizeof *j);
@@ -170,17 +214,49 @@ void cs_identity_reload(struct cs_server *srv)
 	int rc = j && j->path ? 0 : -ENOMEM;
 	if (rc == 0) {
 		j->srv = srv;
+		j->if_changed = if_changed;
+		j->old = id->loaded;
 		rc = st_workq_submit(srv->wq, deny_work, deny_done, j);
 	}
 	if (rc < 0) {
-		st_err("deny list not reloaded: %s; send SIGHUP again",
-		       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
+		if (!if_changed)
+			st_err("deny list not reloaded: %s; send SIGHUP again",
+			       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
 		if (j)
 			free(j->path);
 		free(j);
 		return;
 	}
 	id->reloading = true;
+}
+
+void cs_identity_reload(struct cs_server *srv)
+{
+	deny_start(srv, false);
+}
+
+static void on_deny_check(lws_sorted_usec_list_t *sul)
+{
+	struct cs_identity *id = lws_container_of(sul, struct cs_identity, sul_check);
+	deny_start(id->srv, true);
+	lws_sul_schedule(id->srv->ctx, 0, &id->sul_check, on_deny_check,
+	                 (lws_usec_t)id->srv->cfg.deny_list_check_interval_ms * LWS_US_PER_MS);
+}
+
+int cs_identity_start(struct cs_server *srv)
+{
+	struct cs_identity *id = srv->ident;
+	if (id && srv->cfg.deny_list && srv->cfg.deny_list[0])
+		lws_sul_schedule(srv->ctx, 0, &id->sul_check, on_deny_check,
+		                 (lws_usec_t)srv->cfg.deny_list_check_interval_ms * LWS_US_PER_MS);
+	return cs_nodewatch_start(srv);
+}
+
+void cs_identity_stop(struct cs_server *srv)
+{
+	if (srv->ident)
+		lws_sul_cancel(&srv->ident->sul_check);
+	cs_nodewatch_stop(srv);
 }
 
 int cs_identity_new(struct cs_server *srv)
@@ -202,6 +278,7 @@ int cs_identity_new(struct cs_server *srv)
 	}
 	if (c->deny_list && c->deny_list[0]) {
 		char err[512];
+		stamp_of(c->deny_list, &id->loaded);
 		int rc = deny_load(c->deny_list, &id->deny, err, sizeof err);
 		if (rc < 0) {
 			st_err("%s", err);
@@ -212,6 +289,7 @@ int cs_identity_new(struct cs_server *srv)
 		st_info("deny list: %zu serials, %zu nodes", cs_denylist_serials(id->deny),
 		        cs_denylist_nodes(id->deny));
 	}
+	id->srv = srv;
 	srv->ident = id;
 	return 0;
 }
@@ -225,41 +303,6 @@ void cs_identity_free(struct cs_server *srv)
 	free(id->answers);
 	free(id);
 	srv->ident = NULL;
-}
-
-/* ---- the admin action ----------------------------------------------------------------------- */
-
-int cs_identity_admin(struct cs_server *srv, const char *method, size_t mlen, const char *path,
-                      size_t plen, char *out, size_t cap, size_t *out_len)
-{
-	static const char pre[] = "/nodes/", post[] = "/close";
-	size_t pl = sizeof pre - 1, sl = sizeof post - 1;
-	int n, status;
-	if (plen <= pl + sl || memcmp(path, pre, pl) != 0 ||
-	    memcmp(path + plen - sl, post, sl) != 0)
-		return 0; /* not ours */
-	const char *name = path + pl;
-	size_t nl = plen - pl - sl;
-	if (mlen != 4 || memcmp(method, "POST", 4) != 0) {
-		status = 405;
-		n = snprintf(out, cap, "POST closes the node's tunnel\n");
-	} else if (!cs_node_name_valid(name, nl)) {
-		status = 400;
-		n = snprintf(out, cap, "not a node name\n");
-	} else {
-		struct cs_tunnel *t = cs_registry_get(srv->reg, name, nl);
-		if (t == NULL) {
-			status = 404;
-			n = snprintf(out, cap, "node %.*s has no tunnel here\n", (int)nl, name);
-		} else {
-			srv->m.tunnels_closed_admin++;
-			cs_tunnel_close(t, "closed by the admin port (POST /nodes/<name>/close)");
-			status = 200;
-			n = snprintf(out, cap, "closed the tunnel of node %.*s\n", (int)nl, name);
-		}
-	}
-	*out_len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
-	return status;
 }
 
 /* ---- shared IPs ---------------------------------------------------------------------------- */

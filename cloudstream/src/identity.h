@@ -6,7 +6,7 @@
  *     on a worker; a list that does not parse keeps the old one. Swapped in on the loop, after
  *     which every connected node it now names (by certificate serial or node name) has its
  *     tunnel closed at once, and its upgrades are refused with 403 and the reason.
- *   - The admin action POST /nodes/<name>/close closes one node's tunnel.
+ *   - The admin action POST /nodes/<name>/close (admin.c) closes one node's tunnel.
  *   - --internal-ip-policy node-address: the edge's SessionInternalIP is verified against the
  *     Node object (GET /api/v1/nodes/<name> on a worker, status.addresses; answers cached for
  *     --pod-cache-ttl) before requests are routed to the node by it.
@@ -46,6 +46,14 @@ const char *cs_refusal_name(enum cs_refusal r);
  * Returns 0, or a negative errno after logging why (the daemon exits). */
 int cs_identity_new(struct cs_server *srv);
 
+/* cs_identity_start() - once the loop and the worker pool exist: the deny list's periodic check
+ * (--deny-list-check-interval: a stat on a worker, the file read only when it changed) and the
+ * node watch (--node-watch). 0, or a negative errno after logging why. */
+int cs_identity_start(struct cs_server *srv);
+
+/* cs_identity_stop() - before the context goes: the timer, the node watch. */
+void cs_identity_stop(struct cs_server *srv);
+
 /* cs_identity_free() - NULL-safe; pending jobs find nothing when they complete. */
 void cs_identity_free(struct cs_server *srv);
 
@@ -69,10 +77,6 @@ int cs_identity_verify_ip(struct cs_server *srv, const char *node, uint64_t ordi
 
 /* cs_identity_note_shared() - the registry made @ip shared by @node and @other: log, count. */
 void cs_identity_note_shared(struct cs_server *srv, const char *ip, const char *node);
-
-/* Admin: POST /nodes/<name>/close. Returns the HTTP status; the body goes into @out. */
-int cs_identity_admin(struct cs_server *srv, const char *method, size_t mlen, const char *path,
-                      size_t plen, char *out, size_t cap, size_t *out_len);
 
 /* ---- nodewatch.c: --node-watch ---------------------------------------------------------- */
 struct cs_nodewatch;

@@ -374,7 +374,7 @@ int main(int argc, char **argv)
 		st_err("cannot start the worker pool");
 		goto out_ctx;
 	}
-	if (cs_nodewatch_start(&srv) < 0 || write_ready_file(&srv) < 0)
+	if (cs_identity_start(&srv) < 0 || write_ready_file(&srv) < 0)
 		goto out_ctx;
 	srv.ready = true;
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
@@ -391,7 +391,7 @@ int main(int argc, char **argv)
 	exit_code = 0;
 
 out_ctx:
-	cs_nodewatch_stop(&srv);
+	cs_identity_stop(&srv);
 	lws_sul_cancel(&srv.sul_drain);
 	cs_tunnels_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */

@@ -241,7 +241,8 @@ def group_revocation():
         with open(deny, "w") as f:
             f.write("# nothing revoked yet\n")
         kubelet = h.start_kubelet(env)
-        cloud = h.start_cloudstream(env, ALLOWED + ["--deny-list", deny])
+        cloud = h.start_cloudstream(env, ALLOWED + ["--deny-list", deny,
+                                                    "--deny-list-check-interval", "200ms"])
         tport = cloud.ports["tunnel"]
         node1 = env.path("node-edge-1")
 
@@ -334,12 +335,27 @@ def group_revocation():
             check(metric(cloud, "cloudstream_tunnel_refusals_total",
                          'reason="hostname_override"') == 4, "refusals not counted by reason")
 
+        def file_change_without_sighup():
+            # a ConfigMap-mounted list is replaced by the kubelet; nobody sends SIGHUP
+            edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="e1-file")
+            t0 = time.monotonic()
+            write_deny("node edge-1\n")
+            check(wait_exit(edge, 3.0), "edge-1 still connected 3 s after the file changed")
+            print("     file changed: tunnel closed %.3f s later (checked every 200 ms)"
+                  % (time.monotonic() - t0), flush=True)
+            write_deny("")
+            deadline = time.monotonic() + 5
+            while raw_upgrade(env, tport, node1, [])[0] != 101:
+                check(time.monotonic() < deadline, "edge-1 not re-admitted after the file emptied")
+                time.sleep(0.05)
+
         rc = h.run(named("revocation", [
             ("deny_serial_closes_tunnel_within_1s", deny_serial_closes_tunnel),
             ("deny_node_name", deny_node_name),
             ("bad_file_keeps_old_list", bad_file_keeps_old_list),
             ("admin_close", admin_close),
             ("hostname_override_checked", hostname_override_checked),
+            ("file_change_without_sighup", file_change_without_sighup),
         ]))
         check(env.stop(cloud) == 0, "cloudstream exit status")
         failed = rc != 0
