@@ -352,8 +352,8 @@ int main(int argc, char **argv)
 		goto out_config;
 	}
 	if (loop_kind != (enum st_loop_kind)srv.cfg.event_loop)
-		st_warn("--event-loop epoll: the libwebsockets-evlib-ev plugin did not load (see the "
-		        "lws line above); running on lws's poll loop, whose rounds cost O(connections)");
+		st_warn("--event-loop epoll: the libwebsockets-evlib-ev plugin did not load (see "
+		        "the lws line above); running on lws's poll loop, O(connections) a round");
 	cs_admin_ops_init(&srv.admin_ops, &srv);
 	if (create_vhosts(&srv) < 0)
 		goto out_ctx;

@@ -393,8 +393,8 @@ static void down(struct es_tunnel *t, int err, const char *why)
 	/* After a tunnel that was up: the first redial anywhere in [0, 2 * --backoff-initial], so
 	 * a fleet cut off by a cloud restart does not redial within one second (backoff.h). */
 	uint64_t retry = es->stopped ? 0
-	                 : was_up    ? es_backoff_after_up(&t->backoff, 2 * es->cfg.backoff_initial_ms)
-	                             : es_backoff_next(&t->backoff);
+	                 : was_up ? es_backoff_after_up(&t->backoff, 2 * es->cfg.backoff_initial_ms)
+	                          : es_backoff_next(&t->backoff);
 	if (was_up) {
 		es->m.disconnects_total++;
 		st_warn("tunnel down after %llu s: %s%s",

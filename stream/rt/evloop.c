@@ -32,7 +32,7 @@ struct st_loop {
 	struct lws_context *ctx;
 	struct ev_loop *ev; /* NULL on lws's poll loop */
 	void *foreign[1];
-	struct ev_timer bound;         /* st_loop_run's @timeout_ms on libev */
+	struct ev_timer bound;            /* st_loop_run's @timeout_ms on libev */
 	lws_sorted_usec_list_t sul_bound; /* ... and on lws's poll loop */
 	lws_sorted_usec_list_t sul_tick;  /* libev only: see the top of this file */
 };

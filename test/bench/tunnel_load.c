@@ -54,8 +54,8 @@ struct conn {
 	uint8_t hdr_len, opcode;
 	bool ping_pending, pong_pending, was_open;
 	uint32_t idx, attempt, resp_len;
-	uint64_t due_ms;   /* S_IDLE: dial at; S_OPEN: next ping at; else: deadline */
-	uint64_t remain;   /* payload bytes of the current server frame still to skip */
+	uint64_t due_ms; /* S_IDLE: dial at; S_OPEN: next ping at; else: deadline */
+	uint64_t remain; /* payload bytes of the current server frame still to skip */
 	uint8_t hdr[14];
 	SSL *ssl;
 	char *resp; /* the 101 response while it arrives */
@@ -248,11 +248,12 @@ static void send_request(struct conn *c)
 	unsigned char raw[16];
 	RAND_bytes(raw, sizeof raw);
 	EVP_EncodeBlock((unsigned char *)key, raw, sizeof raw);
-	int n = snprintf(req, sizeof req,
-	                 "GET /v1/kubeedge/connect HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\n"
-	                 "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-	                 "Sec-WebSocket-Version: 13\r\nSessionHostNameOverride: %s%u\r\n\r\n",
-	                 o.host, o.port, key, o.prefix, c->idx);
+	int n = snprintf(
+	        req, sizeof req,
+	        "GET /v1/kubeedge/connect HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\n"
+	        "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+	        "Sec-WebSocket-Version: 13\r\nSessionHostNameOverride: %s%u\r\n\r\n",
+	        o.host, o.port, key, o.prefix, c->idx);
 	int w = SSL_write(c->ssl, req, n);
 	if (w != n) { /* a fresh connection takes 300 bytes at once */
 		drop(c, &cnt->tls_err);
@@ -287,8 +288,9 @@ static bool send_control(struct conn *c, uint8_t opcode)
 	/* The mask is fixed: a retried SSL_write must carry the same bytes, and the server does
 	 * not judge the mask's randomness. */
 	static const uint8_t m[4] = {0x37, 0xfa, 0x21, 0x3d};
-	uint8_t f[8] = {(uint8_t)(0x80 | opcode), 0x82, m[0], m[1], m[2], m[3],
-	                (uint8_t)('l' ^ m[0]), (uint8_t)('d' ^ m[1])};
+	uint8_t f[8] = {
+	        (uint8_t)(0x80 | opcode), 0x82, m[0], m[1], m[2], m[3], (uint8_t)('l' ^ m[0]),
+	        (uint8_t)('d' ^ m[1])};
 	int w = SSL_write(c->ssl, f, sizeof f);
 	if (w == (int)sizeof f)
 		return true;
@@ -316,7 +318,8 @@ static void read_open(struct conn *c)
 		}
 		for (int i = 0; i < r;) {
 			if (c->remain) {
-				uint64_t k = (uint64_t)(r - i) < c->remain ? (uint64_t)(r - i) : c->remain;
+				uint64_t k = (uint64_t)(r - i) < c->remain ? (uint64_t)(r - i)
+				                                           : c->remain;
 				c->remain -= k;
 				i += (int)k;
 				continue;
@@ -325,7 +328,10 @@ static void read_open(struct conn *c)
 			if (c->hdr_len < 2)
 				continue;
 			uint8_t l7 = c->hdr[1] & 0x7f;
-			unsigned need = 2u + (l7 == 126 ? 2u : l7 == 127 ? 8u : 0u) +
+			unsigned need = 2u +
+			                (l7 == 126   ? 2u
+			                 : l7 == 127 ? 8u
+			                             : 0u) +
 			                ((c->hdr[1] & 0x80) ? 4u : 0u);
 			if (c->hdr_len < need)
 				continue;
@@ -373,7 +379,8 @@ static void read_response(struct conn *c)
 		}
 		if (strncmp(c->resp, "HTTP/1.1 101", 12) != 0) {
 			if (!o.quiet && cnt->http_err < 5)
-				fprintf(stderr, "tunnel_load: %.*s\n", (int)(end - c->resp), c->resp);
+				fprintf(stderr, "tunnel_load: %.*s\n", (int)(end - c->resp),
+				        c->resp);
 			drop(c, &cnt->http_err);
 			return;
 		}
@@ -497,42 +504,78 @@ static void run_worker(int first, int n)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: tunnel_load --port P --ca-cert F --ca-key F --server-ca F [--host H] "
-	                "[--n N] [--procs P] [--ping-interval MS] [--redial-spread MS] "
-	                "[--max-dialing K] [--connect-timeout MS] [--duration S] [--prefix P] "
-	                "[--quiet]\n");
+	fprintf(stderr,
+	        "usage: tunnel_load --port P --ca-cert F --ca-key F --server-ca F [--host H] "
+	        "[--n N] [--procs P] [--ping-interval MS] [--redial-spread MS] "
+	        "[--max-dialing K] [--connect-timeout MS] [--duration S] [--prefix P] "
+	        "[--quiet]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	        {"host", 1, 0, 'h'},          {"port", 1, 0, 'p'},
-	        {"ca-cert", 1, 0, 'c'},       {"ca-key", 1, 0, 'k'},
-	        {"server-ca", 1, 0, 's'},     {"n", 1, 0, 'n'},
-	        {"procs", 1, 0, 'P'},         {"ping-interval", 1, 0, 'i'},
-	        {"redial-spread", 1, 0, 'r'}, {"max-dialing", 1, 0, 'm'},
-	        {"connect-timeout", 1, 0, 't'}, {"duration", 1, 0, 'd'},
-	        {"prefix", 1, 0, 'x'},        {"quiet", 0, 0, 'q'},
-	        {0, 0, 0, 0}};
+	static const struct option lo[] = {{"host", 1, 0, 'h'},
+	                                   {"port", 1, 0, 'p'},
+	                                   {"ca-cert", 1, 0, 'c'},
+	                                   {"ca-key", 1, 0, 'k'},
+	                                   {"server-ca", 1, 0, 's'},
+	                                   {"n", 1, 0, 'n'},
+	                                   {"procs", 1, 0, 'P'},
+	                                   {"ping-interval", 1, 0, 'i'},
+	                                   {"redial-spread", 1, 0, 'r'},
+	                                   {"max-dialing", 1, 0, 'm'},
+	                                   {"connect-timeout", 1, 0, 't'},
+	                                   {"duration", 1, 0, 'd'},
+	                                   {"prefix", 1, 0, 'x'},
+	                                   {"quiet", 0, 0, 'q'},
+	                                   {0, 0, 0, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
-		case 'h': o.host = optarg; break;
-		case 'p': o.port = atoi(optarg); break;
-		case 'c': o.ca_cert = optarg; break;
-		case 'k': o.ca_key = optarg; break;
-		case 's': o.server_ca = optarg; break;
-		case 'n': o.n = atoi(optarg); break;
-		case 'P': o.procs = atoi(optarg); break;
-		case 'i': o.ping_ms = strtoull(optarg, NULL, 10); break;
-		case 'r': o.spread_ms = strtoull(optarg, NULL, 10); break;
-		case 'm': o.max_dialing = atoi(optarg); break;
-		case 't': o.timeout_ms = strtoull(optarg, NULL, 10); break;
-		case 'd': o.duration_s = atoi(optarg); break;
-		case 'x': o.prefix = optarg; break;
-		case 'q': o.quiet = true; break;
-		default: usage();
+		case 'h':
+			o.host = optarg;
+			break;
+		case 'p':
+			o.port = atoi(optarg);
+			break;
+		case 'c':
+			o.ca_cert = optarg;
+			break;
+		case 'k':
+			o.ca_key = optarg;
+			break;
+		case 's':
+			o.server_ca = optarg;
+			break;
+		case 'n':
+			o.n = atoi(optarg);
+			break;
+		case 'P':
+			o.procs = atoi(optarg);
+			break;
+		case 'i':
+			o.ping_ms = strtoull(optarg, NULL, 10);
+			break;
+		case 'r':
+			o.spread_ms = strtoull(optarg, NULL, 10);
+			break;
+		case 'm':
+			o.max_dialing = atoi(optarg);
+			break;
+		case 't':
+			o.timeout_ms = strtoull(optarg, NULL, 10);
+			break;
+		case 'd':
+			o.duration_s = atoi(optarg);
+			break;
+		case 'x':
+			o.prefix = optarg;
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!o.port || !o.ca_cert || !o.ca_key || !o.server_ca || o.n < 1 || o.procs < 1 ||
@@ -581,8 +624,9 @@ int main(int argc, char **argv)
 		uint64_t now = now_ms();
 		if (!all_up && s.open == (uint64_t)o.n) {
 			all_up = true;
-			printf("all-up n=%d after_s=%.2f dials=%llu handshakes=%llu timeouts=%llu\n", o.n,
-			       (double)(now - down_at) / 1000.0, (unsigned long long)s.dials,
+			printf("all-up n=%d after_s=%.2f dials=%llu handshakes=%llu "
+			       "timeouts=%llu\n",
+			       o.n, (double)(now - down_at) / 1000.0, (unsigned long long)s.dials,
 			       (unsigned long long)s.handshakes, (unsigned long long)s.timeouts);
 			fflush(stdout);
 		} else if (all_up && s.open < (uint64_t)o.n) {
@@ -594,8 +638,10 @@ int main(int argc, char **argv)
 		}
 		if (now - up_since >= 1000) {
 			up_since = now;
-			printf("t=%.1f open=%llu dialing=%llu dials=%llu handshakes=%llu refused=%llu "
-			       "tls_err=%llu http_err=%llu timeouts=%llu drops=%llu pings=%llu pongs=%llu\n",
+			printf("t=%.1f open=%llu dialing=%llu dials=%llu handshakes=%llu "
+			       "refused=%llu "
+			       "tls_err=%llu http_err=%llu timeouts=%llu drops=%llu pings=%llu "
+			       "pongs=%llu\n",
 			       (double)(now - t0) / 1000.0, (unsigned long long)s.open,
 			       (unsigned long long)s.dialing, (unsigned long long)s.dials,
 			       (unsigned long long)s.handshakes, (unsigned long long)s.refused,
