@@ -149,6 +149,11 @@ void cs_tunnel_close(struct cs_tunnel *t, const char *why)
 	t->registered = false;
 	cs_registry_remove_if(t->srv->reg, t->node, strlen(t->node), t);
 	cs__tunnel_end_streams(t, why);
+	/* Closed from its WRITEABLE: a close asked from a worker completion
+	 * (EVENT_WAIT_CANCELLED) by lws_set_timeout alone waited for the loop's next wake-up
+	 * under the libev loop (200 ms measured); the timeout stays as the backstop. */
+	t->kill = true;
+	lws_callback_on_writable(t->wsi);
 	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
@@ -303,6 +308,8 @@ static int tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bo
 static int tunnel_writeable(struct cs_tunnel *t)
 {
 	struct cs_server *srv = t->srv;
+	if (t->kill)
+		return -1;
 	if (t->want_ping) {
 		/* Its PONG, like any frame, counts as life (st_liveness_rx). Not empty: lws 4.1.6
 		 * gives no RECEIVE_PONG for an empty PONG (ops-ws.c, "goto already_done"). */

@@ -37,6 +37,7 @@ struct cs_tunnel {
 	bool registered;         /* the registry points at it */
 	struct st_liveness live; /* any frame received counts; paused = our silence */
 	bool want_ping;          /* the sweep asked for a PING: next WRITEABLE sends it */
+	bool kill;               /* cs_tunnel_close: the next WRITEABLE closes it */
 	struct cs_tunnel *all_next, *all_prev; /* in srv->tun.all */
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
