@@ -477,6 +477,39 @@ static const struct st_opt options[] = {
          .help = "seccomp allow-list installed after start-up: errno (other system calls fail "
                  "with EPERM), kill (they kill the process), log (only logged), off.",
          .since = "0.1"},
+        {.name = "tunnel-handshakes-max",
+         .type = ST_OPT_U64,
+         .offset = OFF(tunnel_handshakes_max),
+         .default_value = "256",
+         .min = 1,
+         .max = 100000,
+         .value_name = "N",
+         .help = "TLS handshakes in progress on the tunnel port at once. While this many are "
+                 "under way cloudstream accepts no more: new connections wait in the kernel's "
+                 "queue, so a reconnect storm or a flood costs neither memory nor a spinning "
+                 "loop. A connection counts from its first bytes until its upgrade request.",
+         .since = "0.3"},
+        {.name = "tunnel-handshakes-per-source",
+         .type = ST_OPT_U64,
+         .offset = OFF(tunnel_handshakes_per_source),
+         .default_value = "64",
+         .min = 1,
+         .max = 100000,
+         .value_name = "N",
+         .help = "Of those, how many may come from one IP address; a connection beyond it is "
+                 "closed at once (edges behind one NAT share an address: raise it for them).",
+         .since = "0.3"},
+        {.name = "tunnel-handshake-timeout",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(tunnel_handshake_timeout_ms),
+         .default_value = "5s",
+         .min = 1000,
+         .max = 60000,
+         .value_name = "DURATION",
+         .help = "Deadline for a tunnel connection's first bytes (the kernel drops a connection "
+                 "that sends none, before cloudstream ever sees it) and then for its TLS "
+                 "handshake.",
+         .since = "0.3"},
         {.name = "event-loop",
          .type = ST_OPT_ENUM,
          .offset = OFF(event_loop),

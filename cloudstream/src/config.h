@@ -66,6 +66,8 @@ struct cs_config {
 	char *ready_file;
 	int sandbox;    /* enum st_sandbox_mode */
 	int event_loop; /* enum st_loop_kind */
+	/* the tunnel port's listener (listen.h) */
+	uint64_t tunnel_handshakes_max, tunnel_handshakes_per_source, tunnel_handshake_timeout_ms;
 	char *replica_id;
 	uint64_t drain_timeout_ms;
 };

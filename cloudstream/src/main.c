@@ -26,6 +26,8 @@
 #include <stream/sandbox.h>
 #include <stream/workq.h>
 
+#include "listen.h"
+
 uint64_t cs_now_ms(void)
 {
 	struct timespec ts;
@@ -144,6 +146,8 @@ static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	(void)in;
 	(void)len;
 	struct cs_server *srv = lws_context_user(lws_get_context(wsi));
+	if (cs_listener_aux(srv, wsi, (int)reason))
+		return 0;
 	switch (reason) {
 	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
 		if (srv && srv->wq)
@@ -165,6 +169,11 @@ static const struct lws_protocols aux_protocols[] = {
 
 static void lws_log_emit(int level, const char *line)
 {
+	uint32_t dropped;
+	if (!cs_lws_log_allowed(&dropped)) /* 20 lines per 10 s: never a flood */
+		return;
+	if (dropped)
+		st_warn("lws: %u lines dropped (at most 20 per 10 s)", dropped);
 	size_t n = strlen(line);
 	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		n--;
@@ -192,13 +201,12 @@ static int create_vhosts(struct cs_server *srv)
 	static const lws_retry_bo_t no_validity = {.secs_since_valid_ping = 0,
 	                                           .secs_since_valid_hangup = 0};
 	info.retry_and_idle_policy = &no_validity;
-	if (set_listen(&info, "tunnel-listen", c->tunnel_listen, host[0], sizeof host[0]) < 0)
-		return -EINVAL;
+	/* The listening socket is ours (listen.h): lws serves the sockets handed to it. */
+	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
 	srv->vh_tunnel = lws_create_vhost(srv->ctx, &info);
 	if (srv->vh_tunnel == NULL) {
-		st_err("cannot listen on %s for the tunnel (see the lws lines above)",
-		       c->tunnel_listen);
-		return -EADDRNOTAVAIL;
+		st_err("cannot set up the tunnel server (see the lws lines above)");
+		return -ENOMEM;
 	}
 
 	memset(&info, 0, sizeof info);
@@ -244,7 +252,9 @@ static int create_vhosts(struct cs_server *srv)
 	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
 	info.protocols = aux_protocols;
 	srv->vh_aux = lws_create_vhost(srv->ctx, &info);
-	return srv->vh_aux ? 0 : -ENOMEM;
+	if (srv->vh_aux == NULL)
+		return -ENOMEM;
+	return cs_listener_new(srv);
 }
 
 static int write_ready_file(struct cs_server *srv)
@@ -252,8 +262,8 @@ static int write_ready_file(struct cs_server *srv)
 	if (srv->cfg.ready_file == NULL || srv->cfg.ready_file[0] == '\0')
 		return 0;
 	char buf[128];
-	int n = snprintf(buf, sizeof buf, "tunnel=%d\nstream=%d\nadmin=%d\n",
-	                 st_loop_listen_port(srv->vh_tunnel), st_loop_listen_port(srv->vh_stream),
+	int n = snprintf(buf, sizeof buf, "tunnel=%d\nstream=%d\nadmin=%d\n", cs_listener_port(srv),
+	                 st_loop_listen_port(srv->vh_stream),
 	                 srv->vh_admin ? st_loop_listen_port(srv->vh_admin) : 0);
 	int rc = st_loop_write_ready_file(srv->cfg.ready_file, buf, (size_t)n);
 	if (rc < 0)
@@ -379,9 +389,9 @@ int main(int argc, char **argv)
 	srv.ready = true;
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
 	        "flow window %llu, node name from %s, %s loop",
-	        cs_config_spec.version, srv.replica, srv.cfg.tunnel_listen,
-	        st_loop_listen_port(srv.vh_tunnel), srv.cfg.stream_listen,
-	        st_loop_listen_port(srv.vh_stream), srv.vh_admin ? srv.cfg.admin_listen : "off",
+	        cs_config_spec.version, srv.replica, srv.cfg.tunnel_listen, cs_listener_port(&srv),
+	        srv.cfg.stream_listen, st_loop_listen_port(srv.vh_stream),
+	        srv.vh_admin ? srv.cfg.admin_listen : "off",
 	        (unsigned long long)srv.cfg.stream_window_bytes,
 	        srv.cfg.node_name_from == CS_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>",
 	        st_loop_kind_name(loop_kind));
@@ -398,6 +408,7 @@ out_ctx:
 	srv.wq = NULL;
 	st_certreload_free(srv.certs); /* its SSL_CTXs go with the context */
 	srv.certs = NULL;
+	cs_listener_free(&srv);
 	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:

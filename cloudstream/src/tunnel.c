@@ -31,6 +31,7 @@
 
 #include "denylist.h"
 #include "identity.h"
+#include "listen.h"
 
 static struct cs_server *server_of(struct lws *wsi)
 {
@@ -351,6 +352,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return 0;
 	}
 	struct cs_server *srv = server_of(wsi);
+	cs_listener_note(srv, wsi, (int)reason); /* the handshake gate (listen.h) */
 	struct cs_tunnel **slot = user;
 	struct cs_admission a;
 	switch (reason) {

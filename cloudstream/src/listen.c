@@ -1,0 +1,287 @@
+/*
+ * cloudstream/src/listen.c — the tunnel port's listening socket (listen.h): deferred accept,
+ * the handshake gate, EMFILE pauses, and the lws log budget.
+ */
+#include "cs.h"
+#include "hsgate.h"
+#include "listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stream/err.h>
+#include <stream/log.h>
+#include <stream/loop.h>
+
+#define EMFILE_PAUSE_MS      250
+#define ACCEPTS_PER_WAKEUP   64
+#define LOG_WINDOW_MS        10000
+#define LOG_LINES_PER_WINDOW 20
+
+struct cs_listener {
+	int fd;
+	int port;
+	struct lws *wsi; /* the listening socket, adopted as a raw file on vh_aux */
+	struct cs_hsgate gate;
+	int adopting; /* the gate slot of the socket lws is adopting now, or -1 once its wsi died */
+	bool reading; /* POLLIN wanted on the listening socket */
+	bool emfile;  /* out of fds: paused until sul_resume */
+	lws_sorted_usec_list_t sul_resume;
+	struct cs_logbudget logb;
+	uint64_t accepted, emfile_pauses;
+	struct cs_server *srv;
+};
+
+/* ---- the socket ------------------------------------------------------------------------ */
+
+static int open_listener(struct cs_listener *l, const char *addr)
+{
+	struct lws_context_creation_info tmp;
+	char host[64];
+	memset(&tmp, 0, sizeof tmp);
+	if (st_loop_set_listen(&tmp, addr, host, sizeof host) < 0) {
+		st_err("--tunnel-listen %s: expected ADDR:PORT, [IPv6]:PORT or :PORT", addr);
+		return -EINVAL;
+	}
+	char port[8];
+	snprintf(port, sizeof port, "%d", tmp.port);
+	struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	                         .ai_family = host[0] ? AF_UNSPEC : AF_INET6,
+	                         .ai_socktype = SOCK_STREAM};
+	struct addrinfo *ai = NULL;
+	int e = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+	if (e != 0) {
+		st_err("--tunnel-listen %s: %s", addr, gai_strerror(e));
+		return -EINVAL;
+	}
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1, zero = 0;
+	/* The kernel holds a connection until its first bytes, or drops it after the deadline. */
+	int defer = (int)((l->srv->cfg.tunnel_handshake_timeout_ms + 999) / 1000);
+	int rc = fd < 0 ? -errno : 0;
+	if (rc == 0 && ai->ai_family == AF_INET6 && !host[0])
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero); /* every address */
+	if (rc == 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	                setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof defer) != 0 ||
+	                bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0))
+		rc = -errno;
+	freeaddrinfo(ai);
+	if (rc < 0) {
+		st_err("cannot listen on %s for the tunnel: %s", addr, st_strerror(rc));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	l->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                                         : ((struct sockaddr_in *)&ss)->sin_port);
+	l->fd = fd;
+	return 0;
+}
+
+/* ---- accepting --------------------------------------------------------------------------- */
+
+static void log_limited(struct cs_listener *l, const char *what, int err)
+{
+	uint32_t dropped;
+	if (cs_logbudget_take(&l->logb, cs_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS,
+	                      &dropped)) {
+		if (dropped)
+			st_warn("tunnel listener: %u similar lines dropped", dropped);
+		st_warn("tunnel listener: %s: %s", what, strerror(err));
+	}
+}
+
+/* Wants POLLIN only while accepting makes sense. */
+static void set_reading(struct cs_listener *l)
+{
+	bool want = !l->emfile && cs_hsgate_open(&l->gate);
+	if (want != l->reading && l->wsi) {
+		lws_rx_flow_control(l->wsi, want);
+		l->reading = want;
+	}
+}
+
+static void on_resume(lws_sorted_usec_list_t *sul)
+{
+	struct cs_listener *l = lws_container_of(sul, struct cs_listener, sul_resume);
+	l->emfile = false;
+	set_reading(l);
+}
+
+static void addr16(const struct sockaddr_storage *ss, uint8_t a[16])
+{
+	memset(a, 0, 16);
+	if (ss->ss_family == AF_INET6) {
+		memcpy(a, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+		return;
+	}
+	a[10] = a[11] = 0xff;
+	memcpy(a + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+}
+
+static void accept_some(struct cs_listener *l)
+{
+	struct cs_server *srv = l->srv;
+	for (int i = 0; i < ACCEPTS_PER_WAKEUP && cs_hsgate_open(&l->gate); i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof ss;
+		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			int e = errno;
+			if (e == EINTR || e == ECONNABORTED || e == EPROTO)
+				continue;
+			if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+				l->emfile = true;
+				l->emfile_pauses++;
+				lws_sul_schedule(srv->ctx, 0, &l->sul_resume, on_resume,
+				                 EMFILE_PAUSE_MS * LWS_US_PER_MS);
+				log_limited(l, "not accepting for 250 ms", e);
+			} else if (e != EAGAIN && e != EWOULDBLOCK) {
+				log_limited(l, "accept", e);
+			}
+			break;
+		}
+		uint8_t a[16];
+		addr16(&ss, a);
+		int slot = cs_hsgate_enter(&l->gate, a);
+		if (slot < 0) { /* its source has its share in flight */
+			close(fd);
+			continue;
+		}
+		l->accepted++;
+		/* The wsi carries its slot from birth (before its TLS starts): a connection that
+		 * dies inside the adoption leaves the gate in WSI_DESTROY (cs_listener_note). */
+		l->adopting = slot;
+		lws_adopt_desc_t ad = {.vh = srv->vh_tunnel,
+		                       .type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP |
+		                               LWS_ADOPT_ALLOW_SSL,
+		                       .fd.sockfd = fd,
+		                       .opaque = (void *)(intptr_t)(slot + 1)};
+		struct lws *wsi = lws_adopt_descriptor_vhost_via_info(&ad);
+		if (wsi == NULL && l->adopting >= 0) /* died before it was a wsi: lws closed fd */
+			cs_hsgate_leave(&l->gate, slot);
+		l->adopting = -1;
+		if (wsi != NULL && lws_get_opaque_user_data(wsi) != NULL)
+			lws_set_timeout(wsi, PENDING_TIMEOUT_SSL_ACCEPT,
+			                (int)((srv->cfg.tunnel_handshake_timeout_ms + 999) / 1000));
+	}
+	set_reading(l);
+}
+
+/* ---- lws hooks ----------------------------------------------------------------------------- */
+
+int cs_listener_aux(struct cs_server *srv, struct lws *wsi, int reason)
+{
+	struct cs_listener *l = srv ? srv->lis : NULL;
+	if (l == NULL || wsi == NULL || wsi != l->wsi)
+		return 0;
+	if (reason == LWS_CALLBACK_RAW_RX_FILE)
+		accept_some(l);
+	else if (reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
+		l->wsi = NULL; /* lws closes the fd with the wsi (context destroy) */
+		l->fd = -1;
+	}
+	return 1;
+}
+
+void cs_listener_note(struct cs_server *srv, struct lws *wsi, int reason)
+{
+	struct cs_listener *l = srv ? srv->lis : NULL;
+	if (l == NULL)
+		return;
+	switch (reason) {
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: /* TLS done, the request head read */
+	case LWS_CALLBACK_HTTP:
+	case LWS_CALLBACK_WSI_DESTROY: {
+		intptr_t v = (intptr_t)lws_get_opaque_user_data(wsi);
+		if (v <= 0)
+			return;
+		lws_set_opaque_user_data(wsi, NULL);
+		if (l->adopting == (int)(v - 1))
+			l->adopting = -1; /* died inside lws_adopt_descriptor_vhost_via_info() */
+		cs_hsgate_leave(&l->gate, (int)(v - 1));
+		set_reading(l);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+int cs_listener_new(struct cs_server *srv)
+{
+	struct cs_listener *l = calloc(1, sizeof *l);
+	if (l == NULL)
+		return -ENOMEM;
+	l->srv = srv;
+	l->fd = -1;
+	l->adopting = -1;
+	int rc = cs_hsgate_init(&l->gate, (uint32_t)srv->cfg.tunnel_handshakes_max,
+	                        (uint32_t)srv->cfg.tunnel_handshakes_per_source);
+	if (rc == 0)
+		rc = open_listener(l, srv->cfg.tunnel_listen);
+	if (rc < 0) {
+		cs_hsgate_free(&l->gate);
+		free(l);
+		return rc;
+	}
+	lws_sock_file_fd_type u;
+	u.filefd = l->fd;
+	l->wsi =
+	        lws_adopt_descriptor_vhost(srv->vh_aux, LWS_ADOPT_RAW_FILE_DESC, u, "cs-aux", NULL);
+	if (l->wsi == NULL) {
+		close(l->fd);
+		cs_hsgate_free(&l->gate);
+		free(l);
+		return -ENOMEM;
+	}
+	l->reading = true;
+	srv->lis = l;
+	return 0;
+}
+
+int cs_listener_port(const struct cs_server *srv)
+{
+	return srv->lis ? srv->lis->port : -ENOENT;
+}
+
+void cs_listener_stats(const struct cs_server *srv, struct cs_listener_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	const struct cs_listener *l = srv->lis;
+	if (l == NULL)
+		return;
+	out->accepted = l->accepted;
+	out->refused_per_source = l->gate.refused_per_source;
+	out->emfile_pauses = l->emfile_pauses;
+	out->handshakes_inflight = l->gate.inflight;
+}
+
+void cs_listener_free(struct cs_server *srv)
+{
+	struct cs_listener *l = srv->lis;
+	if (l == NULL)
+		return;
+	/* Before lws_context_destroy(): the timer lives on its list, and the listening socket's
+	 * wsi closes the fd with the context. */
+	lws_sul_cancel(&l->sul_resume);
+	cs_hsgate_free(&l->gate);
+	free(l);
+	srv->lis = NULL;
+}
+
+int cs_lws_log_allowed(uint32_t *dropped)
+{
+	static struct cs_logbudget b; /* lws logs from the loop thread only */
+	return cs_logbudget_take(&b, cs_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS, dropped);
+}

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Hostile floods on cloudstream's tunnel port (cloudstream/src/listen.h): the real daemon, a test
+edge, the kubelet stand-in and an apiserver client, as in cloudstream_test.py.
+
+    flood_test.py GROUP      GROUP: silent | gate | emfile
+
+silent: 2,500 connections that never send a byte; an apiserver request on a connection opened
+        before keeps being answered at once, another edge still connects, cloudstream holds no
+        fd and no memory for them.
+gate:   connections that start a TLS handshake and stall hold the handshake slots until
+        --tunnel-handshake-timeout; one source gets --tunnel-handshakes-per-source of them, the
+        others are closed at once; once they expire a real edge connects.
+emfile: under a 64-fd limit, connections that exhaust the fds make cloudstream pause accepting:
+        it does not spin (CPU) nor flood its log, and recovers when they go.
+"""
+import os
+import resource
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+import cloudstream_test as cst  # noqa: E402
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def proc_rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def sanitized(pid):
+    """An ASan build: its RSS holds freed memory in quarantine, so RSS says little."""
+    with open("/proc/%d/exe" % pid, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def proc_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def open_silent(port, n):
+    """n TCP connections that never send anything (non-blocking connects, then waited for)."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        socks.append(s)
+    return socks
+
+
+class Chain(cst.Chain):
+    """cloudstream_test's chain, with cloudstream started after @prefix (e.g. prlimit)."""
+
+    def __init__(self, tag, cloud_extra=(), cloud_prefix=()):
+        self.env = h.Env(tag, nodes=("edge-1", "edge-2"))
+        try:
+            self.kubelet = h.start_kubelet(self.env)
+            self.cloud = h.start_cloudstream(self.env, cloud_extra, prefix=cloud_prefix)
+            self.edge = h.start_kubeedge_edge(self.env, self.cloud, self.kubelet,
+                                              protocol="base")
+            self.api = h.Api(self.env, self.cloud.ports["stream"])
+        except Exception:
+            self.env.close(keep=True)
+            raise
+
+
+def timed_get(chain, s):
+    """GET /metrics on the kept-alive apiserver connection @s: (status, seconds)."""
+    t = time.monotonic()
+    status, _, _, s2 = chain.get("/metrics", sock=s)
+    check(s2 is s, "the apiserver connection was not kept alive")
+    return status, time.monotonic() - t
+
+
+def new_edge_works(chain, node):
+    edge = h.start_kubeedge_edge(chain.env, chain.cloud, chain.kubelet, node=node,
+                                 name="edge-" + node)
+    deadline = time.monotonic() + 15
+    while True:
+        status, _, body, s = chain.get("/containerLogs/default/pod-a/ctr?tailLines=1", node=node)
+        s.close()
+        if status == 200:
+            break
+        check(time.monotonic() < deadline, "%s never became reachable: %d %r"
+              % (node, status, body[:200]))
+        time.sleep(0.2)
+    chain.env.stop(edge)
+
+
+def silent(chain):
+    pid = chain.cloud.pid
+    status, _, _, s = chain.get("/metrics")
+    check(status == 200, "before the flood: status %d" % status)
+    rss0, fds0 = proc_rss_kib(pid), proc_fds(pid)
+    t0 = time.monotonic()
+    flood = open_silent(chain.cloud.ports["tunnel"], 2500)
+    opened_s = time.monotonic() - t0
+    worst = 0.0
+    for _ in range(10):  # answered on the old connection, one after another, while they sit
+        status, took = timed_get(chain, s)
+        check(status == 200, "during the flood: status %d" % status)
+        worst = max(worst, took)
+    new_edge_works(chain, "edge-2")
+    rss1, fds1 = proc_rss_kib(pid), proc_fds(pid)
+    print("     2500 silent connections opened in %.2f s; requests answered in %.3f s at most; "
+          "cloudstream RSS %+d KiB, fds %d -> %d" % (opened_s, worst, rss1 - rss0, fds0, fds1),
+          flush=True)
+    check(worst < 1.0, "a request during the flood took %.3f s" % worst)
+    # They never reached cloudstream: no fd, no OpenSSL state (45 KB each before).
+    check(fds1 - fds0 < 50, "cloudstream holds %d more fds during the flood" % (fds1 - fds0))
+    check(sanitized(pid) or rss1 - rss0 < 20 * 1024,
+          "cloudstream grew %d KiB during the flood" % (rss1 - rss0))
+    for x in flood:
+        x.close()
+    s.close()
+
+
+def gate(chain):
+    """--tunnel-handshakes-max 4 --tunnel-handshakes-per-source 2 --tunnel-handshake-timeout 2s."""
+    port = chain.cloud.ports["tunnel"]
+    stalled = []
+    t_open = time.monotonic()
+    for _ in range(2):  # a TLS record header, then nothing: a handshake that never ends
+        x = socket.create_connection(("127.0.0.1", port))
+        x.sendall(b"\x16\x03\x01")
+        stalled.append(x)
+    time.sleep(0.3)
+    # The same source's third is closed at once (it had sent its bytes, so it was accepted).
+    third = socket.create_connection(("127.0.0.1", port))
+    third.sendall(b"\x16\x03\x01")
+    _, took = h.wait_closed(third, 3)
+    third.close()
+    check(took < 1.0, "a third handshake from one source took %.2f s to be refused" % took)
+    # The stalled ones hold their slots until the deadline (2 s), then end.
+    for x in stalled:
+        h.wait_closed(x, 6)  # raises if it outlives the deadline
+        lived = time.monotonic() - t_open
+        check(lived > 1.5, "a stalled handshake ended after %.2f s, before its deadline" % lived)
+        x.close()
+    new_edge_works(chain, "edge-2")
+
+
+def emfile(chain):
+    pid = chain.cloud.pid
+    port = chain.cloud.ports["tunnel"]
+    status, _, _, s = chain.get("/metrics")
+    check(status == 200, "before: status %d" % status)
+    with open(chain.cloud.logpath, "rb") as f:
+        log0 = len(f.read().splitlines())
+    hogs = []
+    for _ in range(80):  # each sends a byte, so the kernel hands it over and it takes an fd
+        x = socket.create_connection(("127.0.0.1", port))
+        x.sendall(b"\x16")
+        hogs.append(x)
+    time.sleep(0.5)
+    c0, w0 = proc_cpu_s(pid), time.monotonic()
+    time.sleep(2.0)
+    cpu = (proc_cpu_s(pid) - c0) / (time.monotonic() - w0)
+    status, took = timed_get(chain, s)
+    with open(chain.cloud.logpath, "rb") as f:
+        lines = f.read().splitlines()[log0:]
+    listener = [ln for ln in lines if b"tunnel listener" in ln or b"lws:" in ln]
+    print("     at the fd limit: cloudstream CPU %.0f %% of a core, %d listener/lws log lines, "
+          "a request answered in %.3f s" % (100 * cpu, len(listener), took), flush=True)
+    check(status == 200, "at the fd limit: status %d" % status)
+    check(cpu < 0.3, "cloudstream spins at the fd limit: %.0f %% of a core" % (100 * cpu))
+    check(len(listener) <= 25, "%d listener/lws log lines at the fd limit" % len(listener))
+    check(any(b"Too many open files" in ln for ln in listener),
+          "the fd limit was never reached (log: %r)" % listener[-5:])
+    for x in hogs:
+        x.close()
+    time.sleep(2.5)  # the hogs' handshakes end; accepting resumes
+    new_edge_works(chain, "edge-2")
+    s.close()
+
+
+def limit_fds(n):
+    def pre():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return pre
+
+
+def main():
+    raise_nofile()
+    group = sys.argv[1] if len(sys.argv) > 1 else "silent"
+    sys.argv = sys.argv[1:]
+    if group == "silent":
+        chain = Chain("flood-silent")
+        tests = [("silent", lambda: silent(chain))]
+    elif group == "gate":
+        chain = Chain("flood-gate", cloud_extra=(
+            "--tunnel-handshakes-max", "4", "--tunnel-handshakes-per-source", "2",
+            "--tunnel-handshake-timeout", "2s"))
+        tests = [("gate", lambda: gate(chain))]
+    else:
+        chain = Chain("flood-emfile", cloud_extra=(
+            "--tunnel-handshakes-per-source", "1000", "--tunnel-handshake-timeout", "2s"),
+            cloud_prefix=("prlimit", "--nofile=64"))
+        tests = [("emfile", lambda: emfile(chain))]
+    rc = 1
+    try:
+        rc = h.run(cst.named("flood", tests))
+        return rc
+    finally:
+        chain.close(rc != 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
