@@ -104,7 +104,7 @@ build_one() {
 	# what it links go in by name.
 	local evlib
 	evlib=$(dpkg -L libwebsockets-evlib-ev | grep '/libwebsockets-evlib_ev\.so$')
-	libs=$(ldd "$root/usr/bin/$d" "$evlib" |
+	libs=$({ ldd "$root/usr/bin/$d"; ldd "$evlib"; } |
 		awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
 	libs="$libs $evlib"
 	# shellcheck disable=SC2086 # one path per word

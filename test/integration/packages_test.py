@@ -10,8 +10,9 @@ a time on the machine (a lock in /run/lock), waiting for dpkg's lock when apt ho
 
 Checked:
 - the four packages install together; versions are the project's; the daemons' Depends are
-  exactly Debian 12's libc6 libcurl4 libjson-c5 libseccomp2 libssl3 libwebsockets17 (with the
-  bounds dpkg-shlibdeps computed); conffiles are the example config and the env file;
+  exactly Debian 12's libc6 libcurl4 libev4 libjson-c5 libseccomp2 libssl3 libwebsockets17
+  (with the bounds dpkg-shlibdeps computed) and libwebsockets-evlib-ev (lws dlopens it);
+  conffiles are the example config and the env file;
 - certificates from the installed stream-certs, put where deploy/README.md says (mode 0600 in
   /etc/<daemon>/pki, which the package makes 0700);
 - cloudstream as its unit says, without systemd: EnvironmentFile, LoadCredential (copies of the
@@ -49,7 +50,9 @@ from deploy_test import EDGE_HOST_FILES, NODE, parse_env_file, expand_exec, pars
 
 PKG_DIR = os.environ.get("ST_PKG_DIR", os.path.join(h.BIN, "packages-release", "packages"))
 PKGS = ("cloudstream", "edgestream", "stream-tools", "libedgestream-dev")
-RUNTIME_DEPS = {"libc6", "libcurl4", "libjson-c5", "libseccomp2", "libssl3", "libwebsockets17"}
+# libev4 and lws's libev plugin: the loop the daemons run on (stream/loop.h).
+RUNTIME_DEPS = {"libc6", "libcurl4", "libjson-c5", "libseccomp2", "libssl3", "libwebsockets17",
+                "libev4", "libwebsockets-evlib-ev"}
 UNIT_DIR = "/lib/systemd/system"
 CLOUD_PKI = ("cloudstream-tunnel.crt", "cloudstream-tunnel.key", "tunnel-ca.crt",
              "cloudstream-stream.crt", "cloudstream-stream.key", "stream-ca.crt")
