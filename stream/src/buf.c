@@ -9,23 +9,46 @@
 struct st_buf_block {
 	struct st_buf_block *next;
 	size_t start; /* first unread byte; start <= end */
-	size_t end;   /* one past the last written byte; end <= ST_BUF_BLOCK_BYTES */
-	uint8_t data[ST_BUF_BLOCK_BYTES];
+	size_t end;   /* one past the last written byte; end <= size */
+	size_t size;  /* bytes data[] holds: ST_BUF_MIN_BLOCK_BYTES..ST_BUF_BLOCK_BYTES */
+	uint8_t data[];
 };
+
+/* The smallest block: a log line or a small answer in flight costs this, not a whole block. */
+#define ST_BUF_MIN_BLOCK_BYTES 256u
 
 static size_t min_size(size_t a, size_t b)
 {
 	return a < b ? a : b;
 }
 
-static struct st_buf_block *block_new(void)
+static struct st_buf_block *block_new(size_t size)
 {
-	struct st_buf_block *blk = malloc(sizeof *blk);
+	struct st_buf_block *blk = malloc(sizeof *blk + size);
 	if (blk != NULL) {
 		blk->next = NULL;
 		blk->start = blk->end = 0;
+		blk->size = size;
 	}
 	return blk;
+}
+
+/*
+ * The size of the next block when @want more bytes must fit and @queued are already queued:
+ * the next power of two of both together, from ST_BUF_MIN_BLOCK_BYTES up to a full block. A
+ * quiet stream's line gets a small block; a queue that keeps filling gets blocks as large as
+ * what it holds, so the count of blocks (and their headers) stays logarithmic, and memory
+ * stays under twice the bytes queued plus one block.
+ */
+static size_t block_size_for(size_t want, size_t queued)
+{
+	size_t need = want + queued;
+	if (need >= ST_BUF_BLOCK_BYTES)
+		return ST_BUF_BLOCK_BYTES;
+	size_t size = ST_BUF_MIN_BLOCK_BYTES;
+	while (size < need)
+		size *= 2;
+	return size;
 }
 
 static void chain_free(struct st_buf_block *blk)
@@ -70,10 +93,10 @@ int st_buf_append(struct st_buf *b, const void *p, size_t n)
 		return 0;
 	/* Allocate every block needed before touching the queue, so a failure leaves it as it
 	 * was and the caller can retry or reset the stream without losing bytes. */
-	size_t room = b->tail != NULL ? ST_BUF_BLOCK_BYTES - b->tail->end : 0;
+	size_t room = b->tail != NULL ? b->tail->size - b->tail->end : 0;
 	struct st_buf_block *first = NULL, *last = NULL;
 	while (room < n) {
-		struct st_buf_block *blk = block_new();
+		struct st_buf_block *blk = block_new(block_size_for(n - room, b->len + room));
 		if (blk == NULL) {
 			chain_free(first);
 			return -ENOMEM;
@@ -83,20 +106,20 @@ int st_buf_append(struct st_buf *b, const void *p, size_t n)
 		else
 			first = blk;
 		last = blk;
-		room += ST_BUF_BLOCK_BYTES;
+		room += blk->size;
 	}
 
 	const uint8_t *src = p;
 	size_t left = n;
 	if (b->tail != NULL) {
-		size_t take = min_size(ST_BUF_BLOCK_BYTES - b->tail->end, left);
+		size_t take = min_size(b->tail->size - b->tail->end, left);
 		memcpy(b->tail->data + b->tail->end, src, take);
 		b->tail->end += take;
 		src += take;
 		left -= take;
 	}
 	for (struct st_buf_block *blk = first; blk != NULL; blk = blk->next) {
-		size_t take = min_size(ST_BUF_BLOCK_BYTES, left);
+		size_t take = min_size(blk->size, left);
 		memcpy(blk->data, src, take);
 		blk->end = take;
 		src += take;
@@ -120,8 +143,9 @@ ssize_t st_buf_reserve(struct st_buf *b, uint8_t **p)
 		return 0;
 	/* Fill the tail before starting a new block: at most two blocks are ever partly used,
 	 * so memory stays within len + 2 blocks however the producer splits its writes. */
-	if (b->tail == NULL || b->tail->end == ST_BUF_BLOCK_BYTES) {
-		struct st_buf_block *blk = block_new();
+	if (b->tail == NULL || b->tail->end == b->tail->size) {
+		/* A read into the queue has no size yet: a whole block, what one read can bring. */
+		struct st_buf_block *blk = block_new(ST_BUF_BLOCK_BYTES);
 		if (blk == NULL)
 			return -ENOMEM;
 		if (b->tail != NULL)
@@ -131,13 +155,13 @@ ssize_t st_buf_reserve(struct st_buf *b, uint8_t **p)
 		b->tail = blk;
 	}
 	*p = b->tail->data + b->tail->end;
-	return (ssize_t)min_size(ST_BUF_BLOCK_BYTES - b->tail->end, space);
+	return (ssize_t)min_size(b->tail->size - b->tail->end, space);
 }
 
 void st_buf_commit(struct st_buf *b, size_t n)
 {
 	assert(b->tail != NULL);
-	assert(n <= ST_BUF_BLOCK_BYTES - b->tail->end && n <= st_buf_space(b));
+	assert(n <= b->tail->size - b->tail->end && n <= st_buf_space(b));
 	b->tail->end += n;
 	b->len += n;
 	/* A read that produced nothing must not leave an idle queue holding a block. */

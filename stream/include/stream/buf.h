@@ -1,9 +1,11 @@
 /*
  * stream/buf.h — a bounded byte queue for relaying (curl's dynbuf spirit, shaped as a queue).
  *
- * Bytes live in a chain of ST_BUF_BLOCK_BYTES blocks, allocated on demand and freed as soon as
- * they are drained, so an empty queue holds no memory (haproxy h1_release_buf) and a busy one
- * holds at most its bytes plus two partly used blocks. The number of queued bytes is capped at
+ * Bytes live in a chain of blocks, allocated on demand and freed as soon as they are drained,
+ * so an empty queue holds no memory (haproxy h1_release_buf). An append sizes its block to what
+ * is queued (256 bytes up to ST_BUF_BLOCK_BYTES, doubling): a quiet stream's log line in flight
+ * holds a few hundred bytes, not a whole block, and a busy queue holds under twice its bytes
+ * plus one block. The number of queued bytes is capped at
  * creation: an append that does not fit is refused whole with -EMSGSIZE; nothing ever grows
  * past the cap.
  *
@@ -28,7 +30,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Block size: one TLS record's worth, the unit OpenSSL and lws hand us bytes in. */
+/* The largest block: one TLS record's worth, the unit OpenSSL and lws hand us bytes in; a
+ * reservation (a read into the queue) always gets one. */
 #define ST_BUF_BLOCK_BYTES (16u * 1024u)
 
 struct st_buf_block;

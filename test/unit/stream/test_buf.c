@@ -159,6 +159,39 @@ static void test_st_buf_append__block_boundaries(void **state)
 	st_buf_cleanup(&b);
 }
 
+static void test_st_buf_append__small_blocks_grow_with_the_queue(void **state)
+{
+	(void)state;
+	/* A quiet stream's line gets a 256-byte block, not a whole one; a queue that keeps
+	 * filling gets blocks as large as what it holds (doubling), up to BLK. */
+	static uint8_t flat[4 * BLK];
+	struct st_buf b;
+	st_buf_init(&b, sizeof flat);
+	assert_int_equal(st_buf_append(&b, pattern, 100), 0);
+	assert_int_equal(st_buf_append(&b, pattern + 100, 155), 0);
+	assert_false(next_append_allocates(&b)); /* the 256th byte ('z') still fits */
+	assert_true(next_append_allocates(&b));  /* the 257th does not: the block was 256 */
+	memcpy(flat, pattern, 255);
+	flat[255] = 'z';
+	size_t total = 256;
+	const size_t appends[][2] = {{1, 1}, {7, 1000}, {9, BLK + 3}};
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(st_buf_append(&b, pattern + appends[i][0], appends[i][1]), 0);
+		memcpy(flat + total, pattern + appends[i][0], appends[i][1]);
+		total += appends[i][1];
+	}
+	/* 1 byte onto 256 queued: a block of 512. 1000 more: 511 fill it, 489 open a block of
+	 * pow2(257 + 511 + 489) = 2048. BLK + 3 more: 1559 fill that, the other 14,830 open a
+	 * full-size block (2816 + 14,830 >= BLK). */
+	size_t peeks[8];
+	assert_int_equal(drain_expect(&b, flat, total, peeks, 8), 4);
+	assert_int_equal(peeks[0], 256);
+	assert_int_equal(peeks[1], 512);
+	assert_int_equal(peeks[2], 2048);
+	assert_int_equal(peeks[3], total - 256 - 512 - 2048);
+	st_buf_cleanup(&b);
+}
+
 static void test_st_buf_append__guard_page_source(void **state)
 {
 	(void)state;
@@ -509,6 +542,7 @@ int main(void)
 	        cmocka_unit_test(test_st_buf_append__cap_minus_one_zero_plus_one),
 	        cmocka_unit_test(test_st_buf_append__cap_zero),
 	        cmocka_unit_test(test_st_buf_append__block_boundaries),
+	        cmocka_unit_test(test_st_buf_append__small_blocks_grow_with_the_queue),
 	        cmocka_unit_test(test_st_buf_append__guard_page_source),
 	        cmocka_unit_test(test_st_buf_append__failmalloc_all_or_nothing),
 	        cmocka_unit_test(test_st_buf_reserve__commit),
