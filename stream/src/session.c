@@ -41,8 +41,9 @@ struct stream {
 	bool half_close_pending; /* HALF_CLOSE to send once out is empty */
 	bool close_pending;      /* REMOVE/ERROR to send once out is empty; then forget */
 	uint64_t close_code;
-	char close_reason[ST_MAX_ERROR_REASON_BYTES + 1];
-	bool blocked; /* a write came up short: on_writable when there is room */
+	char *close_reason; /* NULL: none; allocated at its length when a stream ends with one,
+	                     * not held inline by every stream (most end without) */
+	bool blocked;       /* a write came up short: on_writable when there is room */
 	/* Base protocol: the peer's REMOVE came; ours (close_pending) answers it, and the caller
 	 * was told (on_close), so user is NULL and nothing but that REMOVE is sent. */
 	bool peer_removed;
@@ -242,6 +243,7 @@ static void stream_free(struct st_session *s, struct stream *st)
 	s->nstreams--;
 	st_buf_cleanup(&st->out);
 	free(st->connect);
+	free(st->close_reason);
 	free(st);
 }
 
@@ -254,9 +256,34 @@ static bool may_send_data(const struct st_session *s, const struct stream *st)
 	return !has_cap(s, ST_CAP_FLOW) || st->win.send_credit > 0;
 }
 
+/*
+ * What a write may queue on @st now: the queue's room and, with ST_CAP_FLOW, no more than the
+ * peer's credit covers. Bytes beyond the credit could only wait here; held back, they wait in
+ * the producer's own source (a socket's kernel buffer, a paused read) and a stream the peer
+ * stopped reading holds nothing in this queue. The peer's WINDOW wakes the writer.
+ */
+static size_t write_room(const struct st_session *s, const struct stream *st)
+{
+	size_t room = st_buf_space(&st->out);
+	if (has_cap(s, ST_CAP_FLOW)) {
+		uint64_t queued = st_buf_len(&st->out);
+		uint64_t credit = st->win.send_credit > queued ? st->win.send_credit - queued : 0;
+		if (credit < room)
+			room = (size_t)credit;
+	}
+	return room;
+}
+
+/* A writer waits for room that is there now: the next pack round tells it (on_writable). */
+static bool writer_to_wake(const struct st_session *s, const struct stream *st)
+{
+	return st->blocked && !st->local_shut && write_room(s, st) > 0;
+}
+
 static bool has_work(const struct st_session *s, const struct stream *st)
 {
-	if (st->window_grant > 0 || st->connect_pending || may_send_data(s, st))
+	if (st->window_grant > 0 || st->connect_pending || may_send_data(s, st) ||
+	    writer_to_wake(s, st))
 		return true;
 	return st_buf_len(&st->out) == 0 && (st->half_close_pending || st->close_pending);
 }
@@ -384,9 +411,9 @@ static void mark_close(struct st_session *s, struct stream *st, uint64_t code, c
 	size_t n = reason ? strlen(reason) : 0;
 	if (n > ST_MAX_ERROR_REASON_BYTES)
 		n = ST_MAX_ERROR_REASON_BYTES;
-	if (n)
-		memcpy(st->close_reason, reason, n);
-	st->close_reason[n] = '\0';
+	free(st->close_reason);
+	/* Out of memory: the ending still goes, without its reason (an ERROR carries the code). */
+	st->close_reason = n ? strndup(reason, n) : NULL;
 	update_ready(s, st);
 }
 
@@ -672,7 +699,7 @@ size_t st_session_write_space(const struct st_session *s, uint64_t id)
 	const struct stream *st = find(s, id);
 	if (st == NULL || st->local_shut)
 		return 0;
-	return st_buf_space(&st->out);
+	return write_room(s, st);
 }
 
 void st_session_notify_writable(struct st_session *s, uint64_t id)
@@ -691,7 +718,7 @@ ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, si
 		return -ENOENT;
 	if (st->local_shut)
 		return -EPIPE;
-	size_t n = st_buf_space(&st->out);
+	size_t n = write_room(s, st);
 	if (n > len)
 		n = len;
 	if (n > 0) {
@@ -830,9 +857,10 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 	if (st->close_pending) {
 		ssize_t n;
 		if (st->close_code != 0 && has_cap(s, ST_CAP_ERROR)) {
-			struct st_ext_error e = {.code = st->close_code,
-			                         .reason = st->close_reason,
-			                         .reason_len = strlen(st->close_reason)};
+			struct st_ext_error e = {
+			        .code = st->close_code,
+			        .reason = st->close_reason ? st->close_reason : "",
+			        .reason_len = st->close_reason ? strlen(st->close_reason) : 0};
 			ssize_t pl = st_ext_error_encode(payload, sizeof payload, &e);
 			if (pl < 0)
 				return pl;
@@ -914,8 +942,9 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 			return n;
 		if (!gone) {
 			update_ready(s, st);
-			if (st->blocked && st_buf_space(&st->out) > 0 && !st->local_shut) {
+			if (writer_to_wake(s, st)) {
 				st->blocked = false;
+				update_ready(s, st);
 				if (s->cb->on_writable)
 					s->cb->on_writable(s, st->id, s->user);
 			}
