@@ -18,6 +18,7 @@
 #include <stream/admin.h>
 #include <stream/buf.h>
 #include <stream/ext.h>
+#include <stream/heaptrim.h>
 #include <stream/liveness.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
@@ -94,6 +95,7 @@ struct cs_server {
 	uint64_t next_ordinal;
 	bool draining, stop, ready;
 	lws_sorted_usec_list_t sul_drain;
+	struct st_heap_trimmer heap_trimmer; /* free pages back to the kernel after bursts */
 	uint32_t our_caps;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
 };

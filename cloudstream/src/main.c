@@ -370,6 +370,7 @@ int main(int argc, char **argv)
 	/* Liveness is ours, not lws's validity policy: that one counts only PONGs, never reads
 	 * them while a tunnel is paused, and re-sorts a timer per tunnel (stream/liveness.h). */
 	cs_tunnel_liveness_start(&srv);
+	st_heap_trimmer_start(&srv.heap_trimmer, srv.ctx, ST_HEAP_TRIM_INTERVAL_MS);
 	if (st_loop_signals_new(&srv.sig, srv.vh_aux, "cs-aux", on_signal, &srv) < 0) {
 		st_err("cannot set up signal handling");
 		goto out_ctx;
@@ -403,6 +404,7 @@ int main(int argc, char **argv)
 out_ctx:
 	cs_identity_stop(&srv);
 	lws_sul_cancel(&srv.sul_drain);
+	st_heap_trimmer_stop(&srv.heap_trimmer);
 	cs_tunnels_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */
 	srv.wq = NULL;

@@ -26,6 +26,7 @@
 #include <edgestream/edgestream.h>
 #include <stream/admin.h>
 #include <stream/certreload.h>
+#include <stream/heaptrim.h>
 #include <stream/session.h>
 
 #include "es_config.h"
@@ -65,6 +66,7 @@ struct edgestream {
 	        *certs;           /* the tunnel certificate files (reload.c, stream/certreload.h) */
 	bool certs_log_unchanged; /* the check under way was asked for: say if nothing changed */
 	lws_sorted_usec_list_t sul_certs;
+	struct st_heap_trimmer heap_trimmer; /* free pages back to the kernel after bursts */
 	bool ready_written;
 	/* backends (backend.h) */
 	SSL_CTX *kubelet_ctx; /* ours, for the kubelet leg (refcounted by live SSLs) */
