@@ -36,6 +36,15 @@ enum es_retry_why {
 struct es_backend_ops {
 	const char *name; /* for logs: "kubelet", "local port", "CRI stream", "CRI logs" */
 	/*
+	 * Memory toward the cloud, reserved from --process-buffer-bytes when the stream opens
+	 * (relay.c): @to_cloud_burst, the most the backend hands over at once past to_cloud's high
+	 * mark (what it had in hand when told to pause); @own_bytes, a buffer of its own that can
+	 * be full at the same time. The stream's to_cloud cap is the high mark plus the burst, so
+	 * what a stream holds never exceeds what it reserved.
+	 */
+	size_t to_cloud_burst;
+	size_t own_bytes;
+	/*
 	 * Serve @st (st->type says what; st->port where, for a local port). @req is the decoded
 	 * connect request (NULL for TCP_CONNECT); the backend may take its contents (then it
 	 * leaves *req zeroed), the relay frees what is left. @path, @path_len: the path the route gives

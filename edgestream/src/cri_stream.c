@@ -253,6 +253,7 @@ static void describe(const struct es_stream *st, char *buf, size_t cap)
 
 const struct es_backend_ops es_backend_cri_stream = {
         .name = "CRI stream",
+        .to_cloud_burst = ES_CONN_TO_CLOUD_BURST,
         .open = cri_stream_open,
         .write = es_conn_op_write,
         .on_writable = es_conn_op_on_writable,

@@ -169,6 +169,7 @@ static bool kubelet_retry(struct es_stream *st, enum es_retry_why why)
 
 const struct es_backend_ops es_backend_kubelet = {
         .name = "kubelet",
+        .to_cloud_burst = ES_CONN_TO_CLOUD_BURST,
         .open = kubelet_open,
         .write = es_conn_op_write,
         .on_writable = es_conn_op_on_writable,

@@ -182,14 +182,16 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->tunnel_pauses);
 	st_text_metric(
 	        t, "edgestream_streams_refused_by_session_total", "counter",
-	        "Streams the tunnel session refused before any backend: past --max-streams "
-	        "(limit), or their first window did not fit --process-buffer-bytes (budget).");
+	        "Streams refused before any backend: past --max-streams (limit), or their first "
+	        "window and their queue toward the cloud did not fit --process-buffer-bytes "
+	        "(budget).");
 	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"limit\"} %llu\n",
 	            (unsigned long long)es->session_totals.refused_limit);
 	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"budget\"} %llu\n",
 	            (unsigned long long)es->session_totals.refused_budget);
 	st_text_metric(t, "edgestream_buffered_bytes", "gauge",
-	               "--process-buffer-bytes in use: the credit windows of every stream.");
+	               "--process-buffer-bytes in use: every stream's credit window and its "
+	               "reserved queue toward the cloud.");
 	st_text_put(t, "edgestream_buffered_bytes %llu\n",
 	            (unsigned long long)es->budget.used_bytes);
 	st_text_metric(t, "edgestream_buffered_bytes_peak", "gauge",
@@ -468,6 +470,7 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 		edgestream_free(es);
 		return -ENOMEM;
 	}
+	st_heap_trimmer_start(&es->heap_trimmer, es->ctx, ST_HEAP_TRIM_INTERVAL_MS);
 	for (t = es->tunnels; t; t = t->next)
 		es_tunnel_schedule_dial(t, 0);
 	st_info("edgestream %s: node %s, cloud wss://%s:%d%s (verified as %s), kubelet %s, %zu "
@@ -553,6 +556,7 @@ void edgestream_free(struct edgestream *es)
 	es->wq = NULL;
 	es_certs_stop(es); /* after the pool: a read under way is dropped, not swapped */
 	if (es->ctx) {
+		st_heap_trimmer_stop(&es->heap_trimmer);
 		/* Streams and kept connections go while the context still serves their sockets
 		 * and timers; then the context closes the tunnels (their callbacks run). */
 		for (struct es_tunnel *t = es->tunnels; t; t = t->next) {

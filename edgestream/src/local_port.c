@@ -37,6 +37,7 @@ static int local_port_open(struct es_stream *st, struct st_connect_req *req, con
 
 const struct es_backend_ops es_backend_local_port = {
         .name = "local port",
+        .to_cloud_burst = ES_CONN_TO_CLOUD_BURST,
         .open = local_port_open,
         .write = es_conn_op_write,
         .on_writable = es_conn_op_on_writable,

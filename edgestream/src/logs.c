@@ -45,9 +45,12 @@
 #include "relay.h"
 #include "tunnel.h"
 
-/* One job's output: big enough that 100 MiB costs few jobs, small enough that a job plus the
- * queue's low mark fits the stream's queue toward the cloud. */
-#define LOGS_OUT_BYTES    (128u * 1024u + CRI_LOGFILE_MIN_OUT)
+/* One job's output: the longest line the kubelet writes with its prefix (a job always makes
+ * progress), and no more, since a follower reserves it twice from the process budget (this
+ * buffer, and the queue toward the cloud it is handed to, relay.c): 1,600 jobs per 100 MiB. */
+#define LOGS_OUT_BYTES CRI_LOGFILE_MIN_OUT
+/* What one job hands to the relay at most: its output, chunk framing, the answer's head. */
+#define LOGS_BURST_BYTES  (LOGS_OUT_BYTES + 1024u)
 #define LOGS_STATUS_EVERY (1000u) /* ms between ContainerStatus checks while following */
 
 struct es_logs {
@@ -593,6 +596,8 @@ static void describe(const struct es_stream *st, char *buf, size_t cap)
 
 const struct es_backend_ops es_backend_cri_logs = {
         .name = "CRI logs",
+        .to_cloud_burst = LOGS_BURST_BYTES,
+        .own_bytes = LOGS_OUT_BYTES,
         .open = logs_open,
         .on_writable = logs_on_writable,
         .close = logs_close,

@@ -24,10 +24,13 @@
 #define BASE_QUEUE_HIGH (1024u * 1024u)
 #define BASE_QUEUE_LOW  (256u * 1024u)
 #define BASE_QUEUE_CAP  (8u * 1024u * 1024u)
-/* Toward the cloud: what the session could not take yet; above HIGH the backend pauses. */
-#define TO_CLOUD_HIGH (64u * 1024u)
-#define TO_CLOUD_LOW  (16u * 1024u)
-#define TO_CLOUD_CAP  (256u * 1024u)
+/* Toward the cloud: what the session could not take yet (it takes no more than the cloud's
+ * credit); above HIGH the backend pauses, at LOW it resumes. The queue's cap is HIGH plus the
+ * backend's burst (backend.h), reserved from the process budget at open. Small marks cost no
+ * speed: with credit, the window is the pipeline, and this queue only bridges a WINDOW's
+ * round trip; the source keeps the rest (a paused socket's kernel buffer). */
+#define TO_CLOUD_HIGH (8u * 1024u)
+#define TO_CLOUD_LOW  (4u * 1024u)
 
 static bool is_upgrade_type(uint64_t type)
 {
@@ -70,6 +73,7 @@ static void stream_free(struct es_stream *st)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
 	st_buf_cleanup(&st->to_cloud);
+	st_budget_credit(&es->budget, st->reserved);
 	es->m.streams_open--;
 	free(st);
 	es_publish_stats(es);
@@ -288,6 +292,31 @@ static const struct es_backend_ops *backend_for(const struct es_target *target,
 	}
 }
 
+/*
+ * Reserves what @st may hold toward the cloud with @ops as its backend, and sizes to_cloud to
+ * it: the whole of it, up front, so the sum over all streams stays within the budget however
+ * many of them the cloud stops reading (a per-byte charge would let each stream admitted
+ * while the budget had room grow past it later). 0, or -ENOSPC (counted: the stream is
+ * refused).
+ */
+static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
+{
+	struct edgestream *es = st->es;
+	size_t cap = TO_CLOUD_HIGH + ops->to_cloud_burst;
+	uint64_t want = (uint64_t)cap + ops->own_bytes;
+	if (st_budget_charge(&es->budget, want) < 0) {
+		/* The counter and the one-line warning the session's own refusals use. */
+		es->session_totals.refused_budget++;
+		es_tunnel_note_refusal(st->t, "its memory toward the cloud does not fit "
+		                              "--process-buffer-bytes");
+		return -ENOSPC;
+	}
+	st->reserved = want;
+	st_buf_init(&st->to_cloud, cap);
+	st_buf_set_watermarks(&st->to_cloud, TO_CLOUD_HIGH, TO_CLOUD_LOW);
+	return 0;
+}
+
 int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_t *payload,
                    size_t len)
 {
@@ -300,8 +329,7 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 	st->id = id;
 	st->type = type;
 	st->started_ms = es_now_ms();
-	st_buf_init(&st->to_cloud, TO_CLOUD_CAP);
-	st_buf_set_watermarks(&st->to_cloud, TO_CLOUD_HIGH, TO_CLOUD_LOW);
+	st_buf_init(&st->to_cloud, 0); /* sized once the backend is known */
 	/* With credit the cloud never sends more than the window; without, bound it hard. */
 	bool flow = es_tunnel_caps(t) & ST_CAP_FLOW;
 	st_buf_init(&st->to_backend, flow ? (size_t)es->cfg.stream_window_bytes : BASE_QUEUE_CAP);
@@ -339,13 +367,21 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 	}
 	st->port = tg.port;
 	st->local_name = tg.local_name;
-	st->ops = backend_for(&tg, type == ST_MSG_TCP_CONNECT ? NULL : &req);
-	if (st->ops == NULL) {
+	const struct es_backend_ops *ops =
+	        backend_for(&tg, type == ST_MSG_TCP_CONNECT ? NULL : &req);
+	if (ops == NULL) {
 		es->m.streams_refused++;
 		st_connect_req_cleanup(&req);
 		es_stream_fail(st, tg.refuse_code, tg.reason);
 		return 0;
 	}
+	if (reserve(st, ops) < 0) {
+		st_connect_req_cleanup(&req);
+		es_stream_fail(st, ST_EXT_ERR_LIMIT,
+		               "memory budget spent (the edge's --process-buffer-bytes)");
+		return 0;
+	}
+	st->ops = ops;
 	st->ops->open(st, type == ST_MSG_TCP_CONNECT ? NULL : &req, tg.path, tg.path_len);
 	st_connect_req_cleanup(&req);
 	return 0;

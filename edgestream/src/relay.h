@@ -56,6 +56,7 @@ struct es_stream {
 	bool body_sent;                   /* some of the cloud's bytes reached the backend */
 	bool cloud_half_closed; /* TCP streams: the cloud sent its last byte (HALF_CLOSE) */
 	bool blocking;          /* base protocol: to_backend is over its mark (tunnel paused) */
+	uint64_t reserved;      /* charged to es->budget for to_cloud and the backend's buffer */
 	lws_sorted_usec_list_t sul_stall; /* armed while blocking: cut when it fires */
 };
 

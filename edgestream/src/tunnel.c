@@ -413,22 +413,29 @@ static void down(struct es_tunnel *t, int err, const char *why)
 		lws_cancel_service(es->ctx); /* the loop may have nothing else to wake it */
 }
 
+void es_tunnel_note_refusal(struct es_tunnel *t, const char *why)
+{
+	if (t->refusal_logged)
+		return;
+	/* Said once per tunnel, then only the counters move. */
+	st_log(ST_LOG_WARN, t->es->node, 0,
+	       "a stream from the cloud refused: %s (counted in "
+	       "edgestream_streams_refused_by_session_total{reason}; further refusals are only "
+	       "counted)",
+	       why);
+	t->refusal_logged = true;
+}
+
 static int tunnel_message(struct es_tunnel *t, const uint8_t *msg, size_t len)
 {
 	const struct st_session_totals *tot = &t->es->session_totals;
-	uint64_t refused = tot->refused_limit + tot->refused_budget;
+	uint64_t refused_limit = tot->refused_limit, refused_budget = tot->refused_budget;
 	int rc = st_session_recv(t->sess, msg, len);
-	if (tot->refused_limit + tot->refused_budget != refused && !t->refusal_logged) {
-		/* The session refused a stream itself (before any backend): say so once per
-		 * tunnel, then only the counters move. */
-		st_log(ST_LOG_WARN, t->es->node, 0,
-		       "a stream from the cloud refused: %s (counted in "
-		       "edgestream_streams_refused_by_session_total{reason}; further refusals are "
-		       "only counted)",
-		       tot->refused_budget ? "its first window does not fit --process-buffer-bytes"
-		                           : "--max-streams streams are open");
-		t->refusal_logged = true;
-	}
+	/* The session refused a stream itself (before any backend). */
+	if (tot->refused_budget != refused_budget)
+		es_tunnel_note_refusal(t, "its first window does not fit --process-buffer-bytes");
+	else if (tot->refused_limit != refused_limit)
+		es_tunnel_note_refusal(t, "--max-streams streams are open");
 	if (rc < 0) {
 		char why[128];
 		snprintf(why, sizeof why, "%s from the cloud", st_strerror(rc));

@@ -120,4 +120,8 @@ void es_tunnel_detach(struct es_tunnel *t, uint64_t id, const struct es_stream *
  */
 void es_tunnel_block(struct es_tunnel *t, bool on);
 
+/* es_tunnel_note_refusal() - a stream was refused for a limit (@why): warn once per tunnel;
+ * the caller counts it. */
+void es_tunnel_note_refusal(struct es_tunnel *t, const char *why);
+
 #endif /* EDGESTREAM_TUNNEL_H */
