@@ -232,6 +232,35 @@ static uint64_t window_adjust(struct st_session *s, struct stream *st, uint64_t 
 	return inc;
 }
 
+/* With ST_CAP_FLOW, bytes queued toward the peer are memory too: charged to both budgets as
+ * they are queued (forced: the credit already bounds them, and a refusal here could only stall
+ * the writer) and credited as they are packed or dropped, so new streams are refused and
+ * windows shrink while a node's uploads wait for its tunnel. */
+static void out_charge(struct st_session *s, size_t n)
+{
+	if (!has_cap(s, ST_CAP_FLOW) || n == 0)
+		return;
+	st_budget_force(&s->node_budget, n);
+	if (s->cfg.process_budget)
+		st_budget_force(s->cfg.process_budget, n);
+}
+
+static void out_credit(struct st_session *s, size_t n)
+{
+	if (!has_cap(s, ST_CAP_FLOW) || n == 0)
+		return;
+	st_budget_credit(&s->node_budget, n);
+	if (s->cfg.process_budget)
+		st_budget_credit(s->cfg.process_budget, n);
+}
+
+/* Drops everything @st queued toward the peer. */
+static void out_drop(struct st_session *s, struct stream *st)
+{
+	out_credit(s, st_buf_len(&st->out));
+	st_buf_cleanup(&st->out);
+}
+
 static void stream_free(struct st_session *s, struct stream *st)
 {
 	window_credit(s, st, st->charged);
@@ -241,7 +270,7 @@ static void stream_free(struct st_session *s, struct stream *st)
 		pp = &(*pp)->hash_next;
 	*pp = st->hash_next;
 	s->nstreams--;
-	st_buf_cleanup(&st->out);
+	out_drop(s, st);
 	free(st->connect);
 	free(st->close_reason);
 	free(st);
@@ -400,7 +429,7 @@ static void mark_close(struct st_session *s, struct stream *st, uint64_t code, c
                        bool drop_output)
 {
 	if (drop_output) {
-		st_buf_cleanup(&st->out);
+		out_drop(s, st);
 		st->connect_pending = false;
 		st->half_close_pending = false;
 		st->window_grant = 0;
@@ -725,6 +754,7 @@ ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, si
 		int rc = st_buf_append(&st->out, p, n);
 		if (rc < 0)
 			return rc;
+		out_charge(s, n);
 	}
 	if (n < len) {
 		st->blocked = true;
@@ -847,6 +877,7 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 			st_buf_consume(&st->out, n);
 			copied += n;
 		}
+		out_credit(s, copied);
 		if (has_cap(s, ST_CAP_FLOW))
 			st_window_on_sent(&st->win, copied);
 		s->stats.data_bytes_out += copied;

@@ -58,7 +58,9 @@ struct st_session_config {
 	 * session's node budget and to @process_budget. A stream whose first window does not fit
 	 * is refused (-ENOSPC from st_session_open; ERROR limit to the cloud on the edge). A window
 	 * grows (doubling, up to recv_window_max_bytes) when its consumer drains it and both
-	 * budgets have room, and shrinks back toward recv_window_bytes when either is tight. */
+	 * budgets have room, and shrinks back toward recv_window_bytes when either is tight.
+	 * Toward the peer, a write takes no more than the peer's credit covers, and what waits in
+	 * a stream's queue is charged to both budgets until it is packed (st_session_write). */
 	uint64_t recv_window_max_bytes;   /* 0 = recv_window_bytes: no growth */
 	uint64_t node_budget_bytes;       /* 0 = no node limit */
 	struct st_budget *process_budget; /* optional, borrowed: shared by a process's sessions */

@@ -443,10 +443,20 @@ static void test_flow_budgets(void **state)
 		;
 	st_session_get_stats(cloud.s, &stats);
 	assert_true(stats.window_bytes == 16 * 1024);
+	/* Bytes queued toward the peer are charged while they wait, credited once packed... */
+	uint64_t windows = proc.used_bytes;
+	assert_int_equal(st_session_write(cloud.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
+	assert_true(proc.used_bytes == windows + sizeof blob);
+	while (pump(&cloud, &edge, 10, false) + pump(&edge, &cloud, 10, false) > 0)
+		;
+	assert_true(proc.used_bytes == windows);
+	/* ...or when the stream goes with them still queued. */
+	assert_int_equal(st_session_write(cloud.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
+	assert_true(proc.used_bytes == windows + sizeof blob);
 	/* Everything goes back when the session ends; the process budget is shared. */
 	st_session_free(cloud.s);
 	assert_true(proc.used_bytes == 0);
-	assert_true(proc.peak_bytes == 24 * 1024);
+	assert_true(proc.peak_bytes == windows + sizeof blob);
 	st_session_free(edge.s);
 }
 
