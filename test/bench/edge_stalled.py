@@ -3,10 +3,11 @@
 
     test/bench/edge_stalled.py [--build build/rel] [--streams 5000] [--budget 256MiB]
 
-Starts the fake kubelet (TLS), cloudstream (budgets wide open, so that the edge is the one that
-refuses) and edgestream (--process-buffer-bytes --budget) on 127.0.0.1 from --build, opens
---streams apiserver connections, each a GET of the fake kubelet's endless /stream download, and
-reads nothing from any of them. Each stream the edge admits reserves its first credit window and
+Starts nginx as the node's kubelet (TLS, client certificate required; a Python stand-in could
+not serve thousands of downloads at once), cloudstream (budgets wide open, so that the edge is
+the one that refuses) and edgestream (--process-buffer-bytes --budget) on 127.0.0.1 from
+--build, opens --streams apiserver connections, each a GET of a 1 GiB file, and reads nothing
+from any of them. Each stream the edge admits reserves its first credit window and
 its queue toward the cloud from the budget; the rest are refused (503 with the reason). Once
 every stream is admitted or refused and the bytes stop moving, prints: the edge's RSS growth
 beside the budget, what the budget says is in use, the refusals (metric and log lines), and how
@@ -20,7 +21,9 @@ import argparse
 import asyncio
 import os
 import re
+import socket
 import ssl
+import subprocess
 import sys
 import time
 import urllib.request
@@ -28,6 +31,60 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
 import harness as h  # noqa: E402
+
+
+NGINX_CONF = """
+user root;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/nginx-error.log;
+events {{ worker_connections 16384; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {pki}/kubelet.crt;
+    ssl_certificate_key {pki}/kubelet.key;
+    ssl_client_certificate {pki}/kubelet-ca.crt;
+    ssl_verify_client on;
+    ssl_session_cache shared:bench:1m;
+    location = /download {{ root {d}; default_type application/octet-stream; }}
+    location = /metrics {{ return 200 "kubelet_up 1\n"; }}
+  }}
+}}
+"""
+
+
+class Nginx:
+    """nginx as the kubelet, with a 1 GiB (sparse) file to download."""
+
+    def __init__(self, env):
+        self.dir = os.path.join(env.dir, "nginx")
+        os.makedirs(os.path.join(self.dir, "tmp"))
+        with open(os.path.join(self.dir, "download"), "wb") as f:
+            f.truncate(1 << 30)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(d=self.dir, port=self.port, pki=env.pki))
+        self.p = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", self.port)) != 0:
+            if time.monotonic() > deadline or self.p.poll() is not None:
+                raise SystemExit("nginx did not start: " +
+                                 open(os.path.join(self.dir, "nginx-error.log")).read())
+            time.sleep(0.05)
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait()
 
 
 def status_kib(pid, key):
@@ -56,7 +113,7 @@ def size(text):
 
 async def stalled_download(ctx, port, statuses, keep):
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
-    writer.write(b"GET /stream HTTP/1.1\r\nHost: edge-1:10350\r\n\r\n")
+    writer.write(b"GET /download HTTP/1.1\r\nHost: edge-1:10350\r\n\r\n")
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
@@ -135,24 +192,29 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build/rel")
     ap.add_argument("--streams", type=int, default=5000)
-    ap.add_argument("--rate", type=float, default=1000.0, help="streams opened a second")
+    ap.add_argument("--rate", type=float, default=200.0, help="streams opened a second")
     ap.add_argument("--budget", default="256MiB", help="edgestream --process-buffer-bytes")
     ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs)")
+    ap.add_argument("--debug", action="store_true", help="debug logs from both daemons")
     args = ap.parse_args()
     h.BIN = os.path.abspath(args.build)
     env = h.Env("edge-stalled", nodes=("edge-1",))
     ok = False
+    nginx = None
     try:
-        kubelet = h.start_kubelet(env)
+        kubelet = nginx = Nginx(env)
         cloud = h.start_cloudstream(env, ["--session-buffer-bytes", "64GiB",
                                           "--max-streams-per-node", "65536",
-                                          "--log-level", "warn"])
+                                          "--log-level", "debug" if args.debug else "warn"])
         edge = h.start_edgestream(env, cloud, kubelet,
-                                  extra=["--max-streams", "65536", "--log-level", "warn",
+                                  extra=["--max-streams", "65536",
+                                         "--log-level", "debug" if args.debug else "warn",
                                          "--process-buffer-bytes", args.budget])
         asyncio.run(run(args, env, cloud, edge))
         ok = True
     finally:
+        if nginx:
+            nginx.stop()
         h.close_env(env, not ok or args.keep)
         if args.keep:
             print("logs in", env.dir)
