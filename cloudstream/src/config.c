@@ -15,8 +15,6 @@
 static const char *const node_name_from_names[] = {"system-node-cn", "cn", NULL};
 static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", "node-address",
                                               NULL};
-static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
-static const char *const sandbox_names[] = {"off", "log", "errno", "kill", NULL};
 static const char *const event_loop_names[] = {"epoll", "poll", NULL}; /* enum st_loop_kind */
 static const char *const authz_mode_names[] = {"AlwaysAllow", "Webhook", NULL};
 
@@ -277,22 +275,16 @@ static const struct st_opt options[] = {
          .help = "An apiserver connection that is between requests (or sending a request head) "
                  "this long is closed.",
          .since = "0.1"},
-        {.name = "stall-timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(stall_timeout_ms),
-         .default_value = "2s",
-         .min = 50,
-         .max = 60000,
-         .value_name = "DURATION",
-         .help = "Base-protocol (KubeEdge) edges only, which have no per-stream flow control: "
-                 "a stream whose queue toward the apiserver is full pauses reading of the "
-                 "whole tunnel; if its apiserver connection has not drained it to the low mark "
-                 "after this long the stream is cut (the connection closed, REMOVE to the "
-                 "edge; counted in cloudstream_stream_stall_cuts_total), so one client that "
-                 "stops reading, or reads slower than the edge sends, holds up the node's other "
-                 "streams for at most this long at a time. With our edges per-stream credit "
-                 "stops only that stream and nothing is cut.",
-         .since = "0.2"},
+        ST_OPT_STALL_TIMEOUT(
+                OFF(stall_timeout_ms),
+                "Base-protocol (KubeEdge) edges only, which have no per-stream flow control: "
+                "a stream whose queue toward the apiserver is full pauses reading of the "
+                "whole tunnel; if its apiserver connection has not drained it to the low mark "
+                "after this long the stream is cut (the connection closed, REMOVE to the "
+                "edge; counted in cloudstream_stream_stall_cuts_total), so one client that "
+                "stops reading, or reads slower than the edge sends, holds up the node's other "
+                "streams for at most this long at a time. With our edges per-stream credit "
+                "stops only that stream and nothing is cut."),
         /* ---- limits and flow control ---- */
         {.name = "max-streams",
          .type = ST_OPT_U64,
@@ -312,51 +304,27 @@ static const struct st_opt options[] = {
          .value_name = "N",
          .help = "Streams open at once on one node's tunnel; further requests get 503.",
          .since = "0.1"},
-        {.name = "stream-window-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(stream_window_bytes),
-         .default_value = "1MiB",
-         .min = 1024,
-         .max = ST_MAX_STREAM_WINDOW_BYTES,
-         .value_name = "BYTES",
-         .help = "Largest per-stream credit window granted to edgestream edges (flow control): "
-                 "at most this many bytes of one stream wait in cloudstream for a slow "
-                 "apiserver, and a stalled stream never holds up another. A stream's window "
-                 "starts at --stream-first-window-bytes and doubles while its apiserver "
-                 "drains it and the node and process budgets are below three quarters.",
-         .since = "0.1"},
-        {.name = "stream-first-window-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(stream_first_window_bytes),
-         .default_value = "64KiB",
-         .min = 1024,
-         .max = ST_MAX_STREAM_WINDOW_BYTES,
-         .value_name = "BYTES",
-         .help = "The credit window each stream to an edgestream edge starts with (announced to "
-                 "the edge). Reserved from --session-buffer-bytes and --process-buffer-bytes "
-                 "when the stream opens: a stream whose first window does not fit is refused "
-                 "with 503, so memory is bounded by the budgets, never by pausing the tunnel.",
-         .since = "0.2"},
-        {.name = "stream-queue-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(stream_queue_bytes),
-         .default_value = "256KiB",
-         .min = 4096,
-         .max = 64 * MIB,
-         .value_name = "BYTES",
-         .help = "Bytes of one stream queued toward the edge before cloudstream stops reading "
-                 "that apiserver connection.",
-         .since = "0.1"},
-        {.name = "data-payload-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(data_payload_bytes),
-         .default_value = "64KiB",
-         .min = 256,
-         .max = 512 * KIB,
-         .value_name = "BYTES",
-         .help = "Largest DATA payload sent on a tunnel (KubeEdge uses 256 bytes, which makes "
-                 "bulk transfers about 20 times slower).",
-         .since = "0.1"},
+        ST_OPT_STREAM_WINDOW_BYTES(
+                OFF(stream_window_bytes),
+                "Largest per-stream credit window granted to edgestream edges (flow control): "
+                "at most this many bytes of one stream wait in cloudstream for a slow "
+                "apiserver, and a stalled stream never holds up another. A stream's window "
+                "starts at --stream-first-window-bytes and doubles while its apiserver "
+                "drains it and the node and process budgets are below three quarters."),
+        ST_OPT_STREAM_FIRST_WINDOW_BYTES(
+                OFF(stream_first_window_bytes),
+                "The credit window each stream to an edgestream edge starts with (announced to "
+                "the edge). Reserved from --session-buffer-bytes and --process-buffer-bytes "
+                "when the stream opens: a stream whose first window does not fit is refused "
+                "with 503, so memory is bounded by the budgets, never by pausing the tunnel."),
+        ST_OPT_STREAM_QUEUE_BYTES(
+                OFF(stream_queue_bytes),
+                "Bytes of one stream queued toward the edge before cloudstream stops reading "
+                "that apiserver connection."),
+        ST_OPT_DATA_PAYLOAD_BYTES(
+                OFF(data_payload_bytes),
+                "Largest DATA payload sent on a tunnel (KubeEdge uses 256 bytes, which makes "
+                "bulk transfers about 20 times slower)."),
         {.name = "session-buffer-bytes",
          .type = ST_OPT_BYTES,
          .offset = OFF(session_buffer_bytes),
@@ -453,30 +421,15 @@ static const struct st_opt options[] = {
          .help = "Plain-HTTP admin port: /metrics (Prometheus), /healthz, /readyz. Empty "
                  "disables it. Keep it on loopback or a private network.",
          .since = "0.1"},
-        {.name = "log-level",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(log_level),
-         .default_value = "info",
-         .enum_names = log_level_names,
-         .value_name = "LEVEL",
-         .help = "Least severe log level written to stderr.",
-         .since = "0.1"},
-        {.name = "ready-file",
-         .type = ST_OPT_STRING,
-         .offset = OFF(ready_file),
-         .value_name = "FILE",
-         .help = "Written once every listener is up, with the bound ports "
-                 "(tunnel=P, stream=P, admin=P, one per line). For tests and supervisors.",
-         .since = "0.1"},
-        {.name = "sandbox",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(sandbox),
-         .default_value = "errno",
-         .enum_names = sandbox_names,
-         .value_name = "MODE",
-         .help = "seccomp allow-list installed after start-up: errno (other system calls fail "
-                 "with EPERM), kill (they kill the process), log (only logged), off.",
-         .since = "0.1"},
+        ST_OPT_LOG_LEVEL(OFF(log_level)),
+        ST_OPT_READY_FILE(
+                OFF(ready_file),
+                "Written once every listener is up, with the bound ports "
+                "(tunnel=P, stream=P, admin=P, one per line). For tests and supervisors."),
+        ST_OPT_SANDBOX(
+                OFF(sandbox),
+                "seccomp allow-list installed after start-up: errno (other system calls fail "
+                "with EPERM), kill (they kill the process), log (only logged), off."),
         {.name = "tunnel-handshakes-max",
          .type = ST_OPT_U64,
          .offset = OFF(tunnel_handshakes_max),

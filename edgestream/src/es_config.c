@@ -14,8 +14,6 @@
 #define MIB        (1024ull * 1024ull)
 
 static const char *const node_name_from_names[] = {"system-node-cn", "cn", NULL};
-static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
-static const char *const sandbox_names[] = {"off", "log", "errno", "kill", NULL};
 
 static const struct st_opt options[] = {
         /* ---- tunnel ---- */
@@ -230,20 +228,14 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "Deadline for the TLS handshake with the kubelet.",
          .since = "0.1"},
-        {.name = "stall-timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(stall_timeout_ms),
-         .default_value = "2s",
-         .min = 50,
-         .max = 60000,
-         .value_name = "DURATION",
-         .help = "Base-protocol (KubeEdge) clouds only, which have no per-stream flow control: "
-                 "a stream whose queue toward its backend is full pauses reading of the whole "
-                 "tunnel; if the backend has not drained it to the low mark after this long "
-                 "the stream is cut (REMOVE to the cloud; counted in "
-                 "edgestream_stream_stall_cuts_total), so one backend that stops reading holds "
-                 "up the other streams for at most this long at a time.",
-         .since = "0.2"},
+        ST_OPT_STALL_TIMEOUT(
+                OFF(stall_timeout_ms),
+                "Base-protocol (KubeEdge) clouds only, which have no per-stream flow control: "
+                "a stream whose queue toward its backend is full pauses reading of the whole "
+                "tunnel; if the backend has not drained it to the low mark after this long "
+                "the stream is cut (REMOVE to the cloud; counted in "
+                "edgestream_stream_stall_cuts_total), so one backend that stops reading holds "
+                "up the other streams for at most this long at a time."),
         {.name = "kubelet-idle-connections",
          .type = ST_OPT_U64,
          .offset = OFF(kubelet_idle_connections),
@@ -294,28 +286,16 @@ static const struct st_opt options[] = {
          .value_name = "N",
          .help = "Streams open at once; more are refused with ERROR limit.",
          .since = "0.1"},
-        {.name = "stream-window-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(stream_window_bytes),
-         .default_value = "1MiB",
-         .min = 1024,
-         .max = ST_MAX_STREAM_WINDOW_BYTES,
-         .value_name = "BYTES",
-         .help = "Largest per-stream credit window granted to the cloud (with flow control): at "
-                 "most this many bytes of one stream wait here for a slow backend. A stream's "
-                 "window starts at --stream-first-window-bytes and doubles while its backend "
-                 "drains it and --process-buffer-bytes is below three quarters used.",
-         .since = "0.1"},
-        {.name = "stream-first-window-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(stream_first_window_bytes),
-         .default_value = "64KiB",
-         .min = 1024,
-         .max = ST_MAX_STREAM_WINDOW_BYTES,
-         .value_name = "BYTES",
-         .help = "The credit window each stream starts with (announced to the cloud), reserved "
-                 "from --process-buffer-bytes when the cloud opens the stream.",
-         .since = "0.2"},
+        ST_OPT_STREAM_WINDOW_BYTES(
+                OFF(stream_window_bytes),
+                "Largest per-stream credit window granted to the cloud (with flow control): at "
+                "most this many bytes of one stream wait here for a slow backend. A stream's "
+                "window starts at --stream-first-window-bytes and doubles while its backend "
+                "drains it and --process-buffer-bytes is below three quarters used."),
+        ST_OPT_STREAM_FIRST_WINDOW_BYTES(
+                OFF(stream_first_window_bytes),
+                "The credit window each stream starts with (announced to the cloud), reserved "
+                "from --process-buffer-bytes when the cloud opens the stream."),
         {.name = "process-buffer-bytes",
          .type = ST_OPT_BYTES,
          .offset = OFF(process_buffer_bytes),
@@ -330,25 +310,13 @@ static const struct st_opt options[] = {
                  "grow "
                  "only while it is below three quarters used.",
          .since = "0.2"},
-        {.name = "stream-queue-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(stream_queue_bytes),
-         .default_value = "256KiB",
-         .min = 4096,
-         .max = 64 * MIB,
-         .value_name = "BYTES",
-         .help = "Bytes of one stream queued toward the cloud before edgestream stops reading "
-                 "that backend connection.",
-         .since = "0.1"},
-        {.name = "data-payload-bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(data_payload_bytes),
-         .default_value = "64KiB",
-         .min = 256,
-         .max = 512 * KIB,
-         .value_name = "BYTES",
-         .help = "Largest DATA payload sent on the tunnel (KubeEdge uses 256 bytes).",
-         .since = "0.1"},
+        ST_OPT_STREAM_QUEUE_BYTES(
+                OFF(stream_queue_bytes),
+                "Bytes of one stream queued toward the cloud before edgestream stops reading "
+                "that backend connection."),
+        ST_OPT_DATA_PAYLOAD_BYTES(
+                OFF(data_payload_bytes),
+                "Largest DATA payload sent on the tunnel (KubeEdge uses 256 bytes)."),
         /* ---- operations ---- */
         {.name = "admin-listen",
          .type = ST_OPT_STRING,
@@ -358,30 +326,14 @@ static const struct st_opt options[] = {
          .help = "Plain-HTTP admin port: /metrics (Prometheus), /healthz, /readyz (ready = "
                  "the tunnel is up). Empty disables it.",
          .since = "0.1"},
-        {.name = "log-level",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(log_level),
-         .default_value = "info",
-         .enum_names = log_level_names,
-         .value_name = "LEVEL",
-         .help = "Least severe log level written to stderr.",
-         .since = "0.1"},
-        {.name = "ready-file",
-         .type = ST_OPT_STRING,
-         .offset = OFF(ready_file),
-         .value_name = "FILE",
-         .help = "Written when the tunnel first comes up, with the admin port (admin=P) and "
-                 "the node name (node=N). For tests and supervisors.",
-         .since = "0.1"},
-        {.name = "sandbox",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(sandbox),
-         .default_value = "errno",
-         .enum_names = sandbox_names,
-         .value_name = "MODE",
-         .help = "seccomp allow-list installed after start-up (daemon only; an embedding "
-                 "program decides for itself): errno, kill, log or off.",
-         .since = "0.1"},
+        ST_OPT_LOG_LEVEL(OFF(log_level)),
+        ST_OPT_READY_FILE(
+                OFF(ready_file),
+                "Written when the tunnel first comes up, with the admin port (admin=P) and "
+                "the node name (node=N). For tests and supervisors."),
+        ST_OPT_SANDBOX(OFF(sandbox),
+                       "seccomp allow-list installed after start-up (daemon only; an embedding "
+                       "program decides for itself): errno, kill, log or off."),
 };
 
 const struct st_config_spec es_config_spec = {

@@ -10,6 +10,9 @@
 
 #include <json-c/json.h>
 
+const char *const st_log_level_names[] = {"error", "warn", "info", "debug", NULL};
+const char *const st_sandbox_mode_names[] = {"off", "log", "errno", "kill", NULL};
+
 static void msg(char *err, size_t err_len, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 static void msg(char *err, size_t err_len, const char *fmt, ...)

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <stream/limits.h>
+
 #define ST_CONFIG_MAX_FILE_BYTES  (1u << 20)
 #define ST_CONFIG_MAX_VALUE_BYTES 4096u
 #define ST_CONFIG_MAX_LIST        64u
@@ -116,5 +118,70 @@ int st_config_act(const struct st_config_spec *spec, const void *cfg, enum st_co
 void st_config_print_help(const struct st_config_spec *spec, FILE *out);
 void st_config_print_markdown(const struct st_config_spec *spec, FILE *out);
 void st_config_print_json(const struct st_config_spec *spec, const void *cfg, FILE *out);
+
+/* ---- entries both daemons have ------------------------------------------------------------
+ *
+ * One definition of each shared option's name, type, default, bounds and value name, so the two
+ * daemons cannot drift apart; each says in @help_ what the option means on its side. @off_ is
+ * the field's offsetof() in the daemon's own config struct. Options whose defaults differ by
+ * design (ping interval, dead-peer timeout, admin port, process budget) stay in each table.
+ */
+extern const char *const st_log_level_names[];    /* error warn info debug (enum st_log_level) */
+extern const char *const st_sandbox_mode_names[]; /* off log errno kill (enum st_sandbox_mode) */
+
+#define ST_OPT_LOG_LEVEL(off_)                                                                     \
+	{                                                                                          \
+		.name = "log-level", .type = ST_OPT_ENUM, .offset = (off_),                        \
+		.default_value = "info", .enum_names = st_log_level_names, .value_name = "LEVEL",  \
+		.help = "Least severe log level written to stderr.", .since = "0.1"                \
+	}
+
+#define ST_OPT_SANDBOX(off_, help_)                                                                \
+	{                                                                                          \
+		.name = "sandbox", .type = ST_OPT_ENUM, .offset = (off_),                          \
+		.default_value = "errno", .enum_names = st_sandbox_mode_names,                     \
+		.value_name = "MODE", .help = (help_), .since = "0.1"                              \
+	}
+
+#define ST_OPT_READY_FILE(off_, help_)                                                             \
+	{                                                                                          \
+		.name = "ready-file", .type = ST_OPT_STRING, .offset = (off_),                     \
+		.value_name = "FILE", .help = (help_), .since = "0.1"                              \
+	}
+
+#define ST_OPT_STALL_TIMEOUT(off_, help_)                                                          \
+	{                                                                                          \
+		.name = "stall-timeout", .type = ST_OPT_DURATION_MS, .offset = (off_),             \
+		.default_value = "2s", .min = 50, .max = 60000, .value_name = "DURATION",          \
+		.help = (help_), .since = "0.2"                                                    \
+	}
+
+#define ST_OPT_STREAM_WINDOW_BYTES(off_, help_)                                                    \
+	{                                                                                          \
+		.name = "stream-window-bytes", .type = ST_OPT_BYTES, .offset = (off_),             \
+		.default_value = "1MiB", .min = 1024, .max = ST_MAX_STREAM_WINDOW_BYTES,           \
+		.value_name = "BYTES", .help = (help_), .since = "0.1"                             \
+	}
+
+#define ST_OPT_STREAM_FIRST_WINDOW_BYTES(off_, help_)                                              \
+	{                                                                                          \
+		.name = "stream-first-window-bytes", .type = ST_OPT_BYTES, .offset = (off_),       \
+		.default_value = "64KiB", .min = 1024, .max = ST_MAX_STREAM_WINDOW_BYTES,          \
+		.value_name = "BYTES", .help = (help_), .since = "0.2"                             \
+	}
+
+#define ST_OPT_STREAM_QUEUE_BYTES(off_, help_)                                                     \
+	{                                                                                          \
+		.name = "stream-queue-bytes", .type = ST_OPT_BYTES, .offset = (off_),              \
+		.default_value = "256KiB", .min = 4096, .max = 64ull * 1024 * 1024,                \
+		.value_name = "BYTES", .help = (help_), .since = "0.1"                             \
+	}
+
+#define ST_OPT_DATA_PAYLOAD_BYTES(off_, help_)                                                     \
+	{                                                                                          \
+		.name = "data-payload-bytes", .type = ST_OPT_BYTES, .offset = (off_),              \
+		.default_value = "64KiB", .min = 256, .max = 512ull * 1024, .value_name = "BYTES", \
+		.help = (help_), .since = "0.1"                                                    \
+	}
 
 #endif /* STREAM_CONFIG_H */
