@@ -481,16 +481,9 @@ static const struct st_opt options[] = {
          .help = "This replica's name in the extension handshake ([A-Za-z0-9._-]); default "
                  "the host name.",
          .since = "0.1"},
-        {.name = "drain-timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(drain_timeout_ms),
-         .default_value = "30s",
-         .min = 0,
-         .max = 3600000,
-         .value_name = "DURATION",
-         .help = "On SIGTERM, how long streams in flight may finish before the process exits "
-                 "(new requests get 503 meanwhile).",
-         .since = "0.1"},
+        ST_OPT_DRAIN_TIMEOUT(OFF(drain_timeout_ms), "30s",
+                             "On SIGTERM, how long streams in flight may finish before the "
+                             "process exits (new requests get 503 meanwhile)."),
 };
 
 const struct st_config_spec cs_config_spec = {

@@ -17,6 +17,7 @@
 
 #include <stream/admin.h>
 #include <stream/buf.h>
+#include <stream/drain.h>
 #include <stream/ext.h>
 #include <stream/heaptrim.h>
 #include <stream/liveness.h>
@@ -33,9 +34,9 @@
 
 /* Counters behind /metrics. Gauges are computed when scraped. */
 struct cs_metrics {
-	uint64_t sessions_total[2]; /* [0] base protocol, [1] extensions */
-	uint64_t sessions_replaced; /* a reconnect replaced a live session */
-	uint64_t sessions_rejected; /* refused upgrades (identity, path, limits) */
+	uint64_t sessions_total[2];                /* [0] base protocol, [1] extensions */
+	uint64_t sessions_replaced;                /* a reconnect replaced a live session */
+	uint64_t sessions_rejected;                /* refused upgrades (identity, path, limits) */
 	uint64_t tunnel_refusals[CS_REFUSE_COUNT]; /* the same, by reason (identity.h) */
 	uint64_t tunnels_closed_denied;            /* closed by a deny-list reload */
 	uint64_t tunnels_closed_admin;             /* closed by POST /nodes/<name>/close */
@@ -43,7 +44,7 @@ struct cs_metrics {
 	uint64_t shared_ips;                       /* times an IP became held by 2+ nodes */
 	uint64_t shared_ip_refusals;               /* requests refused: addressed by a shared IP */
 	uint64_t node_ip_verified, node_ip_unlisted; /* node-address policy: Node lookups */
-	uint64_t streams_total[6];  /* by enum st_kubelet_kind */
+	uint64_t streams_total[6];                   /* by enum st_kubelet_kind */
 	uint64_t streams_open[6];
 	uint64_t bytes_to_edge, bytes_from_edge;
 	uint64_t request_errors[CS_ERR_COUNT];
@@ -84,7 +85,7 @@ struct cs_server {
 	struct st_certreload *certs; /* SIGHUP: both listeners' certificates, keys and CAs */
 	void *ssl_ctx[2];            /* the tunnel and stream listeners' SSL_CTXs (lws owns them) */
 	struct cs_metrics m;
-	struct cs_identity *ident;   /* the deny list, Node answers (identity.c) */
+	struct cs_identity *ident;      /* the deny list, Node answers (identity.c) */
 	struct cs_nodewatch *nodewatch; /* --node-watch (nodewatch.c) */
 	struct st_admin_ops admin_ops;
 	uint8_t *tx;   /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
@@ -93,7 +94,8 @@ struct cs_server {
 	size_t n_fronts;         /* apiserver connections (front.c) */
 	struct cs_front *fronts; /* every apiserver connection (list; front.c) */
 	uint64_t next_ordinal;
-	bool draining, stop, ready;
+	bool draining, stop, ready; /* draining: drain.state is DRAINING or later */
+	struct st_drain drain;      /* SIGTERM (stream/drain.h) */
 	lws_sorted_usec_list_t sul_drain;
 	struct st_heap_trimmer heap_trimmer; /* free pages back to the kernel after bursts */
 	uint32_t our_caps;

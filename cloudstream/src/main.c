@@ -70,8 +70,9 @@ static void stop_now(struct cs_server *srv, const char *why)
 
 void cs_maybe_finish_drain(struct cs_server *srv)
 {
-	if (srv->draining && srv->tun.n_streams == 0)
-		stop_now(srv, "drained");
+	if (srv->draining &&
+	    st_drain_check(&srv->drain, srv->tun.n_streams, cs_now_ms()) == ST_DRAIN_STOPPING)
+		stop_now(srv, srv->tun.n_streams == 0 ? "drained" : "drain timeout");
 }
 
 static void on_drain_timeout(lws_sorted_usec_list_t *sul)
@@ -92,8 +93,9 @@ static void on_signal(int signo, void *user)
 			       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
 		return;
 	}
-	if (srv->draining) {
-		stop_now(srv, "second signal");
+	if (st_drain_request(&srv->drain, cs_now_ms(), srv->cfg.drain_timeout_ms) ==
+	    ST_DRAIN_STOPPING) {
+		stop_now(srv, srv->draining ? "second signal" : strsignal(signo));
 		return;
 	}
 	srv->draining = true;

@@ -26,6 +26,7 @@
 #include <edgestream/edgestream.h>
 #include <stream/admin.h>
 #include <stream/certreload.h>
+#include <stream/drain.h>
 #include <stream/heaptrim.h>
 #include <stream/session.h>
 
@@ -88,7 +89,11 @@ struct edgestream {
 	char connect_error
 	        [400]; /* why a backend connect failed inside lws's connect call (conn.c) */
 	/* cross-thread requests */
-	atomic_bool stop_requested, reload_requested;
+	atomic_uint stop_requests; /* edgestream_stop() calls: the first drains, a second stops */
+	atomic_bool reload_requested, loop_done;
+	unsigned stop_requests_seen; /* loop thread */
+	struct st_drain drain;       /* graceful stop (stream/drain.h), loop thread */
+	lws_sorted_usec_list_t sul_drain;
 	bool stopped;
 	pthread_t thread;
 	bool thread_started;
@@ -100,6 +105,9 @@ struct edgestream {
 
 /* lib.c */
 uint64_t es_now_ms(void);
+/* es_maybe_finish_drain() - while draining, close the tunnels once no stream is left (or at the
+ * deadline). Loop thread; call when a stream ends. */
+void es_maybe_finish_drain(struct edgestream *es);
 void es_publish_stats(struct edgestream *es);
 
 /* reload.c: the tunnel certificate files, checked every --cert-check-interval and on demand. */

@@ -228,6 +228,12 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "Deadline for the TLS handshake with the kubelet.",
          .since = "0.1"},
+        ST_OPT_DRAIN_TIMEOUT(
+                OFF(drain_timeout_ms), "10s",
+                "On SIGTERM (edgestream_stop() when embedded), how long streams in flight may "
+                "finish before the tunnel closes; new streams are refused meanwhile (the cloud "
+                "answers 503, \"edgestream is shutting down\"). A second SIGTERM, or 0, stops "
+                "at once. Keep it under the DaemonSet's terminationGracePeriodSeconds."),
         ST_OPT_STALL_TIMEOUT(
                 OFF(stall_timeout_ms),
                 "Base-protocol (KubeEdge) clouds only, which have no per-stream flow control: "

@@ -33,6 +33,7 @@ struct es_config {
 	char *kubelet_cert, *kubelet_key, *kubelet_ca;
 	struct st_strlist local_ports; /* name=port */
 	uint64_t backend_dial_timeout_ms, backend_handshake_timeout_ms;
+	uint64_t drain_timeout_ms; /* graceful stop (stream/drain.h) */
 	uint64_t stall_timeout_ms; /* base protocol: a backend that keeps the tunnel paused */
 	uint64_t kubelet_idle_connections, kubelet_idle_timeout_ms;
 	char *cri_socket; /* "" = no CRI backend */

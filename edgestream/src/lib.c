@@ -220,17 +220,59 @@ static bool ready(void *user, const char **why)
 
 /* ---- the loop -------------------------------------------------------------------------- */
 
+static void stop_tunnels(struct edgestream *es, const char *why)
+{
+	if (es->stopped)
+		return;
+	es->stopped = true;
+	st_info("stopping: %s", why);
+	lws_sul_cancel(&es->sul_certs);
+	lws_sul_cancel(&es->sul_drain);
+	for (struct es_tunnel *t = es->tunnels; t; t = t->next)
+		es_tunnel_stop(t);
+}
+
+static void drain_check(struct edgestream *es)
+{
+	size_t open = es->m.streams_open;
+	if (es->drain.state == ST_DRAIN_DRAINING &&
+	    st_drain_check(&es->drain, open, es_now_ms()) == ST_DRAIN_STOPPING)
+		stop_tunnels(es, open == 0 ? "drained" : "drain timeout");
+}
+
+static void on_drain_timer(lws_sorted_usec_list_t *sul)
+{
+	drain_check(lws_container_of(sul, struct edgestream, sul_drain));
+}
+
+void es_maybe_finish_drain(struct edgestream *es)
+{
+	/* From the timer, not here: a stream ends deep inside session and socket callbacks,
+	 * where closing the tunnel is not safe. */
+	if (es->drain.state == ST_DRAIN_DRAINING && es->m.streams_open == 0)
+		lws_sul_schedule(es->ctx, 0, &es->sul_drain, on_drain_timer, 1);
+}
+
 static void handle_requests(struct edgestream *es)
 {
 	if (atomic_exchange(&es->reload_requested, false))
 		es_certs_check(es, true);
-	if (atomic_load(&es->stop_requested) && !es->stopped) {
-		es->stopped = true;
-		st_info("stopping");
-		lws_sul_cancel(&es->sul_certs);
-		for (struct es_tunnel *t = es->tunnels; t; t = t->next)
-			es_tunnel_stop(t);
+	unsigned stops = atomic_load(&es->stop_requests);
+	if (stops == es->stop_requests_seen || es->stopped)
+		return;
+	es->stop_requests_seen = stops;
+	bool again = es->drain.state != ST_DRAIN_RUNNING;
+	if (st_drain_request(&es->drain, es_now_ms(), es->cfg.drain_timeout_ms) ==
+	    ST_DRAIN_STOPPING) {
+		stop_tunnels(es, again ? "asked again while draining" : "asked to");
+		return;
 	}
+	st_info("stopping: draining %zu streams in flight (up to %llu ms; new streams are "
+	        "refused)",
+	        (size_t)es->m.streams_open, (unsigned long long)es->cfg.drain_timeout_ms);
+	lws_sul_schedule(es->ctx, 0, &es->sul_drain, on_drain_timer,
+	                 (lws_usec_t)es->cfg.drain_timeout_ms * LWS_US_PER_MS);
+	drain_check(es); /* none in flight: stop now */
 }
 
 static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -509,7 +551,13 @@ int edgestream_run(struct edgestream *es)
 {
 	while (edgestream_service(es, -1) == 0)
 		;
+	atomic_store(&es->loop_done, true);
 	return 0;
+}
+
+bool edgestream_stopped(const struct edgestream *es)
+{
+	return atomic_load(&es->loop_done);
 }
 
 static void *thread_main(void *arg)
@@ -531,7 +579,7 @@ int edgestream_start(struct edgestream *es)
 
 void edgestream_stop(struct edgestream *es)
 {
-	atomic_store(&es->stop_requested, true);
+	atomic_fetch_add(&es->stop_requests, 1);
 	if (es->ctx)
 		lws_cancel_service(es->ctx);
 }

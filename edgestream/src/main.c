@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <stream/err.h>
 #include <stream/log.h>
@@ -66,17 +67,26 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	/* SIGTERM/SIGINT: the first drains (edgestream_stop), a second stops at once; the loop
+	 * thread's end is polled between signals. */
+	bool stopping = false;
 	for (;;) {
-		int sig = 0;
-		if (sigwait(&set, &sig) != 0)
+		const struct timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+		int sig = sigtimedwait(&set, NULL, stopping ? &tick : NULL);
+		if (sig < 0) {
+			if (stopping && edgestream_stopped(es))
+				break;
 			continue;
+		}
 		if (sig == SIGHUP) {
 			st_info("SIGHUP: checking the certificate files");
 			edgestream_reload(es);
 			continue;
 		}
-		st_info("%s: closing the tunnel", strsignal(sig));
-		break;
+		st_info("%s: %s", strsignal(sig),
+		        stopping ? "stopping at once" : "draining, then closing the tunnel");
+		stopping = true;
+		edgestream_stop(es);
 	}
 	edgestream_free(es);
 	st_info("stopped");

@@ -77,6 +77,7 @@ static void stream_free(struct es_stream *st)
 	es->m.streams_open--;
 	free(st);
 	es_publish_stats(es);
+	es_maybe_finish_drain(es);
 }
 
 /* The stream ends from our side: the queued bytes go first, then REMOVE. */
@@ -343,6 +344,11 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 	es->m.streams_total++;
 	es_tunnel_attach(t, id, st);
 
+	if (es->drain.state != ST_DRAIN_RUNNING) {
+		es->m.streams_refused++;
+		es_stream_fail(st, ST_EXT_ERR_LIMIT, "edgestream is shutting down");
+		return 0;
+	}
 	struct st_connect_req req = {0};
 	struct es_target tg = {0};
 	if (type == ST_MSG_TCP_CONNECT) {

@@ -747,6 +747,67 @@ def cert_reload_and_sigterm(env):
     env.stop(kubelet)
 
 
+def drain_on_sigterm(env):
+    """SIGTERM drains (stream/drain.h): a new stream is refused with 503 "edgestream is shutting
+    down" while a follow in flight keeps getting its lines; the edge exits 0 once that stream
+    ends. A second SIGTERM stops at once; the drain timeout stops a stream that never ends."""
+    kubelet = h.start_kubelet(env, name="kubelet-drain")
+    cloud = h.start_cloudstream(env, name="cloud-drain")
+    api = h.Api(env, cloud.ports["stream"])
+    follow = "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=0.1"
+
+    def open_follow():
+        s = api.connect()
+        s.sendall(h.head("GET", follow, [("Host", "edge-1:10350")]))
+        status, _, rest = h.read_head(s)
+        check(status == 200, "follow: %d" % status)
+        return s, rest
+
+    def lines_after(s, n):
+        got = b""
+        deadline = time.monotonic() + 10
+        while got.count(b"line ") < n:
+            check(time.monotonic() < deadline, "follow stopped moving: %r" % got[-200:])
+            got += s.recv(65536)
+        return got
+
+    for case in ("ends", "second", "deadline"):
+        edge = h.start_edgestream(env, cloud, kubelet, name="edge-drain-" + case,
+                                  extra=("--drain-timeout",
+                                         "1500ms" if case == "deadline" else "20s"))
+        s, _ = open_follow()
+        t0 = time.monotonic()
+        edge.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while b"draining 1 streams" not in open(edge.logpath, "rb").read():
+            check(time.monotonic() < deadline, "%s: no drain in the log" % case)
+            time.sleep(0.02)
+        st, _, body, s2 = api.request("GET", "/healthz", [("Host", "edge-1:10350")])
+        s2.close()
+        check(st == 503 and b"edgestream is shutting down" in body,
+              "%s: a new stream while draining: %d %r" % (case, st, body[:200]))
+        lines_after(s, 5)  # the stream in flight goes on
+        check(edge.poll() is None, "%s: exited while a stream was in flight" % case)
+        if case == "ends":
+            s.close()  # the last stream ends: the edge closes the tunnel and exits
+        elif case == "second":
+            edge.send_signal(signal.SIGTERM)
+        rc = edge.wait(10)
+        took = time.monotonic() - t0
+        check(rc == 0, "%s: exit status %s" % (case, rc))
+        if case == "deadline":
+            check(1.4 < took < 6, "deadline: exited after %.2f s (drain timeout 1.5 s)" % took)
+        else:
+            check(took < 6, "%s: exited after %.2f s (drain timeout 20 s)" % (case, took))
+        log = open(edge.logpath, "rb").read()
+        want = {"ends": b"stopping: drained", "second": b"stopping: asked again while draining",
+                "deadline": b"stopping: drain timeout"}[case]
+        check(want in log, "%s: %r not in the log" % (case, want))
+        s.close()
+    env.stop(cloud)
+    env.stop(kubelet)
+
+
 def embedding_example(env):
     """The example program embeds the library (both ways of running it) and carries a request."""
     kubelet = h.start_kubelet(env, name="kubelet-embed")
@@ -984,6 +1045,7 @@ def group_ops():
             ("cloud_cert_other_ca", lambda: cloud_cert_other_ca(env)),
             ("cloud_cert_wrong_name", lambda: cloud_cert_wrong_name(env)),
             ("cert_reload_and_sigterm", lambda: cert_reload_and_sigterm(env)),
+            ("drain_on_sigterm", lambda: drain_on_sigterm(env)),
             ("embedding_example", lambda: embedding_example(env)),
             ("dead_peer", lambda: dead_peer(env)),
             ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),

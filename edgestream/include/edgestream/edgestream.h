@@ -101,8 +101,16 @@ int edgestream_service(struct edgestream *es, int timeout_ms);
 /* edgestream_run() - drive the loop on the calling thread until edgestream_stop(). */
 int edgestream_run(struct edgestream *es);
 
-/* edgestream_stop() - ask the loop to close the tunnel and return. Any thread; async. */
+/*
+ * edgestream_stop() - ask the loop to stop. Any thread; async. With the drain-timeout option
+ * (10 s by default) the first call drains: new streams are refused, those in flight may finish
+ * for that long, then the tunnel closes and the loop returns; a second call stops at once.
+ * edgestream_free() stops at once too: wait for edgestream_stopped() first to let a drain run.
+ */
 void edgestream_stop(struct edgestream *es);
+
+/* edgestream_stopped() - the loop has returned (the tunnel is closed). Any thread. */
+bool edgestream_stopped(const struct edgestream *es);
 
 /* edgestream_reload() - check the certificate files for changes now. Any thread; async. */
 void edgestream_reload(struct edgestream *es);

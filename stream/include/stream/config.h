@@ -184,4 +184,12 @@ extern const char *const st_sandbox_mode_names[]; /* off log errno kill (enum st
 		.help = (help_), .since = "0.1"                                                    \
 	}
 
+/* @default_: the daemons differ (a Deployment's grace period is longer than a node agent's). */
+#define ST_OPT_DRAIN_TIMEOUT(off_, default_, help_)                                                \
+	{                                                                                          \
+		.name = "drain-timeout", .type = ST_OPT_DURATION_MS, .offset = (off_),             \
+		.default_value = (default_), .min = 0, .max = 3600000, .value_name = "DURATION",   \
+		.help = (help_), .since = "0.1"                                                    \
+	}
+
 #endif /* STREAM_CONFIG_H */
