@@ -105,6 +105,10 @@ struct edgestream {
 
 /* lib.c */
 uint64_t es_now_ms(void);
+/* stats.c: the admin endpoints' /metrics and /readyz (stream/admin.h ops). */
+struct st_text;
+void es_render_metrics(struct st_text *t, void *user);
+bool es_ready(void *user, const char **why);
 /* es_maybe_finish_drain() - while draining, close the tunnels once no stream is left (or at the
  * deadline). Loop thread; call when a stream ends. */
 void es_maybe_finish_drain(struct edgestream *es);
