@@ -112,7 +112,16 @@ def size(text):
 
 
 async def stalled_download(ctx, port, statuses, keep):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    # A small receive buffer: the client stops taking bytes after a few KiB, as a stalled
+    # kubectl does once its buffers are full, without gigabytes first filling loopback
+    # buffers (which measures the chain's throughput, not what a stall holds).
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx,
+                                                   server_hostname="localhost",
+                                                   limit=4096)
     writer.write(b"GET /download HTTP/1.1\r\nHost: edge-1:10350\r\n\r\n")
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
