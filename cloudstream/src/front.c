@@ -47,6 +47,7 @@ int cs__front_queue(struct cs_front *f, const void *p, size_t n)
 	int rc = st_buf_append(&f->out, p, n);
 	if (rc < 0)
 		return rc;
+	f->acc.to_client += n;
 	cs_endpoint_queued(&f->ep, n);
 	lws_callback_on_writable(f->wsi);
 	return 0;

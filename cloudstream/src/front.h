@@ -54,6 +54,17 @@ struct cs_front {
 	uint8_t az_next; /* the next subresource of the request to ask a SAR about */
 	bool az_allowed; /* this request is authorized */
 	int az_fail;     /* a call decided the answer: 401 (TokenReview), 500 (SAR error) */
+	/* The access log line of the request in progress (request.c): one per request, written
+	 * when it ends however it ends, with the stream id the edge's line has too. */
+	struct {
+		bool active;  /* a request is in progress and not logged yet */
+		uint64_t sid; /* its stream, 0 before one opened */
+		uint64_t started_ms;
+		uint64_t to_edge;   /* request bytes sent into the stream */
+		uint64_t to_client; /* answer bytes queued toward the apiserver, ours included */
+		char method[16];
+		char path[192]; /* without the query: exec's command= may carry secrets */
+	} acc;
 };
 
 /* ---- front.c --------------------------------------------------------------------------- */

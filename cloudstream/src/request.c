@@ -8,6 +8,7 @@
  * serves the next request. Every such decision is relay.c's (pure); this file applies them to
  * the connection and the stream. Loop thread only.
  */
+#include "authz.h"
 #include "front.h"
 
 #include <errno.h>
@@ -39,6 +40,47 @@ static void stream_over(struct cs_front *f)
 	}
 }
 
+/* ---- the access log ---------------------------------------------------------------------- */
+
+static void access_begin(struct cs_front *f, const struct st_http_request *req)
+{
+	if (f->acc.active)
+		return; /* the same request again, after a pod lookup or a review */
+	memset(&f->acc, 0, sizeof f->acc);
+	f->acc.active = true;
+	f->acc.started_ms = cs_now_ms();
+	snprintf(f->acc.method, sizeof f->acc.method, "%.*s", (int)req->method_len, req->method);
+	snprintf(f->acc.path, sizeof f->acc.path, "%.*s", (int)req->path_len, req->path);
+}
+
+/* The answer's status as the client saw it: ours (@status), the edge's head, or the 200 a
+ * body-only answer was given. */
+static int answer_status(const struct cs_front *f, int status)
+{
+	if (status)
+		return status;
+	if (f->rl.mode == CS_RELAY_RAW && f->rl.resp.head_done)
+		return f->rl.resp.status;
+	return f->rl.answered ? 200 : 0;
+}
+
+/* One info line per request, when it ends: what, who, how it ended, bytes, time. The edge's
+ * line for the same stream carries the same node and stream id. */
+static void access_end(struct cs_front *f, int status, const char *outcome)
+{
+	if (!f->acc.active)
+		return;
+	f->acc.active = false;
+	const char *caller = f->req_user    ? f->req_user->name
+	                     : f->cert_user ? f->cert_user->name
+	                                    : "-";
+	st_log(ST_LOG_INFO, cs__front_node(f), f->acc.sid,
+	       "access: %s %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms", f->acc.method,
+	       f->acc.path, answer_status(f, status), outcome, caller,
+	       (unsigned long long)f->acc.to_edge, (unsigned long long)f->acc.to_client,
+	       (unsigned long long)(cs_now_ms() - f->acc.started_ms));
+}
+
 /* Ends the stream from our side: with @send_close the edge gets REMOVE (@code 0) or ERROR. */
 static void end_stream(struct cs_front *f, bool send_close, uint64_t code, const char *reason)
 {
@@ -54,6 +96,7 @@ void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, co
 	if (status == 0)
 		status = cs_err_reason_status(why);
 	f->srv->m.request_errors[why]++;
+	access_end(f, f->rl.answered ? 0 : status, cs_err_reason_name(why));
 	st_log(why == CS_ERR_BAD_REQUEST ? ST_LOG_INFO : ST_LOG_WARN, cs__front_node(f), f->ep.sid,
 	       "request failed (%s): %s%s", cs_err_reason_name(why), message,
 	       f->rl.answered ? "; answer cut short" : "");
@@ -68,6 +111,7 @@ void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, co
 /* The answer is complete: the stream ends; the connection serves the next request or closes. */
 static void request_done(struct cs_front *f, bool send_remove)
 {
+	access_end(f, 0, "done");
 	end_stream(f, send_remove, 0, NULL);
 	bool again = cs_relay_keep_alive(&f->rl);
 	cs_relay_cleanup(&f->rl); /* idle: the next request's errors are answered again */
@@ -150,6 +194,7 @@ static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, si
 	 * closes right after the queued bytes, so nobody waits for a dead stream. */
 	if (end.cut_short)
 		f->srv->m.request_errors[CS_ERR_BAD_RESPONSE]++;
+	access_end(f, 0, end.cut_short ? "cut short" : "done");
 	f->state = CS_FRONT_CLOSING;
 	lws_callback_on_writable(f->wsi);
 }
@@ -219,6 +264,8 @@ ssize_t cs__request_forward(struct cs_front *f, const uint8_t *p, size_t len)
 	}
 	size_t take = (size_t)b;
 	ssize_t w = cs_stream_write(&f->ep, p, take);
+	if (w > 0)
+		f->acc.to_edge += (uint64_t)w;
 	/* The room, not the input, was the limit: nothing else wakes a connection whose input
 	 * waits for room (an upload gets no answer bytes that would), so ask for ->writable. */
 	if (w >= 0 && take == space && space < len && !cs_relay_request_done(&f->rl)) {
@@ -371,6 +418,7 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 	f->node[0] = '\0';
 	lws_set_timeout(f->wsi, NO_PENDING_TIMEOUT, 0);
 	const char *why;
+	access_begin(f, req);
 	int status = cs_relay_begin(&f->rl, req, &why); /* first: it sets the error form */
 	if (srv->draining) {
 		cs__request_fail(f, 0, CS_ERR_DRAINING, "cloudstream is shutting down; retry");
@@ -417,6 +465,7 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 		return true;
 	}
 	cs_relay_start(&f->rl, cs_tunnel_caps(t));
+	f->acc.sid = f->ep.sid;
 	f->state = CS_FRONT_WAIT;
 	f->started_ms = cs_now_ms();
 	f->counted_stream = true;
@@ -446,6 +495,7 @@ void cs__request_pod_resolved(struct cs_front *f, bool ok)
 
 void cs__request_cleanup(struct cs_front *f)
 {
+	access_end(f, 0, "client gone");
 	stream_over(f);
 	cs_endpoint_cleanup(&f->ep); /* REMOVE to the edge; what it held is credited */
 	cs_relay_cleanup(&f->rl);

@@ -69,6 +69,11 @@ static void stream_free(struct es_stream *st)
 		st->next->prev = st->prev;
 	es_tunnel_detach(t, st->id, st);
 	unblock(st);
+	st_log(ST_LOG_INFO, es->node, st->id,
+	       "access: %s %s %s to_cloud=%llu from_cloud=%llu %llu ms", st_msg_type_name(st->type),
+	       st->ops ? st->ops->name : "no backend", st->outcome ? st->outcome : "done",
+	       (unsigned long long)st->to_cloud_bytes, (unsigned long long)st->from_cloud_bytes,
+	       (unsigned long long)(es_now_ms() - st->started_ms));
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
@@ -97,6 +102,7 @@ void es_stream_fail(struct es_stream *st, uint64_t code, const char *reason)
 	struct es_tunnel *t = st->t;
 	uint32_t caps = es_tunnel_caps(t);
 	st_warn_ns(st->es->node, st->id, "%s %s", st_msg_type_name(st->type), reason);
+	st->outcome = st->ops ? "failed" : "refused";
 	if (st->answered) {
 		stream_finish(st);
 		return;
@@ -132,6 +138,7 @@ static void flush(struct es_stream *st)
 		}
 		st_buf_consume(&st->to_cloud, (size_t)w);
 		st->es->m.bytes_to_cloud += (uint64_t)w;
+		st->to_cloud_bytes += (uint64_t)w;
 		if ((size_t)w < n)
 			break;
 	}
@@ -158,6 +165,7 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 		}
 		w = (size_t)r;
 		st->es->m.bytes_to_cloud += w;
+		st->to_cloud_bytes += w;
 	}
 	if (w < n && st_buf_append(&st->to_cloud, p + w, n - w) < 0) {
 		es_stream_fail(st, ST_EXT_ERR_LIMIT, "backend output over the stream queue limit");
@@ -214,6 +222,7 @@ int es_stream_on_data(struct es_stream *st, const uint8_t *p, size_t len)
 {
 	struct edgestream *es = st->es;
 	es->m.bytes_from_cloud += len;
+	st->from_cloud_bytes += len;
 	if (st_buf_append(&st->to_backend, p, len) < 0) {
 		st_warn_ns(es->node, st->id, "the cloud sent more than the stream queue holds");
 		return -EMSGSIZE; /* the session resets the stream */
@@ -257,6 +266,8 @@ void es_stream_on_cloud_close(struct es_stream *st, uint64_t code, const char *r
 	if (code)
 		st_dbg_ns(st->es->node, st->id, "the cloud ended the stream: %s %.*s",
 		          st_ext_error_name(code), (int)reason_len, reason);
+	if (!st->done)
+		st->outcome = code ? "ended by the cloud with an error" : "ended by the cloud";
 	stream_free(st);
 }
 
@@ -267,6 +278,7 @@ void es_stream_on_writable(struct es_stream *st)
 
 void es_stream_tunnel_gone(struct es_stream *st)
 {
+	st->outcome = "tunnel gone";
 	stream_free(st);
 }
 

@@ -99,6 +99,48 @@ class Chain:
         h.close_env(self.env, failed)
 
 
+def access_log(chain):
+    """One info line per request on each side, sharing the stream id: the cloud's says what was
+    asked (path without its query), by whom, the status and the bytes; the edge's which backend
+    served it and its bytes. A refused request is logged as such."""
+    status, _, body, s = chain.get("/containerLogs/default/pod-a/ctr?tailLines=3&secret=x")
+    s.close()
+    check(status == 200, "logs: %d" % status)
+    pat = re.compile(rb"node=edge-1 stream=(\d+) access: GET /containerLogs/default/pod-a/ctr "
+                     rb"200 done caller=(\S+) to_edge=0 to_client=(\d+) \d+ ms")
+    deadline = time.monotonic() + 5
+    while True:
+        cloud_log = open(chain.cloud.logpath, "rb").read()
+        found = pat.findall(cloud_log)
+        if found:
+            break
+        check(time.monotonic() < deadline, "no access line in cloudstream's log")
+        time.sleep(0.05)
+    sid, caller, to_client = found[-1]
+    check(caller == b"kube-apiserver-kubelet-client", "caller %r" % caller)
+    check(int(to_client) > len(body), "to_client %s for a body of %d" % (to_client, len(body)))
+    check(b"secret=x" not in cloud_log, "the query reached the access log")
+    edge_pat = re.compile(rb"node=edge-1 stream=%s access: LOGS_CONNECT kubelet done "
+                          rb"to_cloud=(\d+) from_cloud=0 \d+ ms" % sid)
+    deadline = time.monotonic() + 5
+    while not edge_pat.search(open(chain.edge.logpath, "rb").read()):
+        check(time.monotonic() < deadline, "no access line for stream %s on the edge" % sid)
+        time.sleep(0.05)
+    # A request the edge refuses: both sides say so, under the same id again.
+    status, _, _, s = chain.get("/ports/nosuchport/")
+    s.close()
+    check(status in (403, 404), "refused: %d" % status)
+    deadline = time.monotonic() + 5
+    while True:
+        m = re.findall(rb"stream=(\d+) access: GET /ports/nosuchport/ %d " % status,
+                       open(chain.cloud.logpath, "rb").read())
+        if m and re.search(rb"stream=%s access: \S+ no backend refused" % m[-1],
+                           open(chain.edge.logpath, "rb").read()):
+            break
+        check(time.monotonic() < deadline, "refused request: access lines %r" % m)
+        time.sleep(0.05)
+
+
 def kept_kubelet_connections(chain):
     """Plain GETs leave their kubelet connection for the next request (no Connection: close
     toward the kubelet, so none reaches the apiserver either): requests one after another, on
@@ -235,6 +277,7 @@ def group_cloud():
             ("portforward_echo", lambda: upgrade_echo(chain, "POST",
                                                       "/portForward/default/pod-a")),
             ("logs_tail", lambda: cst.logs_tail(chain)),
+            ("access_log", lambda: access_log(chain)),
             ("logs_follow", lambda: logs_follow(chain)),
             ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(chain)),
             ("status_passthrough", lambda: cst.status_passthrough(chain)),
