@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <stream/admin.h>
 #include <stream/certreload.h>
@@ -154,11 +155,142 @@ static bool ready(void *user, const char **why)
 	return srv->ready && !srv->draining;
 }
 
-/* POST /nodes/<name>/close: the node's tunnel is closed now (identity.h). */
+/* ---- listings: GET /sessions, GET /streams (tab-separated, a header line first) ---------- */
+
+/* The value of node= in @query, or NULL (a view of *@len bytes). */
+static const char *node_filter(const char *query, size_t qlen, size_t *len)
+{
+	for (size_t i = 0; query && i < qlen;) {
+		size_t end = i;
+		while (end < qlen && query[end] != '&')
+			end++;
+		if (end - i > 5 && memcmp(query + i, "node=", 5) == 0) {
+			*len = end - i - 5;
+			return query + i + 5;
+		}
+		i = end + 1;
+	}
+	return NULL;
+}
+
+static bool node_matches(const char *node, const char *want, size_t wlen)
+{
+	return want == NULL || (strlen(node) == wlen && memcmp(node, want, wlen) == 0);
+}
+
+/* Appends printf-style text; false (nothing written) when it would not fit in @cap - @keep. */
+static bool put(char *out, size_t cap, size_t keep, size_t *len, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+static bool put(char *out, size_t cap, size_t keep, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(out + *len, cap - keep - *len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || *len + (size_t)n >= cap - keep) {
+		out[*len] = '\0';
+		return false;
+	}
+	*len += (size_t)n;
+	return true;
+}
+
+/* UTC time of @mono_ms on cs_now_ms()'s clock, ISO 8601. */
+static void wall_time(uint64_t mono_ms, char *buf, size_t cap)
+{
+	time_t t = time(NULL) - (time_t)((cs_now_ms() - mono_ms) / 1000);
+	struct tm tm;
+	if (gmtime_r(&t, &tm) == NULL || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, cap, "-");
+}
+
+#define LIST_KEEP 128u /* room kept for the truncation line */
+
+static size_t list_sessions(struct cs_server *srv, const char *want, size_t wlen, char *out,
+                            size_t cap)
+{
+	size_t len = 0, more = 0;
+	uint64_t now = cs_now_ms();
+	put(out, cap, LIST_KEEP, &len,
+	    "NODE\tPROTOCOL\tREPLICA\tREMOTE\tCONNECTED\tSTREAMS\tBYTES_IN\tBYTES_OUT\t"
+	    "LAST_RX_MS_AGO\n");
+	for (struct cs_tunnel *t = cs_tunnel_next(srv, NULL); t; t = cs_tunnel_next(srv, t)) {
+		struct cs_tunnel_info ti;
+		cs_tunnel_get_info(t, &ti);
+		if (!node_matches(ti.node, want, wlen))
+			continue;
+		char since[32];
+		wall_time(ti.connected_ms, since, sizeof since);
+		if (more ||
+		    !put(out, cap, LIST_KEEP, &len, "%s\t%s\t%s\t%s\t%s\t%zu\t%llu\t%llu\t%llu\n",
+		         ti.node, ti.extended ? "extended" : "base",
+		         ti.replica[0] ? ti.replica : "-", ti.remote[0] ? ti.remote : "-", since,
+		         ti.streams, (unsigned long long)ti.bytes_in,
+		         (unsigned long long)ti.bytes_out,
+		         (unsigned long long)(now - ti.last_rx_ms)))
+			more++;
+	}
+	if (more)
+		put(out, cap, 0, &len, "# %zu more not shown: ask for one node with ?node=NAME\n",
+		    more);
+	return len;
+}
+
+static size_t list_streams(struct cs_server *srv, const char *want, size_t wlen, char *out,
+                           size_t cap)
+{
+	size_t len = 0, more = 0;
+	uint64_t now = cs_now_ms();
+	put(out, cap, LIST_KEEP, &len,
+	    "NODE\tSTREAM\tKIND\tMETHOD\tPATH\tCALLER\tAGE_MS\tTO_EDGE\tTO_CLIENT\tQUEUED\n");
+	for (struct cs_tunnel *t = cs_tunnel_next(srv, NULL); t; t = cs_tunnel_next(srv, t)) {
+		const char *node = cs_tunnel_node(t);
+		if (!node_matches(node, want, wlen))
+			continue;
+		for (struct cs_endpoint *ep = cs_tunnel_endpoint_next(t, NULL); ep;
+		     ep = cs_tunnel_endpoint_next(t, ep)) {
+			struct cs_endpoint_info ei;
+			ep->ops->info(ep, &ei);
+			if (more ||
+			    !put(out, cap, LIST_KEEP, &len,
+			         "%s\t%llu\t%s\t%s\t%s\t%s\t%llu\t%llu\t%llu\t%llu\n", node,
+			         (unsigned long long)ep->sid, ei.kind,
+			         ei.method[0] ? ei.method : "-", ei.path, ei.caller,
+			         (unsigned long long)(now - ei.started_ms),
+			         (unsigned long long)ei.to_edge, (unsigned long long)ei.to_client,
+			         (unsigned long long)ep->queued))
+				more++;
+		}
+	}
+	if (more)
+		put(out, cap, 0, &len, "# %zu more not shown: ask for one node with ?node=NAME\n",
+		    more);
+	return len;
+}
+
+/*
+ * GET /sessions, GET /streams (?node=NAME: that node's only): what is connected and what is in
+ * flight, for cloudstream-ctl. POST /nodes/<name>/close: the node's tunnel is closed now
+ * (identity.h).
+ */
 static int action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
-                  char *out, size_t cap, size_t *out_len)
+                  const char *query, size_t qlen, char *out, size_t cap, size_t *out_len)
 {
 	struct cs_server *srv = user;
+	bool is_sessions = plen == 9 && memcmp(path, "/sessions", 9) == 0;
+	bool is_streams = plen == 8 && memcmp(path, "/streams", 8) == 0;
+	if (is_sessions || is_streams) {
+		if (mlen != 3 || memcmp(method, "GET", 3) != 0) {
+			int n = snprintf(out, cap, "GET lists them\n");
+			*out_len = n > 0 ? (size_t)n : 0;
+			return 405;
+		}
+		size_t wlen = 0;
+		const char *want = node_filter(query, qlen, &wlen);
+		*out_len = is_sessions ? list_sessions(srv, want, wlen, out, cap)
+		                       : list_streams(srv, want, wlen, out, cap);
+		return 200;
+	}
 	static const char pre[] = "/nodes/", post[] = "/close";
 	size_t pl = sizeof pre - 1, sl = sizeof post - 1;
 	int n, status;

@@ -227,12 +227,28 @@ static void ep_cut(struct cs_endpoint *ep)
 	lws_set_timeout(f->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
+static void ep_info(const struct cs_endpoint *ep, struct cs_endpoint_info *out)
+{
+	const struct cs_front *f = lws_container_of(ep, struct cs_front, ep);
+	static const char *const kinds[] = {"other",       "exec", "attach",
+	                                    "portforward", "logs", "run"};
+	unsigned k = (unsigned)f->rl.plan.path.kind;
+	out->kind = k < sizeof kinds / sizeof kinds[0] ? kinds[k] : "other";
+	out->method = f->acc.method;
+	out->path = f->acc.path;
+	out->caller = f->req_user ? f->req_user->name : f->cert_user ? f->cert_user->name : "-";
+	out->started_ms = f->acc.started_ms;
+	out->to_edge = f->acc.to_edge;
+	out->to_client = f->acc.to_client;
+}
+
 const struct cs_endpoint_ops cs__front_endpoint_ops = {
         .data = ep_data,
         .end = ep_end,
         .writable = ep_writable,
         .gone = ep_gone,
         .cut = ep_cut,
+        .info = ep_info,
 };
 
 static void on_answer_timeout(lws_sorted_usec_list_t *sul)

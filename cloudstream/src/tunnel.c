@@ -142,6 +142,27 @@ struct cs_tunnel *cs_tunnel_next(struct cs_server *srv, struct cs_tunnel *t)
 	return t ? t->all_next : srv->tun.all;
 }
 
+void cs_tunnel_get_info(struct cs_tunnel *t, struct cs_tunnel_info *out)
+{
+	memset(out, 0, sizeof *out);
+	out->node = t->node;
+	out->replica = t->replica ? t->replica : "";
+	out->extended = t->caps != 0;
+	if (t->wsi)
+		lws_get_peer_simple(t->wsi, out->remote, sizeof out->remote);
+	out->connected_ms = t->connected_ms;
+	out->last_rx_ms = t->live.last_rx_ms;
+	for (struct cs_endpoint *ep = t->eps; ep; ep = ep->tnext)
+		out->streams++;
+	out->bytes_in = t->bytes_in;
+	out->bytes_out = t->bytes_out;
+}
+
+struct cs_endpoint *cs_tunnel_endpoint_next(struct cs_tunnel *t, struct cs_endpoint *ep)
+{
+	return ep ? ep->tnext : t->eps;
+}
+
 void cs_tunnel_close(struct cs_tunnel *t, const char *why)
 {
 	if (t->wsi == NULL || !t->registered)
@@ -199,6 +220,8 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	t->connected_ms = cs_now_ms();
 	memcpy(t->node, a.node, sizeof t->node);
 	memcpy(t->serial, a.serial, sizeof t->serial);
+	/* For the admin listing; without memory it is only not shown. */
+	t->replica = a.has_offer && a.offer.replica_id[0] ? strdup(a.offer.replica_id) : NULL;
 	if (t->caps)
 		st_session_hello(t->sess, srv->replica);
 	void *old = NULL;
@@ -207,6 +230,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	if (rc < 0) {
 		st_log(ST_LOG_ERROR, t->node, 0, "tunnel not registered: %s", st_strerror(rc));
 		st_session_free(t->sess);
+		free(t->replica);
 		free(t);
 		return;
 	}
@@ -273,6 +297,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	st_session_free(t->sess);
 	st_reasm_cleanup(&t->rx);
 	srv->tun.n--;
+	free(t->replica);
 	free(t);
 	cs_maybe_finish_drain(srv);
 }

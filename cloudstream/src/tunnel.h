@@ -39,6 +39,15 @@ struct cs_server;
 struct cs_tunnel; /* opaque outside the tunnel module */
 struct cs_endpoint;
 
+/* What an endpoint says about itself (ops->info), for the admin port. */
+struct cs_endpoint_info {
+	const char *kind;   /* "exec", "logs", ... or what it carries */
+	const char *method; /* "GET", ... "" when it has none */
+	const char *path;   /* what it asked for, without a query */
+	const char *caller; /* who asked, "-" when unknown */
+	uint64_t started_ms, to_edge, to_client;
+};
+
 /* What a tunnel calls on the endpoint of a stream. Every member is required. */
 struct cs_endpoint_ops {
 	/* @len bytes from the edge for the stream (borrowed, valid during the call). Return 0,
@@ -57,6 +66,9 @@ struct cs_endpoint_ops {
 	 * waited with it. The stream was closed toward the edge (ERROR timeout) and is gone; the
 	 * endpoint throws away what it holds (cs_endpoint_dropped) and closes. */
 	void (*cut)(struct cs_endpoint *ep);
+	/* What the endpoint is, for the admin port's stream listing: every field set (strings
+	 * static or the endpoint's own, valid until it next changes). */
+	void (*info)(const struct cs_endpoint *ep, struct cs_endpoint_info *out);
 };
 
 /*
@@ -151,6 +163,21 @@ uint64_t cs_tunnel_ordinal(const struct cs_tunnel *t);
 
 /* cs_tunnel_next() - the tunnel after @t in the set (@t NULL: the first), or NULL. */
 struct cs_tunnel *cs_tunnel_next(struct cs_server *srv, struct cs_tunnel *t);
+
+/* A tunnel as the admin port lists it (cs_tunnel_get_info). */
+struct cs_tunnel_info {
+	const char *node;
+	const char *replica;               /* the edge's replica id, "" when it gave none */
+	bool extended;                     /* our extensions, else KubeEdge's base protocol */
+	char remote[64];                   /* the edge's address */
+	uint64_t connected_ms, last_rx_ms; /* cs_now_ms() clock */
+	size_t streams;
+	uint64_t bytes_in, bytes_out;
+};
+void cs_tunnel_get_info(struct cs_tunnel *t, struct cs_tunnel_info *out);
+/* cs_tunnel_endpoint_next() - the endpoints with a stream on @t: the first (@ep NULL), then
+ * the one after @ep; NULL at the end. */
+struct cs_endpoint *cs_tunnel_endpoint_next(struct cs_tunnel *t, struct cs_endpoint *ep);
 
 /*
  * cs_tunnel_close() - close @t now, for @why (NUL-terminated, static; logged and given to every

@@ -41,6 +41,7 @@ struct cs_tunnel {
 	struct cs_tunnel *all_next, *all_prev; /* in srv->tun.all */
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
+	char *replica; /* the edge's replica id from its offer (owned), NULL when none */
 };
 
 #define CS_TUNNEL_PATH "/v1/kubeedge/connect"

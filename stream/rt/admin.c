@@ -115,15 +115,18 @@ static void handle(const struct st_admin_ops *ops, struct admin_conn *c,
 			        n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 		}
 	} else {
-		char body[512];
+		/* Listings can be long: the body is the admin answer's bound, on the heap. */
+		char *body = ops->action ? malloc(ST_ADMIN_BODY_MAX) : NULL;
 		size_t n = 0;
-		int st = ops->action ? ops->action(ops->user, req->method, req->method_len,
-		                                   req->path, req->path_len, body, sizeof body, &n)
-		                     : 0;
+		int st = body ? ops->action(ops->user, req->method, req->method_len, req->path,
+		                            req->path_len, req->query, req->query_len, body,
+		                            ST_ADMIN_BODY_MAX, &n)
+		              : 0;
 		if (st > 0)
 			respond(c, st, plain, body, n);
 		else
 			respond(c, 404, plain, "try /metrics, /healthz or /readyz\n", 34);
+		free(body);
 	}
 }
 

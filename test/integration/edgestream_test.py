@@ -851,6 +851,74 @@ def drain_on_sigterm(env):
     env.stop(kubelet)
 
 
+def ctl_lists_sessions_and_streams(_env):
+    """cloudstream-ctl over the admin port: with 3 nodes connected and 2 follows open it lists
+    exactly those 3 sessions and those 2 streams, with the bytes each client really got."""
+    env = h.Env("es-ctl", nodes=("edge-1", "edge-2", "edge-3"))
+    try:
+        kubelet = h.start_kubelet(env, name="kubelet-ctl")
+        cloud = h.start_cloudstream(env, name="cloud-ctl")
+        for node in ("edge-1", "edge-2", "edge-3"):
+            h.start_edgestream(env, cloud, kubelet, node=node)
+        api = h.Api(env, cloud.ports["stream"])
+        ctl = os.path.join(h.BIN, "cloudstream", "cloudstream-ctl")
+        admin = "127.0.0.1:%d" % cloud.ports["admin"]
+
+        def run_ctl(*args):
+            r = subprocess.run([ctl, "--admin", admin] + list(args), capture_output=True,
+                               text=True, timeout=10)
+            check(r.returncode == 0, "ctl %r: %d %s" % (args, r.returncode, r.stderr))
+            return r.stdout
+
+        got = {}
+        socks = []
+        for node in ("edge-1", "edge-2"):
+            s = api.connect()
+            s.sendall(h.head("GET", "/containerLogs/default/pod-a/ctr?follow=true&tailLines=3"
+                             "&interval=60", [("Host", "%s:10350" % node)]))
+            data = b""
+            while b"line 3\n" not in data:
+                chunk = s.recv(65536)
+                check(chunk, "%s: follow closed" % node)
+                data += chunk
+            got[node] = len(data)
+            socks.append(s)
+        rows = [ln.split("\t") for ln in run_ctl("--tsv", "sessions").splitlines()]
+        check(rows[0][:2] == ["NODE", "PROTOCOL"], "sessions header %r" % rows[0])
+        by_node = {r[0]: r for r in rows[1:]}
+        check(sorted(by_node) == ["edge-1", "edge-2", "edge-3"], "sessions %r" % rows)
+        for node, want in (("edge-1", "1"), ("edge-2", "1"), ("edge-3", "0")):
+            check(by_node[node][1] == "extended" and by_node[node][5] == want,
+                  "session %s: %r" % (node, by_node[node]))
+        deadline = time.monotonic() + 5
+        while True:  # the last bytes' accounting lands as the client's socket takes them
+            rows = [ln.split("\t") for ln in run_ctl("--tsv", "streams").splitlines()]
+            streams = {r[0]: r for r in rows[1:]}
+            if all(n in streams and int(streams[n][8]) == got[n] for n in got):
+                break
+            check(time.monotonic() < deadline, "streams %r, clients got %r" % (rows, got))
+            time.sleep(0.05)
+        check(len(rows) == 3 and sorted(streams) == ["edge-1", "edge-2"], "streams %r" % rows)
+        for node, r in streams.items():
+            check(r[2:6] == ["logs", "GET", "/containerLogs/default/pod-a/ctr",
+                             "kube-apiserver-kubelet-client"] and r[7] == "0",
+                  "stream of %s: %r" % (node, r))
+        one = run_ctl("streams", "edge-2").splitlines()
+        check(len(one) == 2 and one[1].startswith("edge-2 "), "streams edge-2: %r" % one)
+        table = run_ctl("sessions")
+        check(re.search(r"^edge-3 +extended ", table, re.M), "table: %r" % table)
+        bad = subprocess.run([ctl, "--admin", admin, "streams", "Bad/Name"],
+                             capture_output=True, text=True, timeout=10)
+        check(bad.returncode == 2 and "not a node name" in bad.stderr, "bad name: %r" % (bad,))
+        down = subprocess.run([ctl, "--admin", "127.0.0.1:1", "sessions"], capture_output=True,
+                              text=True, timeout=10)
+        check(down.returncode == 1 and "cannot ask" in down.stderr, "no cloud: %r" % (down,))
+        for s in socks:
+            s.close()
+    finally:
+        env.close()
+
+
 def embedding_example(env):
     """The example program embeds the library (both ways of running it) and carries a request."""
     kubelet = h.start_kubelet(env, name="kubelet-embed")
@@ -1089,6 +1157,7 @@ def group_ops():
             ("cloud_cert_wrong_name", lambda: cloud_cert_wrong_name(env)),
             ("cert_reload_and_sigterm", lambda: cert_reload_and_sigterm(env)),
             ("drain_on_sigterm", lambda: drain_on_sigterm(env)),
+            ("ctl_lists_sessions_and_streams", lambda: ctl_lists_sessions_and_streams(env)),
             ("embedding_example", lambda: embedding_example(env)),
             ("dead_peer", lambda: dead_peer(env)),
             ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),

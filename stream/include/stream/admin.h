@@ -42,12 +42,13 @@ struct st_admin_ops {
 	/* Ready for work? When not, *@why is a short reason ("draining", "not connected"). */
 	bool (*ready)(void *user, const char **why);
 	/* Optional (NULL: none): a daemon's own admin action for a request that is not /metrics,
-	 * /healthz or /readyz: @method and @path (views, @mlen/@plen bytes). Returns 0 when the
-	 * path is not one of its actions (404 follows), else the HTTP status to answer with and
-	 * the text body written into @out (@cap bytes), its length in *@out_len. The admin port
-	 * has no authentication of its own: it listens on loopback unless told otherwise. */
+	 * /healthz or /readyz: @method, @path and @query (views of @mlen/@plen/@qlen bytes; the
+	 * query without its '?', NULL when there is none). Returns 0 when the path is not one of
+	 * its actions (404 follows), else the HTTP status to answer with and the text body written
+	 * into @out (@cap bytes, ST_ADMIN_BODY_MAX), its length in *@out_len. The admin port has
+	 * no authentication of its own: it listens on loopback unless told otherwise. */
 	int (*action)(void *user, const char *method, size_t mlen, const char *path, size_t plen,
-	              char *out, size_t cap, size_t *out_len);
+	              const char *query, size_t qlen, char *out, size_t cap, size_t *out_len);
 	void *user;
 };
 
