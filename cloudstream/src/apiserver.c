@@ -100,6 +100,10 @@ int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *url,
 		*hdrs = l;
 	}
 	curl_easy_setopt(h, CURLOPT_URL, url);
+	/* kube-apiserver's audit log and its access control by user agent see who asks. */
+	char ua[64];
+	snprintf(ua, sizeof ua, "cloudstream/%s", cs_config_spec.version);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, ua); /* curl copies it */
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->apiserver_timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);

@@ -23,12 +23,12 @@
 #include <stream/log.h>
 #include <stream/workq.h>
 
+#include "apiserver.h"
 #include "cs.h"
 #include "denylist.h"
 
 #define NODE_BODY_MAX      (4u << 20) /* a Node object is a few KiB; images lists grow it */
 #define NODE_CACHE_ENTRIES 1024u      /* answers kept; the oldest goes first */
-#define TOKEN_MAX          16384u
 
 /* One Node object's addresses, as the apiserver last answered. */
 struct node_answer {
@@ -425,43 +425,12 @@ static void node_work(void *arg)
 	}
 	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
 	snprintf(url, sizeof url, "%s/api/v1/nodes/%s", c->apiserver_url, j->node);
-	struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
-	char *auth = NULL;
-	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
-		char token[TOKEN_MAX] = "";
-		FILE *f = fopen(c->apiserver_token_file, "r");
-		size_t n = f ? fread(token, 1, sizeof token - 1, f) : 0;
-		if (f)
-			fclose(f);
-		while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
-			n--;
-		token[n] = '\0';
-		if (n == 0) {
-			snprintf(j->error, sizeof j->error, "--apiserver-token-file %s: unreadable",
-			         c->apiserver_token_file);
-			goto out;
-		}
-		auth = malloc(TOKEN_MAX + 32);
-		if (auth == NULL)
-			goto out;
-		snprintf(auth, TOKEN_MAX + 32, "Authorization: Bearer %s", token);
-		hdrs = curl_slist_append(hdrs, auth);
-	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	struct curl_slist *hdrs = NULL;
+	/* The same set-up as every apiserver call (apiserver.h): token, CA, client certificate. */
+	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
+		goto out;
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, node_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-	if (c->apiserver_ca && c->apiserver_ca[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->apiserver_ca);
-	if (c->apiserver_cert && c->apiserver_cert[0]) {
-		curl_easy_setopt(h, CURLOPT_SSLCERT, c->apiserver_cert);
-		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
-	}
 	CURLcode rc = curl_easy_perform(h);
 	if (rc != CURLE_OK) {
 		snprintf(j->error, sizeof j->error, "%s",
@@ -472,7 +441,6 @@ static void node_work(void *arg)
 	if (j->http_status == 200 && j->body)
 		node_addresses(j);
 out:
-	free(auth);
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	free(j->body);

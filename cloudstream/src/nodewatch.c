@@ -20,6 +20,7 @@
 #include <stream/log.h>
 #include <stream/workq.h>
 
+#include "apiserver.h"
 #include "cs.h"
 #include "identity.h"
 
@@ -27,7 +28,6 @@
 #define WATCH_BODY_MAX   (16u << 20) /* events of one window */
 #define DELETED_MAX      4096u       /* deleted nodes remembered */
 #define WATCH_EVENTS_MAX 4096u
-#define TOKEN_MAX        16384u
 
 struct cs_nodewatch {
 	struct st_workq *wq;                         /* one thread */
@@ -132,39 +132,17 @@ static void watch_work(void *arg)
 		         c->apiserver_url, j->rv, WATCH_SECONDS);
 	else
 		snprintf(url, sizeof url, "%s/api/v1/nodes?limit=1", c->apiserver_url);
-	struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
-	char *auth = NULL;
-	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
-		char token[TOKEN_MAX] = "";
-		FILE *f = fopen(c->apiserver_token_file, "r");
-		size_t n = f ? fread(token, 1, sizeof token - 1, f) : 0;
-		if (f)
-			fclose(f);
-		while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
-			n--;
-		token[n] = '\0';
-		auth = malloc(TOKEN_MAX + 32);
-		if (auth && n) {
-			snprintf(auth, TOKEN_MAX + 32, "Authorization: Bearer %s", token);
-			hdrs = curl_slist_append(hdrs, auth);
-		}
+	struct curl_slist *hdrs = NULL;
+	/* The same set-up as every apiserver call (apiserver.h); a watch waits longer. */
+	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0) {
+		curl_slist_free_all(hdrs);
+		curl_easy_cleanup(h);
+		return;
 	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
 	                 (long)c->apiserver_timeout_ms + (j->rv[0] ? WATCH_SECONDS * 1000L : 0));
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-	if (c->apiserver_ca && c->apiserver_ca[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->apiserver_ca);
-	if (c->apiserver_cert && c->apiserver_cert[0]) {
-		curl_easy_setopt(h, CURLOPT_SSLCERT, c->apiserver_cert);
-		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
-	}
 	CURLcode rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
 	if (rc != CURLE_OK && !(j->rv[0] && rc == CURLE_OPERATION_TIMEDOUT))
@@ -189,7 +167,6 @@ static void watch_work(void *arg)
 				watch_line(j, p, (size_t)(nl - p));
 		}
 	}
-	free(auth);
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	free(j->body);

@@ -152,6 +152,11 @@ def main():
             for path in ("/metrics", "/metrics/cadvisor", "/stats/summary"):
                 st, body = t.request("GET", path, token="metrics-token")
                 check(st == 200 and body, "%s: %d %r" % (path, st, body[:200]))
+            # Every call cloudstream made says who it is (kube-apiserver's audit log).
+            with kube.lock:
+                agents = set(kube.user_agents)
+            check(agents and all(a.startswith("cloudstream/") for a in agents),
+                  "User-Agent of the apiserver calls: %r" % agents)
 
         def metrics_token_cannot_exec():
             st, body = t.exec_(token="metrics-token")

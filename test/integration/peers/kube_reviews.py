@@ -53,6 +53,7 @@ class KubeReviews:
         self.rules = list(rules or [])
         self.pods = dict(pods or {})
         self.calls = []  # (kind, key) per review, in order
+        self.user_agents = set()  # every User-Agent a request came with
         self.lock = threading.Lock()
         outer = self
 
@@ -68,6 +69,8 @@ class KubeReviews:
                 self.wfile.write(body)
 
             def caller_ok(self):
+                with outer.lock:
+                    outer.user_agents.add(self.headers.get("User-Agent", ""))
                 if self.headers.get("Authorization") == "Bearer " + outer.caller_token:
                     return True
                 self.answer(*status(401, "Unauthorized", "Unauthorized"))
