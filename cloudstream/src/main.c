@@ -39,11 +39,12 @@ uint64_t cs_now_ms(void)
 static int set_listen(struct lws_context_creation_info *info, const char *flag, const char *addr,
                       char *host, size_t cap)
 {
-	if (st_loop_set_listen(info, addr, host, cap) < 0) {
+	int rc = st_loop_set_listen(info, addr, host, cap);
+	if (rc == -EINVAL)
 		st_err("--%s %s: expected ADDR:PORT, [IPv6]:PORT or :PORT", flag, addr);
-		return -EINVAL;
-	}
-	return 0;
+	else if (rc < 0)
+		st_err("--%s %s: cannot listen there: %s", flag, addr, strerror(-rc));
+	return rc;
 }
 
 /* A certificate (and its key, when given) must be readable and match now. */
@@ -55,6 +56,39 @@ static int check_files(const char *flag, const char *cert, const char *key)
 	if (rc < 0)
 		st_err("--%s: %s", flag, err);
 	return rc;
+}
+
+/* The apiserver options, checked now rather than at the first request that needs them: the
+ * URL's scheme, a token file with a token, a CA and a client certificate that load. */
+static int check_apiserver(const struct cs_config *c)
+{
+	if (c->apiserver_url == NULL || c->apiserver_url[0] == '\0')
+		return 0;
+	if (strncmp(c->apiserver_url, "https://", 8) != 0 &&
+	    strncmp(c->apiserver_url, "http://", 7) != 0) {
+		st_err("--apiserver-url %s: expected https://HOST[:PORT]", c->apiserver_url);
+		return -EINVAL;
+	}
+	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
+		FILE *f = fopen(c->apiserver_token_file, "re");
+		char tok[8];
+		size_t n = f ? fread(tok, 1, sizeof tok, f) : 0;
+		int e = errno;
+		if (f)
+			fclose(f);
+		if (f == NULL || n == 0) {
+			st_err("--apiserver-token-file %s: %s", c->apiserver_token_file,
+			       f ? "empty" : strerror(e));
+			return -EINVAL;
+		}
+	}
+	if (c->apiserver_ca && c->apiserver_ca[0] &&
+	    check_files("apiserver-ca", c->apiserver_ca, NULL) < 0)
+		return -EINVAL;
+	if (c->apiserver_cert && c->apiserver_cert[0] &&
+	    check_files("apiserver-cert/--apiserver-key", c->apiserver_cert, c->apiserver_key) < 0)
+		return -EINVAL;
+	return 0;
 }
 
 /* ---- draining and stopping ------------------------------------------------------------- */
@@ -297,7 +331,8 @@ int main(int argc, char **argv)
 {
 	static struct cs_server srv; /* static: big, and outlives every callback */
 	char err[512];
-	int exit_code = 1;
+	int exit_code =
+	        2; /* configuration, files, certificates, listen addresses; 1 once running */
 
 	if (st_loop_block_signals() < 0) {
 		perror("cloudstream: blocking signals");
@@ -320,7 +355,8 @@ int main(int argc, char **argv)
 	if (check_files("tunnel-cert/--tunnel-key", srv.cfg.tunnel_cert, srv.cfg.tunnel_key) < 0 ||
 	    check_files("tunnel-ca", srv.cfg.tunnel_ca, NULL) < 0 ||
 	    check_files("stream-cert/--stream-key", srv.cfg.stream_cert, srv.cfg.stream_key) < 0 ||
-	    check_files("stream-client-ca", srv.cfg.stream_client_ca, NULL) < 0)
+	    check_files("stream-client-ca", srv.cfg.stream_client_ca, NULL) < 0 ||
+	    check_apiserver(&srv.cfg) < 0)
 		goto out_config;
 	set_replica(&srv);
 	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |
@@ -369,6 +405,7 @@ int main(int argc, char **argv)
 	cs_admin_ops_init(&srv.admin_ops, &srv);
 	if (create_vhosts(&srv) < 0)
 		goto out_ctx;
+	exit_code = 1; /* configured: what fails from here is the machine's, not the operator's */
 	/* Liveness is ours, not lws's validity policy: that one counts only PONGs, never reads
 	 * them while a tunnel is paused, and re-sorts a timer per tunnel (stream/liveness.h). */
 	cs_tunnel_liveness_start(&srv);

@@ -319,10 +319,16 @@ static int create_loop(struct edgestream *es, char *err, size_t errlen)
 		info.listen_accept_role = "raw-skt";
 		info.listen_accept_protocol = st_admin_protocols[0].name;
 		info.user = &es->admin_ops;
-		if (st_loop_set_listen(&info, es->cfg.admin_listen, host, sizeof host) < 0) {
-			snprintf(err, errlen, "admin-listen %.100s: expected ADDR:PORT",
-			         es->cfg.admin_listen);
-			return -EINVAL;
+		int rc = st_loop_set_listen(&info, es->cfg.admin_listen, host, sizeof host);
+		if (rc < 0) {
+			if (rc == -EINVAL)
+				snprintf(err, errlen, "admin-listen %.100s: expected ADDR:PORT",
+				         es->cfg.admin_listen);
+			else
+				snprintf(err, errlen,
+				         "admin-listen %.100s: cannot listen there: %s",
+				         es->cfg.admin_listen, strerror(-rc));
+			return rc;
 		}
 		es->vh_admin = lws_create_vhost(es->ctx, &info);
 		if (es->vh_admin == NULL) {

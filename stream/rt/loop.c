@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -138,6 +141,40 @@ int st_loop_listen_port(struct lws_vhost *vhost)
 	return port > 0 ? port : -ENOENT;
 }
 
+/*
+ * Binds a throw-away socket to @host:@port (an IP literal, or "" for every address): lws logs
+ * a bind failure and goes on without the listener, so a daemon would run, and say it is
+ * ready, on a port nobody can reach. 0, or the bind's -errno; a name (an interface) is left
+ * to lws.
+ */
+static int probe_listen(const char *host, int port)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	socklen_t len;
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	if (host[0] == '\0' || inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		len = sizeof *v4;
+	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		len = sizeof *v6;
+	} else {
+		return 0;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as lws does */
+	int rc = bind(fd, (struct sockaddr *)&ss, len) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
 int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr, char *host,
                        size_t cap)
 {
@@ -171,5 +208,5 @@ int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr,
 		info->options |=
 		        LWS_SERVER_OPTION_DISABLE_IPV6; /* an IPv4 address: AF_INET socket */
 	info->iface = host[0] ? host : NULL;
-	return 0;
+	return probe_listen(host, info->port);
 }

@@ -1146,6 +1146,57 @@ def bad_config(env):
     check(r.returncode == 2 and b"does not match" in r.stderr, "key mismatch: %r" % r.stderr)
     r = subprocess.run([exe, "--local-port", "ssh"], capture_output=True, timeout=10)
     check(r.returncode == 2, "bad allow-list entry accepted")
+    # An admin address this host does not have: a start-up error, not a daemon without it.
+    r = subprocess.run([exe, "--cloud-url", "wss://127.0.0.1:1/", "--cloud-server-name",
+                        "localhost", "--tunnel-cert", env.path("node-edge-1.crt"),
+                        "--tunnel-key", env.path("node-edge-1.key"),
+                        "--tunnel-ca", env.path("tunnel-ca.crt"), "--kubelet-url", "",
+                        "--admin-listen", "192.0.2.1:10354", "--sandbox", "off"],
+                       capture_output=True, timeout=10)
+    check(r.returncode == 2 and b"admin-listen 192.0.2.1:10354: cannot listen there" in r.stderr,
+          "admin address not on the host: %d %r" % (r.returncode, r.stderr[-300:]))
+
+
+def cloudstream_bad_config(env):
+    """cloudstream's start-up errors: exit 2, with the flag and the reason, for a certificate
+    that does not load, a listen address the host does not have or a port in use, and
+    apiserver options that cannot work (all found at start, not at the first request)."""
+    exe = os.path.join(h.BIN, "cloudstream", "cloudstream")
+    base = ["--tunnel-cert", env.path("cloudstream-tunnel.crt"),
+            "--tunnel-key", env.path("cloudstream-tunnel.key"),
+            "--tunnel-ca", env.path("tunnel-ca.crt"),
+            "--stream-cert", env.path("cloudstream-stream.crt"),
+            "--stream-key", env.path("cloudstream-stream.key"),
+            "--stream-client-ca", env.path("stream-ca.crt"),
+            "--stream-allowed-subjects", "kube-apiserver-kubelet-client",
+            "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
+            "--admin-listen", "127.0.0.1:0", "--sandbox", "off"]
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    token = os.path.join(env.dir, "empty-token")
+    open(token, "w").close()
+    cases = [
+        (["--tunnel-cert", "/nonexistent.crt"], b"--tunnel-cert/--tunnel-key: /nonexistent.crt"),
+        (["--stream-listen", "192.0.2.1:10350"],
+         b"--stream-listen 192.0.2.1:10350: cannot listen there: Cannot assign requested"),
+        (["--admin-listen", "127.0.0.1:%d" % busy.getsockname()[1]],
+         b"cannot listen there: Address already in use"),
+        (["--apiserver-url", "kubernetes.default.svc"], b"expected https://HOST[:PORT]"),
+        (["--apiserver-url", "https://127.0.0.1:1", "--apiserver-token-file", "/nonexistent"],
+         b"--apiserver-token-file /nonexistent: No such file"),
+        (["--apiserver-url", "https://127.0.0.1:1", "--apiserver-token-file", token],
+         b"--apiserver-token-file %s: empty" % token.encode()),
+        (["--apiserver-url", "https://127.0.0.1:1", "--apiserver-ca", "/nonexistent.crt"],
+         b"--apiserver-ca: /nonexistent.crt"),
+    ]
+    try:
+        for extra, want in cases:
+            r = subprocess.run([exe] + base + extra, capture_output=True, timeout=10)
+            check(r.returncode == 2 and want in r.stderr,
+                  "%r: exit %d %r" % (extra, r.returncode, r.stderr[-300:]))
+    finally:
+        busy.close()
 
 
 def group_ops():
@@ -1163,6 +1214,7 @@ def group_ops():
             ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),
             ("kubelet_refuses_resumption", lambda: kubelet_refuses_resumption(env)),
             ("bad_config", lambda: bad_config(env)),
+            ("cloudstream_bad_config", lambda: cloudstream_bad_config(env)),
         ]))
     finally:
         env.close()

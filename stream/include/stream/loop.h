@@ -106,7 +106,10 @@ int st_loop_listen_port(struct lws_vhost *vhost);
 /*
  * st_loop_set_listen() - fill the listener fields of @info (port, iface, IPv4-only option) from
  * "host:port", "[v6]:port" or ":port" (every address). @host (@cap bytes) keeps the host text
- * that info->iface points at. Returns 0 or -EINVAL.
+ * that info->iface points at. An IP literal (or every address) is tried with a bind first, so
+ * an address the host does not have, or a port in use, is an error now instead of a daemon
+ * that runs without its listener. Returns 0, -EINVAL (not an address), or the bind's -errno
+ * (-EADDRNOTAVAIL, -EADDRINUSE, -EACCES).
  */
 int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr, char *host,
                        size_t cap);
