@@ -206,12 +206,20 @@ int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_ad
 	       peer, a->status, cs_refusal_name(a->reason), a->detail);
 	uint8_t buf[LWS_PRE + 1024];
 	uint8_t *start = buf + LWS_PRE;
-	char body[320];
+	char body[320], reason[240];
 	int blen = snprintf(body, sizeof body, "%s\n", a->detail);
-	int n = snprintf((char *)start, sizeof buf - LWS_PRE,
-	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-	                 "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-	                 a->status, st_http_reason_phrase(a->status), blen, body);
+	/* The reason again in a header: lws 4.1.6 gives a failed client the headers of the
+	 * answer, never its body, so this is how our edges can say why (KubeEdge's ignore it). */
+	snprintf(reason, sizeof reason, "%s: %.200s", cs_refusal_name(a->reason), a->detail);
+	for (char *c = reason; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+			*c = ' ';
+	int n = snprintf(
+	        (char *)start, sizeof buf - LWS_PRE,
+	        "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n" ST_REFUSAL_HEADER
+	        ": %s\r\n"
+	        "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+	        a->status, st_http_reason_phrase(a->status), reason, blen, body);
 	if (n > 0 && (size_t)n < sizeof buf - LWS_PRE)
 		lws_write(wsi, start, (size_t)n, LWS_WRITE_HTTP_FINAL);
 	return 1;

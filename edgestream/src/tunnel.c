@@ -521,8 +521,21 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		es_tunnel_kick(t);
 		return 0;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
-		char why[300];
-		snprintf(why, sizeof why, "%.100s:%d: %.180s", t->cloud_host, t->cloud_port,
+		char why[400], refusal[240] = "";
+		/* A cloudstream that refused the upgrade says why in a header (lws keeps the
+		 * answer's headers, not its body): "not 101" alone tells an operator nothing. */
+		unsigned status = wsi ? lws_http_client_http_response(wsi) : 0;
+		if (wsi && lws_hdr_custom_copy(wsi, refusal, sizeof refusal, ST_REFUSAL_HEADER_LWS,
+		                               (int)strlen(ST_REFUSAL_HEADER_LWS)) <= 0)
+			refusal[0] = '\0';
+		if (refusal[0])
+			snprintf(t->close_reason, sizeof t->close_reason,
+			         "the cloud refused the tunnel (%u): %.200s", status, refusal);
+		else if (status && status != 101 && t->close_reason[0] == '\0')
+			snprintf(t->close_reason, sizeof t->close_reason,
+			         "the cloud answered %u instead of upgrading to a websocket",
+			         status);
+		snprintf(why, sizeof why, "%.100s:%d: %.280s", t->cloud_host, t->cloud_port,
 		         t->close_reason[0] ? t->close_reason
 		         : in               ? (const char *)in
 		                            : "connection failed");

@@ -1157,6 +1157,37 @@ def bad_config(env):
           "admin address not on the host: %d %r" % (r.returncode, r.stderr[-300:]))
 
 
+def refusal_reason_logged(env):
+    """A cloudstream that refuses the tunnel says why (X-Cloudstream-Refusal, lws gives a failed
+    client the answer's headers, not its body) and edgestream logs it, not just "not 101"."""
+    deny = os.path.join(env.dir, "deny-reason.txt")
+    with open(deny, "w") as f:
+        f.write("node edge-1\n")
+    cloud = h.start_cloudstream(env, ["--deny-list", deny], name="cloud-refusal")
+    exe = os.path.join(h.BIN, "edgestream", "edgestream")
+    log = os.path.join(env.dir, "edge-refusal.log")
+    with open(log, "wb") as out:
+        p = subprocess.Popen([exe, "--cloud-url",
+                              "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+                              "--cloud-server-name", "localhost",
+                              "--tunnel-cert", env.path("node-edge-1.crt"),
+                              "--tunnel-key", env.path("node-edge-1.key"),
+                              "--tunnel-ca", env.path("tunnel-ca.crt"), "--kubelet-url", "",
+                              "--admin-listen", "", "--sandbox", "off"],
+                             stdout=out, stderr=subprocess.STDOUT, preexec_fn=h._die_with_parent)
+    try:
+        deadline = time.monotonic() + 10
+        want = b"the cloud refused the tunnel (403): denied: node edge-1"
+        while want not in open(log, "rb").read():
+            check(time.monotonic() < deadline and p.poll() is None,
+                  "no refusal reason in the edge's log: %r" % open(log, "rb").read()[-400:])
+            time.sleep(0.05)
+    finally:
+        p.terminate()
+        p.wait(10)
+    env.stop(cloud)
+
+
 def cloudstream_bad_config(env):
     """cloudstream's start-up errors: exit 2, with the flag and the reason, for a certificate
     that does not load, a listen address the host does not have or a port in use, and
@@ -1215,6 +1246,7 @@ def group_ops():
             ("kubelet_refuses_resumption", lambda: kubelet_refuses_resumption(env)),
             ("bad_config", lambda: bad_config(env)),
             ("cloudstream_bad_config", lambda: cloudstream_bad_config(env)),
+            ("refusal_reason_logged", lambda: refusal_reason_logged(env)),
         ]))
     finally:
         env.close()

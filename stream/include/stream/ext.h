@@ -22,6 +22,10 @@
 
 /* The upgrade request header and its echo in the 101 response. */
 #define ST_EXT_HEADER "X-Cloudstream-Tunnel"
+/* On a refused tunnel upgrade, cloudstream says why in this header too (the body is the same
+ * text): "<reason>: <detail>", printable ASCII. */
+#define ST_REFUSAL_HEADER     "X-Cloudstream-Refusal"
+#define ST_REFUSAL_HEADER_LWS "x-cloudstream-refusal:"
 /* The same, as libwebsockets looks custom headers up (lower case, with the colon). */
 #define ST_EXT_HEADER_LWS "x-cloudstream-tunnel:"
 /* The extension protocol version this code speaks. */
