@@ -71,7 +71,8 @@ static void print_table(char *text)
 						width[col] = w;
 					if (pass == 1)
 						printf("%s%-*.*s", col ? "  " : "",
-						       j < llen ? (int)width[col] : 0, (int)w, line + i);
+						       j < llen ? (int)width[col] : 0, (int)w,
+						       line + i);
 					col++;
 					i = j + 1;
 				}
@@ -112,14 +113,16 @@ int main(int argc, char **argv)
 	const char *cmd = argv[i++];
 	const char *node = i < argc ? argv[i++] : NULL;
 	bool close_cmd = strcmp(cmd, "close") == 0;
-	if (i < argc || (!close_cmd && strcmp(cmd, "sessions") != 0 && strcmp(cmd, "streams") != 0) ||
+	if (i < argc ||
+	    (!close_cmd && strcmp(cmd, "sessions") != 0 && strcmp(cmd, "streams") != 0) ||
 	    (close_cmd && node == NULL)) {
 		usage(stderr);
 		return 2;
 	}
 	/* Node names are DNS-1123: nothing in them needs escaping in a URL. */
 	for (const char *c = node; c && *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.')) {
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+		      *c == '.')) {
 			fprintf(stderr, "cloudstream-ctl: \"%s\" is not a node name\n", node);
 			return 2;
 		}

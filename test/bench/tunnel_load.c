@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -512,6 +513,19 @@ static void usage(void)
 	exit(2);
 }
 
+/* A whole non-negative decimal number, or the usage error it is. */
+static int int_arg(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end != '\0' || v < 0 || v > INT_MAX) {
+		fprintf(stderr, "tunnel_load: \"%s\" is not a number\n", s);
+		exit(2);
+	}
+	return (int)v;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {{"host", 1, 0, 'h'},
@@ -536,7 +550,7 @@ int main(int argc, char **argv)
 			o.host = optarg;
 			break;
 		case 'p':
-			o.port = atoi(optarg);
+			o.port = int_arg(optarg);
 			break;
 		case 'c':
 			o.ca_cert = optarg;
@@ -548,10 +562,10 @@ int main(int argc, char **argv)
 			o.server_ca = optarg;
 			break;
 		case 'n':
-			o.n = atoi(optarg);
+			o.n = int_arg(optarg);
 			break;
 		case 'P':
-			o.procs = atoi(optarg);
+			o.procs = int_arg(optarg);
 			break;
 		case 'i':
 			o.ping_ms = strtoull(optarg, NULL, 10);
@@ -560,13 +574,13 @@ int main(int argc, char **argv)
 			o.spread_ms = strtoull(optarg, NULL, 10);
 			break;
 		case 'm':
-			o.max_dialing = atoi(optarg);
+			o.max_dialing = int_arg(optarg);
 			break;
 		case 't':
 			o.timeout_ms = strtoull(optarg, NULL, 10);
 			break;
 		case 'd':
-			o.duration_s = atoi(optarg);
+			o.duration_s = int_arg(optarg);
 			break;
 		case 'x':
 			o.prefix = optarg;

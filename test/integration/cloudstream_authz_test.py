@@ -275,7 +275,7 @@ def main():
                     (["--authorization-mode", "Webhook"], ["need --apiserver-url"])):
                 p = subprocess.run(base + extra, capture_output=True, timeout=20)
                 err = p.stderr.decode()
-                check(p.returncode == 1, "%r: exit %d" % (extra, p.returncode))
+                check(p.returncode == 2, "%r: exit %d" % (extra, p.returncode))
                 for w in words:
                     check(w in err, "%r: %r not in %r" % (extra, w, err))
             print("     %s" % err.strip().splitlines()[-1], flush=True)
