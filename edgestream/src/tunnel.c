@@ -265,59 +265,6 @@ static int write_ready(struct edgestream *es)
 }
 
 /* The credit window each stream starts with: the budget sizes it from there. */
-static uint64_t first_window(const struct edgestream *es)
-{
-	return es->cfg.stream_first_window_bytes < es->cfg.stream_window_bytes
-	               ? es->cfg.stream_first_window_bytes
-	               : es->cfg.stream_window_bytes;
-}
-
-static void append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
-                           unsigned char *end)
-{
-	/* A header that does not fit fails the handshake in lws; nothing to add here. */
-	if (lws_add_http_header_by_name(wsi, (const unsigned char *)"SessionHostNameOverride:",
-	                                (const unsigned char *)es->node, (int)strlen(es->node), p,
-	                                end))
-		return;
-	if (es->internal_ip[0] &&
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"SessionInternalIP:",
-	                                (const unsigned char *)es->internal_ip,
-	                                (int)strlen(es->internal_ip), p, end))
-		return;
-	if (!es->cfg.extensions)
-		return;
-	struct st_ext_offer offer = {.version = ST_EXT_VERSION,
-	                             .caps = ST_CAP_ALL,
-	                             .window_bytes = (uint32_t)first_window(es)};
-	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
-	char v[ST_EXT_HEADER_MAX_BYTES];
-	ssize_t n = st_ext_offer_format(v, sizeof v, &offer);
-	if (n > 0 && lws_add_http_header_by_name(wsi, (const unsigned char *)ST_EXT_HEADER ":",
-	                                         (const unsigned char *)v, (int)n, p, end))
-		st_warn("the extension offer did not fit the upgrade request");
-}
-
-/* The 101's echo: our extensions, the base protocol, or a broken cloud. 0 or -EPROTO. */
-static int read_echo(struct es_tunnel *t, struct lws *wsi, struct st_ext_offer *agreed)
-{
-	memset(agreed, 0, sizeof *agreed);
-	if (!t->es->cfg.extensions)
-		return 0;
-	char v[ST_EXT_HEADER_MAX_BYTES + 1];
-	int n = lws_hdr_custom_copy(wsi, v, sizeof v, ST_EXT_HEADER_LWS,
-	                            (int)strlen(ST_EXT_HEADER_LWS));
-	if (n <= 0)
-		return 0; /* no echo: a KubeEdge cloud, base protocol */
-	struct st_ext_offer ours = {.version = ST_EXT_VERSION, .caps = ST_CAP_ALL};
-	if (st_ext_offer_parse(v, (size_t)n, agreed) < 0 || st_ext_check_echo(&ours, agreed) < 0) {
-		snprintf(t->close_reason, sizeof t->close_reason,
-		         "the cloud's extension echo \"%.100s\" is not a subset of our offer", v);
-		return -EPROTO;
-	}
-	return 0;
-}
-
 static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 {
 	struct edgestream *es = t->es;
@@ -326,7 +273,7 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	        .caps = agreed->version ? agreed->caps : 0,
 	        .send_window_bytes = agreed->window_bytes ? agreed->window_bytes
 	                                                  : ST_DEFAULT_STREAM_WINDOW_BYTES,
-	        .recv_window_bytes = first_window(es),
+	        .recv_window_bytes = es__tunnel_first_window(es),
 	        .recv_window_max_bytes = es->cfg.stream_window_bytes,
 	        .process_budget = &es->budget,
 	        .max_streams = es->cfg.max_streams,
@@ -505,12 +452,12 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
 		unsigned char **p = in;
-		append_headers(t->es, wsi, p, *p + len);
+		es__tunnel_append_headers(t->es, wsi, p, *p + len);
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH: {
 		struct st_ext_offer agreed;
-		if (read_echo(t, wsi, &agreed) < 0) {
+		if (es__tunnel_read_echo(t, wsi, &agreed) < 0) {
 			t->close_err = -EPROTO;
 			return -1;
 		}
@@ -521,20 +468,8 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		es_tunnel_kick(t);
 		return 0;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
-		char why[400], refusal[240] = "";
-		/* A cloudstream that refused the upgrade says why in a header (lws keeps the
-		 * answer's headers, not its body): "not 101" alone tells an operator nothing. */
-		unsigned status = wsi ? lws_http_client_http_response(wsi) : 0;
-		if (wsi && lws_hdr_custom_copy(wsi, refusal, sizeof refusal, ST_REFUSAL_HEADER_LWS,
-		                               (int)strlen(ST_REFUSAL_HEADER_LWS)) <= 0)
-			refusal[0] = '\0';
-		if (refusal[0])
-			snprintf(t->close_reason, sizeof t->close_reason,
-			         "the cloud refused the tunnel (%u): %.200s", status, refusal);
-		else if (status && status != 101 && t->close_reason[0] == '\0')
-			snprintf(t->close_reason, sizeof t->close_reason,
-			         "the cloud answered %u instead of upgrading to a websocket",
-			         status);
+		char why[400];
+		es__tunnel_note_answer(t, wsi);
 		snprintf(why, sizeof why, "%.100s:%d: %.280s", t->cloud_host, t->cloud_port,
 		         t->close_reason[0] ? t->close_reason
 		         : in               ? (const char *)in

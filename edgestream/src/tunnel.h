@@ -22,6 +22,7 @@
 
 #include <libwebsockets.h>
 
+#include <stream/ext.h>
 #include <stream/liveness.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
@@ -123,5 +124,14 @@ void es_tunnel_block(struct es_tunnel *t, bool on);
 /* es_tunnel_note_refusal() - a stream was refused for a limit (@why): warn once per tunnel;
  * the caller counts it. */
 void es_tunnel_note_refusal(struct es_tunnel *t, const char *why);
+
+/* ---- internal to the tunnel (tunnel_hs.c: the upgrade's headers) ---- */
+uint64_t es__tunnel_first_window(const struct edgestream *es);
+void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
+                               unsigned char *end);
+/* The 101's echo: our extensions, the base protocol, or a broken cloud. 0 or -EPROTO. */
+int es__tunnel_read_echo(struct es_tunnel *t, struct lws *wsi, struct st_ext_offer *agreed);
+/* A failed upgrade: the cloud's refusal reason or its status into t->close_reason. */
+void es__tunnel_note_answer(struct es_tunnel *t, struct lws *wsi);
 
 #endif /* EDGESTREAM_TUNNEL_H */
