@@ -327,6 +327,56 @@ static int json_value(const struct st_opt *o, void *cfg, struct json_object *v, 
 	return -EINVAL;
 }
 
+/*
+ * A key the top-level object of @json has twice, as it is written (quotes excluded): json-c
+ * keeps the last one silently, and a file that sets an option twice is a mistake to report.
+ * Returns its length with *@key pointing at it, 0 when every key is unique, or 1 with *@key
+ * NULL for a single quote outside a string. Only called on text json-c accepted, so the scan
+ * can trust its shape.
+ */
+#define DUP_SCAN_MAX_KEYS 256u
+static size_t duplicate_key(const char *json, size_t len, const char **key)
+{
+	const char *keys[DUP_SCAN_MAX_KEYS];
+	size_t lens[DUP_SCAN_MAX_KEYS], n = 0;
+	int depth = 0;
+	bool expect_key = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = json[i];
+		if (c == '"') {
+			size_t start = ++i;
+			while (i < len && json[i] != '"')
+				i += json[i] == '\\' ? 2 : 1;
+			if (depth == 1 && expect_key && i <= len) {
+				size_t klen = i - start;
+				for (size_t k = 0; k < n; k++)
+					if (lens[k] == klen &&
+					    memcmp(keys[k], json + start, klen) == 0) {
+						*key = json + start;
+						return klen ? klen : 1;
+					}
+				if (n < DUP_SCAN_MAX_KEYS) {
+					keys[n] = json + start;
+					lens[n++] = klen;
+				}
+			}
+			expect_key = false;
+		} else if (c == '{' || c == '[') {
+			depth++;
+			expect_key = c == '{' && depth == 1;
+		} else if (c == '}' || c == ']') {
+			depth--;
+		} else if (c == ',' && depth == 1) {
+			expect_key = true;
+		} else if (c == '\'') {
+			/* json-c takes single-quoted strings even when strict; JSON does not. */
+			*key = NULL;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int st_config_parse_json(const struct st_config_spec *spec, void *cfg, const char *json, size_t len,
                          const char *source, char *err, size_t err_len)
 {
@@ -337,6 +387,8 @@ int st_config_parse_json(const struct st_config_spec *spec, void *cfg, const cha
 	struct json_tokener *tok = json_tokener_new_ex(8); /* a config is flat: depth 2 */
 	if (tok == NULL)
 		return -ENOMEM;
+	/* Strict: no trailing commas, no single quotes, nothing JSON does not allow. */
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	struct json_object *root = json_tokener_parse_ex(tok, json, (int)len);
 	enum json_tokener_error jerr = json_tokener_get_error(tok);
 	size_t used = json_tokener_get_parse_end(tok);
@@ -358,6 +410,17 @@ int st_config_parse_json(const struct st_config_spec *spec, void *cfg, const cha
 	if (!json_object_is_type(root, json_type_object)) {
 		json_object_put(root);
 		msg(err, err_len, "%s: expected a JSON object of option names", source);
+		return -EINVAL;
+	}
+	const char *dup;
+	size_t dup_len = duplicate_key(json, len, &dup);
+	if (dup_len) {
+		json_object_put(root);
+		if (dup == NULL)
+			msg(err, err_len, "%s: not valid JSON (single quotes)", source);
+		else
+			msg(err, err_len, "%s: key \"%.*s\" appears more than once", source,
+			    (int)(dup_len > 64 ? 64 : dup_len), dup);
 		return -EINVAL;
 	}
 	int rc = 0;

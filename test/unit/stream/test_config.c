@@ -169,6 +169,9 @@ static void test_st_config_parse_json__types(void **state)
 	        "{\"n\":",              /* truncated */
 	        "",                     /* empty */
 	        "{\"n\":-3}",           /* negative */
+	        "{\"n\":7,}",           /* a trailing comma */
+	        "{\"n\":7,\"n\":8}",    /* a key twice: json-c would keep the last */
+	        "{'n':7}",              /* single quotes */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = '\0';
@@ -177,6 +180,18 @@ static void test_st_config_parse_json__types(void **state)
 		                 -EINVAL);
 		assert_non_null(strstr(err, "f.json"));
 	}
+	/* Quotes, commas, braces and a repeated word inside values are not keys. */
+	const char *tricky =
+	        "{\"listen\":\"a\\\",\\\"n\\\":{\",\"subjects\":[\"listen\",\"n\"],\"n\":3}";
+	assert_int_equal(
+	        st_config_parse_json(&spec, &c, tricky, strlen(tricky), "f.json", err, sizeof err),
+	        0);
+	assert_int_equal(c.n, 3);
+	const char *dup = "{\"n\":1,\"subjects\":[],\"n\":2}";
+	assert_int_equal(
+	        st_config_parse_json(&spec, &c, dup, strlen(dup), "f.json", err, sizeof err),
+	        -EINVAL);
+	assert_non_null(strstr(err, "key \"n\" appears more than once"));
 	st_config_cleanup(&spec, &c);
 }
 
