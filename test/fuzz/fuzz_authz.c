@@ -1,7 +1,6 @@
 /* Fuzz target: the apiserver's answers to a TokenReview and a SubjectAccessReview, and the
  * request → attributes mapping (cloudstream/src/authz.h). The first byte picks the parser; an
  * authenticated user must round-trip into a SubjectAccessReview body that is valid JSON. */
-#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +11,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Like assert(), but also in the fuzz build (RelWithDebInfo: NDEBUG). */
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			abort();                                                                   \
+	} while (0)
+
 static void check_sar_body(const struct cs_authz_user *u)
 {
 	static char body[CS_AUTHZ_MAX_USER_JSON + 1024];
-	assert(strlen(u->json) == u->json_len);
+	CHECK(strlen(u->json) == u->json_len);
 	ssize_t n = cs_authz_sar_body(u, "get", "proxy", "edge-1", body, sizeof body);
-	assert(n > 0);
+	CHECK(n > 0);
 	struct json_object *o = json_tokener_parse(body);
-	assert(o != NULL);
+	CHECK(o != NULL);
 	json_object_put(o);
 }
 
@@ -35,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct cs_authz_user *u = malloc(sizeof *u);
 		bool ok = false;
 		int rc = cs_authz_parse_token_review(p, len, &ok, u, reason, sizeof reason);
-		assert(rc == 0 || !ok);
+		CHECK(rc == 0 || !ok);
 		if (ok)
 			check_sar_body(u);
 		free(u);
@@ -44,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1: {
 		enum cs_authz_verdict v;
 		int rc = cs_authz_parse_sar(p, len, &v, reason, sizeof reason);
-		assert(rc == 0 || v == CS_AUTHZ_NO_OPINION);
+		CHECK(rc == 0 || v == CS_AUTHZ_NO_OPINION);
 		break;
 	}
 	default: {
@@ -53,11 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t ml = sp ? (size_t)(sp - p) : len;
 		struct cs_authz_attrs a;
 		if (cs_authz_attrs_of(p, ml, sp ? sp + 1 : p + len, sp ? len - ml - 1 : 0, &a) == 0)
-			assert(a.n >= 1 && a.n <= CS_AUTHZ_MAX_SUBRESOURCES && a.verb);
+			CHECK(a.n >= 1 && a.n <= CS_AUTHZ_MAX_SUBRESOURCES && a.verb);
 		const char *tok;
 		size_t tl;
 		if (cs_authz_bearer(p, len, &tok, &tl) == 0)
-			assert(tl > 0 && tok >= p && tok + tl <= p + len);
+			CHECK(tl > 0 && tok >= p && tok + tl <= p + len);
 		break;
 	}
 	}
