@@ -24,6 +24,7 @@ peer_pkgs=(
   libnginx-mod-http-js  # njs: the apiserver stand-in's pods/log errors (peers/apiserver_podlog.js)
   golang-go  # Go 1.19: edgestream/go and its example agent (integration.go_*, e2e.kubectl_goagent)
   umoci  # OCI image layouts without a registry or engine (build-images.sh, integration.images)
+  prometheus  # promtool: the alert rules' unit tests and the /metrics lint (integration.promtool)
 )
 
 want=("${build_pkgs[@]}")
@@ -47,6 +48,6 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian starts the packaged services on install; the tests run their own instances on their own
 # ports and sockets, so stop the system copies to keep ports and CPU free.
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-  $SUDO systemctl disable --now nginx containerd >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now nginx containerd prometheus >/dev/null 2>&1 || true
 fi
 echo "install-deps: done"

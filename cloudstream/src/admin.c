@@ -24,6 +24,7 @@ static void render_metrics(struct st_text *t, void *user)
 {
 	struct cs_server *srv = user;
 	const struct cs_metrics *m = &srv->m;
+	st_text_build_info(t, "cloudstream", cs_config_spec.version);
 	st_text_metric(t, "cloudstream_sessions", "gauge", "Edge tunnel sessions connected now.");
 	st_text_put(t, "cloudstream_sessions %zu\n", srv->tun.n);
 	st_text_metric(

@@ -9,6 +9,7 @@
 
 #include <stream/admin.h>
 
+#include "es_config.h"
 #include "tunnel.h"
 
 /* ---- stats and admin ------------------------------------------------------------------- */
@@ -50,6 +51,7 @@ void es_render_metrics(struct st_text *t, void *user)
 	struct edgestream *es = user;
 	es_publish_stats(es);
 	const struct edgestream_stats *m = &es->m;
+	st_text_build_info(t, "edgestream", es_config_spec.version);
 	st_text_metric(t, "edgestream_tunnel_connected", "gauge",
 	               "1 while the tunnel to the cloud is up.");
 	st_text_put(t, "edgestream_tunnel_connected{protocol=\"%s\"} %d\n",

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <libwebsockets.h>
+#include <openssl/crypto.h>
 
 #include <stream/admin.h>
 #include <stream/http.h>
@@ -41,6 +42,31 @@ void st_text_put(struct st_text *t, const char *fmt, ...)
 void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help)
 {
 	st_text_put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The first word of @v, with nothing a label value would need escaped. */
+static void label_word(char *out, size_t cap, const char *v)
+{
+	size_t n = 0;
+	for (; v && v[n] && v[n] != ' ' && n + 1 < cap; n++)
+		out[n] = v[n] == '"' || v[n] == '\\' ? '_' : v[n];
+	out[n] = '\0';
+}
+
+void st_text_build_info(struct st_text *t, const char *daemon, const char *version)
+{
+	char name[64], lws[64], ssl[64];
+	snprintf(name, sizeof name, "%s_build_info", daemon);
+	st_text_metric(t, name, "gauge",
+	               "1, labelled with this process's version and its libwebsockets and "
+	               "OpenSSL.");
+	label_word(lws, sizeof lws, lws_get_library_version());
+	/* "OpenSSL 3.0.x ..." : the second word is the version. */
+	const char *o = OpenSSL_version(OPENSSL_VERSION);
+	const char *sp = o ? strchr(o, ' ') : NULL;
+	label_word(ssl, sizeof ssl, sp ? sp + 1 : o);
+	st_text_put(t, "%s{version=\"%s\",libwebsockets=\"%s\",openssl=\"%s\"} 1\n", name, version,
+	            lws, ssl);
 }
 
 void st_text_session_totals(struct st_text *t, const char *daemon,

@@ -30,6 +30,10 @@ void st_text_put(struct st_text *t, const char *fmt, ...) __attribute__((format(
 /* Append the # HELP and # TYPE lines of one metric family. */
 void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help);
 
+/* Append <@daemon>_build_info{version,libwebsockets,openssl} 1: what this process runs, the
+ * same family in both daemons (Prometheus' build_info convention). */
+void st_text_build_info(struct st_text *t, const char *daemon, const char *version);
+
 struct st_session_totals;
 /* Append <@daemon>_tunnel_removes_total{kind=answered|crossed|repeated}: the base-protocol
  * REMOVE bookkeeping of every session (session.h), the same family in both daemons. */
