@@ -63,7 +63,8 @@ struct st_session {
 	const struct st_session_callbacks *cb;
 	void *user;
 	struct stream **buckets;
-	size_t nbuckets; /* power of two */
+	size_t nbuckets;    /* power of two; doubles while streams outnumber buckets */
+	size_t max_buckets; /* the power of two at or above max_streams: no growth past it */
 	size_t nstreams;
 	struct stream *ready; /* head of the ready ring */
 	bool hello_pending;
@@ -127,6 +128,10 @@ static bool ended_add(struct st_session *s, uint64_t id, bool answer_pending)
 
 /* ---- stream table -------------------------------------------------------------------------- */
 
+/* The stream table's first size: an idle tunnel's streams fit (measured: 8 KiB per session
+ * when it was sized for max_streams at once). */
+#define ST_SESSION_FIRST_BUCKETS 16u
+
 static size_t bucket_of(const struct st_session *s, uint64_t id)
 {
 	/* Fibonacci hashing: ConnectIDs are sequential, this spreads them. */
@@ -139,6 +144,31 @@ static struct stream *find(const struct st_session *s, uint64_t id)
 		if (st->id == id)
 			return st;
 	return NULL;
+}
+
+/* Doubles the table once streams outnumber buckets (load factor 1), up to max_buckets; an idle
+ * tunnel keeps a table of a few lines instead of one sized for max_streams. Out of memory:
+ * the old table stays, only its chains get longer. */
+static void table_grow(struct st_session *s)
+{
+	if (s->nstreams <= s->nbuckets || s->nbuckets >= s->max_buckets)
+		return;
+	size_t n = s->nbuckets * 2;
+	struct stream **nb = calloc(n, sizeof *nb);
+	if (nb == NULL)
+		return;
+	struct stream **old = s->buckets;
+	size_t old_n = s->nbuckets;
+	s->buckets = nb;
+	s->nbuckets = n;
+	for (size_t b = 0; b < old_n; b++)
+		for (struct stream *st = old[b], *next; st; st = next) {
+			next = st->hash_next;
+			size_t nbk = bucket_of(s, st->id);
+			st->hash_next = nb[nbk];
+			nb[nbk] = st;
+		}
+	free(old);
 }
 
 static struct stream *stream_new(struct st_session *s, uint64_t id)
@@ -155,6 +185,7 @@ static struct stream *stream_new(struct st_session *s, uint64_t id)
 	s->buckets[b] = st;
 	s->nstreams++;
 	s->stats.streams_total++;
+	table_grow(s);
 	return st;
 }
 
@@ -369,9 +400,10 @@ int st_session_new(struct st_session **out, const struct st_session_config *cfg,
 		return -EINVAL;
 	}
 	st_budget_init(&s->node_budget, s->cfg.node_budget_bytes);
-	s->nbuckets = 64;
-	while (s->nbuckets < s->cfg.max_streams)
-		s->nbuckets <<= 1;
+	s->max_buckets = ST_SESSION_FIRST_BUCKETS;
+	while (s->max_buckets < s->cfg.max_streams)
+		s->max_buckets <<= 1;
+	s->nbuckets = ST_SESSION_FIRST_BUCKETS;
 	s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
 	if (s->buckets == NULL) {
 		free(s);

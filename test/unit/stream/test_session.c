@@ -734,6 +734,38 @@ static void test_round_robin(void **state)
 	free_pair(&cloud, &edge);
 }
 
+/* The stream table starts small and grows with the streams: a thousand streams are all found
+ * (each gets its own bytes), close in any order, and the table takes more again after. */
+static void test_stream_table_grows(void **state)
+{
+	(void)state;
+	struct st_session *s;
+	struct side d;
+	memset(&d, 0, sizeof d);
+	struct st_session_config c = {.role = ST_SESSION_CLOUD, .max_streams = 1000};
+	assert_int_equal(st_session_new(&s, &c, &callbacks, &d), 0);
+	for (uint64_t id = 1; id <= 1000; id++)
+		assert_int_equal(st_session_open(s, id * 7919, ST_MSG_LOGS_CONNECT, json, 5), 0);
+	assert_int_equal(st_session_open(s, 1, ST_MSG_LOGS_CONNECT, json, 5), -EAGAIN);
+	for (uint64_t id = 1; id <= 1000; id++) {
+		assert_true(st_session_stream_exists(s, id * 7919));
+		assert_int_equal(st_session_set_stream_user(s, id * 7919, &d), 0);
+	}
+	assert_false(st_session_stream_exists(s, 7918));
+	/* Every other one ends; the rest are still found; new ones fit again. */
+	for (uint64_t id = 2; id <= 1000; id += 2)
+		assert_int_equal(st_session_close(s, id * 7919, 0, NULL), 0);
+	bool binary;
+	while (st_session_pack(s, wire, sizeof wire, &binary) > 0)
+		;
+	for (uint64_t id = 1; id <= 1000; id++)
+		assert_int_equal(st_session_stream_exists(s, id * 7919), id % 2 == 1);
+	for (uint64_t id = 1; id <= 500; id++)
+		assert_int_equal(st_session_open(s, 9000000 + id, ST_MSG_LOGS_CONNECT, json, 5), 0);
+	assert_true(st_session_stream_exists(s, 9000500));
+	st_session_free(s);
+}
+
 static void test_stream_limit(void **state)
 {
 	(void)state;
@@ -845,6 +877,7 @@ int main(void)
 	        cmocka_unit_test(test_notify_writable_without_a_short_write),
 	        cmocka_unit_test(test_writes_follow_the_credit),
 	        cmocka_unit_test(test_round_robin),
+	        cmocka_unit_test(test_stream_table_grows),
 	        cmocka_unit_test(test_stream_limit),
 	        cmocka_unit_test(test_stream_user),
 	        cmocka_unit_test(test_failmalloc),
