@@ -95,6 +95,9 @@ build_one() {
 	for l in bin sbin lib lib64; do ln -s usr/$l "$root/$l"; done
 	install -d -m 1777 "$root/tmp"
 	install -m 0755 "$work/deb/usr/bin/$d" "$root/usr/bin/$d"
+	# cloudstream-ctl, for `kubectl exec ... -- cloudstream-ctl sessions` (its libraries are a
+	# subset of cloudstream's).
+	[ ! -x "$work/deb/usr/bin/$d-ctl" ] || install -m 0755 "$work/deb/usr/bin/$d-ctl" "$root/usr/bin/$d-ctl"
 	mkdir -p "$root/usr/share/doc"
 	cp -a "$work/deb/usr/share/doc/$d" "$root/usr/share/doc/"
 

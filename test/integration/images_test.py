@@ -143,6 +143,8 @@ def test_images(env, tars, objs):
         check(files == tree(os.path.join(env.dir, "rootfs", name)),
               "%s: the image and build-images.sh --rootfs (the Dockerfile's) differ" % name)
         check("usr/bin/" + name in files, "%s: no binary in the image" % name)
+        if name == "cloudstream":
+            check("usr/bin/cloudstream-ctl" in files, "cloudstream: no cloudstream-ctl")
         check(not files & {"bin/sh", "usr/bin/sh", "bin/busybox", "usr/bin/dash"},
               "%s: a shell in a distroless image" % name)
         for p in ("libc6", "libssl3", "libwebsockets17", "libjson-c5", "libcurl4",
