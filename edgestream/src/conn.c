@@ -337,7 +337,8 @@ static int rx_tls(struct es_conn *c, const uint8_t *in, size_t len)
 		if (hs < 0) {
 			char name[160], why[400];
 			snprintf(why, sizeof why, "%.150s: %.200s",
-			         es_stream_describe(c->st, name, sizeof name), c->tls.error);
+			         es_stream_describe(c->st, name, sizeof name),
+			         es_tls_error(&c->tls));
 			conn_fail(c, ST_EXT_ERR_UNREACHABLE, true, why);
 			return -1;
 		}
@@ -359,7 +360,7 @@ static int rx_tls(struct es_conn *c, const uint8_t *in, size_t len)
 			return -1;
 		}
 		if (n < 0) {
-			st_warn_ns(es->node, c->st->id, "backend: %s", c->tls.error);
+			st_warn_ns(es->node, c->st->id, "backend: %s", es_tls_error(&c->tls));
 			es_stream_backend_done(c->st);
 			return -1;
 		}
@@ -398,7 +399,7 @@ static int writeable(struct es_conn *c)
 			took = RELAY_WRITE_MAX;
 		if (took && tls) {
 			if (es_tls_write(&c->tls, p, took) < 0) {
-				conn_fail(c, ST_EXT_ERR_UNREACHABLE, false, c->tls.error);
+				conn_fail(c, ST_EXT_ERR_UNREACHABLE, false, es_tls_error(&c->tls));
 				return -1;
 			}
 		} else if (took) {

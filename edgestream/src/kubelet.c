@@ -157,7 +157,7 @@ static bool kubelet_retry(struct es_stream *st, enum es_retry_why why)
 		       "%s refused to resume a TLS session (%s): sending the request again with a "
 		       "full handshake, and resuming no more sessions with it (counted in "
 		       "edgestream_kubelet_tls_resumption_refused_total)",
-		       es_stream_describe(st, name, sizeof name), st->conn->tls.error);
+		       es_stream_describe(st, name, sizeof name), es_tls_error(&st->conn->tls));
 		es_publish_stats(es);
 	} else {
 		st_dbg_ns(es->node, st->id,

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/err.h>
@@ -31,6 +32,27 @@ static bool openssl_reason(char *out, size_t cap, const char *what)
 		ERR_error_string_n(first, buf, sizeof buf);
 	snprintf(out, cap, "%s%s%s", what, buf[0] ? ": " : "", buf);
 	return peer_alert;
+}
+
+/* The buffer for why a call failed, allocated at the first failure; NULL without memory (the
+ * failure is still returned, only its text is lost). */
+static char *error_buf(struct es_tls *t)
+{
+	t->failed = true;
+	if (t->error == NULL)
+		t->error = malloc(ES_TLS_ERROR_BYTES);
+	return t->error;
+}
+
+/* Sets the error text from @what and OpenSSL's queue (openssl_reason). */
+static bool set_openssl_error(struct es_tls *t, const char *what)
+{
+	char *out = error_buf(t);
+	if (out == NULL) {
+		ERR_clear_error();
+		return false;
+	}
+	return openssl_reason(out, ES_TLS_ERROR_BYTES, what);
 }
 
 /*
@@ -148,13 +170,15 @@ void es_tls_free(struct es_tls *t)
 	/* OpenSSL makes a session unresumable when its connection is freed without a shutdown
 	 * (it cannot tell a clean end from an attack). A connection that finished its handshake
 	 * and met no TLS error keeps its session for the next request: mark it shut down. */
-	if (t->ssl && SSL_is_init_finished(t->ssl) && t->error[0] == '\0') {
+	if (t->ssl && SSL_is_init_finished(t->ssl) && !t->failed) {
 		SSL_set_quiet_shutdown(t->ssl, 1);
 		SSL_shutdown(t->ssl);
 	}
 	SSL_free(t->ssl); /* frees both BIOs */
 	t->ssl = NULL;
 	t->rbio = t->wbio = NULL;
+	free(t->error);
+	t->error = NULL;
 }
 
 int es_tls_feed(struct es_tls *t, const uint8_t *p, size_t len)
@@ -179,10 +203,11 @@ int es_tls_handshake(struct es_tls *t)
 	long v = SSL_get_verify_result(t->ssl);
 	if (v != X509_V_OK) {
 		ERR_clear_error();
-		snprintf(t->error, sizeof t->error, "certificate verify failed: %s",
-		         X509_verify_cert_error_string(v));
+		if (error_buf(t))
+			snprintf(t->error, ES_TLS_ERROR_BYTES, "certificate verify failed: %s",
+			         X509_verify_cert_error_string(v));
 	} else {
-		t->peer_alert = openssl_reason(t->error, sizeof t->error, "TLS handshake failed");
+		t->peer_alert = set_openssl_error(t, "TLS handshake failed");
 	}
 	return -EPROTO;
 }
@@ -219,7 +244,7 @@ ssize_t es_tls_read(struct es_tls *t, uint8_t *out, size_t cap)
 		return 0;
 	if (e == SSL_ERROR_ZERO_RETURN)
 		return -EPIPE;
-	openssl_reason(t->error, sizeof t->error, "TLS read failed");
+	set_openssl_error(t, "TLS read failed");
 	return -EPROTO;
 }
 
@@ -229,7 +254,7 @@ int es_tls_write(struct es_tls *t, const uint8_t *p, size_t len)
 		int chunk = len > 1u << 20 ? 1 << 20 : (int)len;
 		int r = SSL_write(t->ssl, p, chunk);
 		if (r <= 0) {
-			openssl_reason(t->error, sizeof t->error, "TLS write failed");
+			set_openssl_error(t, "TLS write failed");
 			return -EPROTO;
 		}
 		p += r;

@@ -23,8 +23,18 @@ struct es_tls {
 	bool handshake_done;
 	bool offered_session; /* es_tls_start() offered the context's kept session to resume */
 	bool peer_alert;      /* the handshake failed on a fatal alert from the peer */
-	char error[256];      /* why the last call failed */
+	bool failed;          /* a call failed (error says why, when there was memory for it) */
+	char *error;          /* why the last call failed; allocated at the first failure (most
+	                       * connections never fail: 256 bytes less per stream), NULL before */
 };
+
+#define ES_TLS_ERROR_BYTES 256u
+
+/* es_tls_error() - why the last call failed ("" when nothing failed). */
+static inline const char *es_tls_error(const struct es_tls *t)
+{
+	return t->error ? t->error : "";
+}
 
 /*
  * es_tls_client_ctx() - an SSL_CTX that presents @cert/@key (both NULL: none) and verifies the
@@ -36,6 +46,7 @@ SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, ch
 /* es_tls_start() - a client session checking the peer's name @host (a DNS name or an IP
  * literal) and sending it as SNI (DNS names only). 0, -ENOMEM or -EINVAL. */
 int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host);
+/* es_tls_free() - the connection and its error text; @t may be started again afterwards. */
 void es_tls_free(struct es_tls *t);
 
 /* es_tls_feed() - ciphertext received. 0 or -ENOMEM. */

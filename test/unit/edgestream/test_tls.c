@@ -254,7 +254,7 @@ static void test_es_tls_resumption_refused__then_full_handshakes(void **state)
 		assert_true(c.offered_session);
 		assert_int_equal(pump(&c, &s), -EPROTO);
 		assert_true(es_tls_resumption_refused(&c));
-		assert_non_null(strstr(c.error, "alert internal error"));
+		assert_non_null(strstr(es_tls_error(&c), "alert internal error"));
 		assert_int_equal(ERR_peek_error(), 0); /* drained into c.error */
 		es_tls_free(&c);
 		server_again(&s);
@@ -300,7 +300,7 @@ static void test_es_tls_resumption_refused__not_for_our_own_checks(void **state)
 	assert_int_equal(es_tls_start(&c, cctx, "wrong.test"), 0);
 	assert_true(c.offered_session);
 	assert_int_equal(pump(&c, &s), -EPROTO);
-	assert_non_null(strstr(c.error, "hostname mismatch"));
+	assert_non_null(strstr(es_tls_error(&c), "hostname mismatch"));
 	assert_false(es_tls_resumption_refused(&c));
 	assert_true(es_tls_resuming(cctx));
 	es_tls_free(&c);
@@ -336,7 +336,7 @@ static void test_es_tls__refuses_wrong_name_and_other_ca(void **state)
 			assert_int_equal(hs, 1);
 		} else {
 			assert_int_equal(hs, -EPROTO);
-			assert_non_null(strstr(c.error, cases[i].why));
+			assert_non_null(strstr(es_tls_error(&c), cases[i].why));
 			assert_false(es_tls_resumption_refused(&c)); /* nothing was offered */
 		}
 		es_tls_free(&c);
