@@ -34,26 +34,24 @@ struct pod_job {
 	long http_status; /* 0 when the request itself failed */
 	char node[CS_NODE_NAME_MAX_BYTES + 1];
 	char error[CURL_ERROR_SIZE + 64];
-	char *body;
-	size_t body_len;
-	bool body_overflow;
+	struct cs_api_body body;
 };
 
-static size_t on_body(char *p, size_t size, size_t n, void *user)
+size_t cs_apiserver_collect(char *p, size_t size, size_t n, void *user)
 {
-	struct pod_job *j = user;
+	struct cs_api_body *b = user;
 	size_t len = size * n;
-	if (j->body_len + len > POD_BODY_MAX) {
-		j->body_overflow = true;
+	if (b->len + len > b->max) {
+		b->overflow = true;
 		return 0; /* aborts the transfer */
 	}
-	char *b = realloc(j->body, j->body_len + len + 1);
-	if (b == NULL)
+	char *grown = realloc(b->p, b->len + len + 1);
+	if (grown == NULL)
 		return 0;
-	j->body = b;
-	memcpy(j->body + j->body_len, p, len);
-	j->body_len += len;
-	j->body[j->body_len] = '\0';
+	b->p = grown;
+	memcpy(b->p + b->len, p, len);
+	b->len += len;
+	b->p[b->len] = '\0';
 	return len;
 }
 
@@ -135,12 +133,13 @@ static void pod_work(void *arg)
 	struct curl_slist *hdrs = NULL;
 	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
 		goto out;
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
+	j->body.max = POD_BODY_MAX;
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
 	CURLcode rc = curl_easy_perform(h);
 	if (rc != CURLE_OK) {
 		snprintf(j->error, sizeof j->error, "%s",
-		         j->body_overflow ? "answer over 1 MiB"
+		         j->body.overflow ? "answer over 1 MiB"
 		         : errbuf[0]      ? errbuf
 		                          : curl_easy_strerror(rc));
 		goto out;
@@ -150,7 +149,8 @@ static void pod_work(void *arg)
 		goto out;
 	struct json_tokener *tok = json_tokener_new_ex(16);
 	struct json_object *pod =
-	        tok ? json_tokener_parse_ex(tok, j->body ? j->body : "", (int)j->body_len) : NULL;
+	        tok ? json_tokener_parse_ex(tok, j->body.p ? j->body.p : "", (int)j->body.len)
+	            : NULL;
 	json_tokener_free(tok);
 	struct json_object *spec, *node;
 	if (pod && json_object_object_get_ex(pod, "spec", &spec) &&
@@ -163,8 +163,8 @@ static void pod_work(void *arg)
 out:
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
-	free(j->body);
-	j->body = NULL;
+	free(j->body.p);
+	j->body = (struct cs_api_body){0};
 }
 
 static void pod_done(void *arg, int status)

@@ -25,6 +25,18 @@ int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *url,
                        struct curl_slist **hdrs, char *errbuf, char *err, size_t err_cap);
 
 /*
+ * An answer's body gathered on a worker, bounded: set @max, pass cs_apiserver_collect as
+ * CURLOPT_WRITEFUNCTION and the struct as CURLOPT_WRITEDATA; free @p when done. @p is
+ * NUL-terminated once anything came; past @max the transfer is aborted and @overflow says why.
+ */
+struct cs_api_body {
+	char *p;
+	size_t len, max;
+	bool overflow;
+};
+size_t cs_apiserver_collect(char *p, size_t size, size_t n, void *body);
+
+/*
  * cs_pod_lookup_start() - look up pod @ns/@pod for the front with @front_ordinal. When the answer
  * is in (or the lookup failed), the front is resumed with cs_front_pod_resolved(). Returns 0, or
  * -EAGAIN when the worker pool is full, -ENOMEM.

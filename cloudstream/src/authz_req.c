@@ -56,9 +56,7 @@ struct az_job {
 	size_t body_len;
 	/* results (worker → loop) */
 	long http_status;
-	char *answer;
-	size_t answer_len;
-	bool overflow;
+	struct cs_api_body answer;
 	char error[CURL_ERROR_SIZE + 64];
 };
 
@@ -151,24 +149,6 @@ void cs__authz_front_free(struct cs_front *f)
 
 /* ---- calls to the apiserver --------------------------------------------------------------- */
 
-static size_t on_answer(char *p, size_t size, size_t n, void *user)
-{
-	struct az_job *j = user;
-	size_t len = size * n;
-	if (j->answer_len + len > CS_AUTHZ_MAX_ANSWER_BYTES) {
-		j->overflow = true;
-		return 0; /* aborts the transfer */
-	}
-	char *b = realloc(j->answer, j->answer_len + len + 1);
-	if (b == NULL)
-		return 0;
-	j->answer = b;
-	memcpy(j->answer + j->answer_len, p, len);
-	j->answer_len += len;
-	j->answer[j->answer_len] = '\0';
-	return len;
-}
-
 static void job_work(void *arg)
 {
 	struct az_job *j = arg;
@@ -196,14 +176,15 @@ static void job_work(void *arg)
 	curl_easy_setopt(h, CURLOPT_POST, 1L);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, j->body);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)j->body_len);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_answer);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
+	j->answer.max = CS_AUTHZ_MAX_ANSWER_BYTES;
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->answer);
 	CURLcode rc = curl_easy_perform(h);
 	if (rc != CURLE_OK)
 		snprintf(j->error, sizeof j->error, "%s",
-		         j->overflow ? "answer over 64 KiB"
-		         : errbuf[0] ? errbuf
-		                     : curl_easy_strerror(rc));
+		         j->answer.overflow ? "answer over 64 KiB"
+		         : errbuf[0]        ? errbuf
+		                            : curl_easy_strerror(rc));
 	else
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
 out:
@@ -216,7 +197,7 @@ static void job_free(struct az_job *j)
 	if (j->body)
 		explicit_bzero(j->body, j->body_len); /* a TokenReview carries the token */
 	free(j->body);
-	free(j->answer);
+	free(j->answer.p);
 	free(j);
 }
 
@@ -262,13 +243,13 @@ static void job_done(void *arg, int status)
 	    (j->http_status == 201 || j->http_status == 200)) {
 		if (j->sar) {
 			enum cs_authz_verdict v;
-			rc = cs_authz_parse_sar(j->answer ? j->answer : "", j->answer_len, &v,
+			rc = cs_authz_parse_sar(j->answer.p ? j->answer.p : "", j->answer.len, &v,
 			                        reason, sizeof reason);
 			ok = v == CS_AUTHZ_ALLOW;
 		} else {
 			user = malloc(sizeof *user);
-			rc = user ? cs_authz_parse_token_review(j->answer ? j->answer : "",
-			                                        j->answer_len, &ok, user, reason,
+			rc = user ? cs_authz_parse_token_review(j->answer.p ? j->answer.p : "",
+			                                        j->answer.len, &ok, user, reason,
 			                                        sizeof reason)
 			          : -ENOMEM;
 		}

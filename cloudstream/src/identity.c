@@ -367,32 +367,15 @@ struct node_job {
 	char ips[CS_REGISTRY_MAX_IPS][CS_IP_TEXT_MAX_BYTES + 1];
 	size_t n_ips;
 	char error[CURL_ERROR_SIZE + 64];
-	char *body;
-	size_t body_len;
+	struct cs_api_body body;
 };
-
-static size_t node_body(char *p, size_t size, size_t n, void *user)
-{
-	struct node_job *j = user;
-	size_t len = size * n;
-	if (j->body_len + len > NODE_BODY_MAX)
-		return 0;
-	char *b = realloc(j->body, j->body_len + len + 1);
-	if (b == NULL)
-		return 0;
-	j->body = b;
-	memcpy(b + j->body_len, p, len);
-	j->body_len += len;
-	b[j->body_len] = '\0';
-	return len;
-}
 
 /* status.addresses[].address of a Node object: the IPs (hostnames are skipped). */
 static void node_addresses(struct node_job *j)
 {
 	struct json_tokener *tok = json_tokener_new_ex(32);
 	struct json_object *obj =
-	        tok ? json_tokener_parse_ex(tok, j->body, (int)j->body_len) : NULL;
+	        tok ? json_tokener_parse_ex(tok, j->body.p, (int)j->body.len) : NULL;
 	json_tokener_free(tok);
 	struct json_object *status, *addrs;
 	if (obj == NULL) {
@@ -429,8 +412,9 @@ static void node_work(void *arg)
 	/* The same set-up as every apiserver call (apiserver.h): token, CA, client certificate. */
 	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
 		goto out;
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, node_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
+	j->body.max = NODE_BODY_MAX;
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
 	CURLcode rc = curl_easy_perform(h);
 	if (rc != CURLE_OK) {
 		snprintf(j->error, sizeof j->error, "%s",
@@ -438,13 +422,13 @@ static void node_work(void *arg)
 		goto out;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
-	if (j->http_status == 200 && j->body)
+	if (j->http_status == 200 && j->body.p)
 		node_addresses(j);
 out:
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
-	free(j->body);
-	j->body = NULL;
+	free(j->body.p);
+	j->body = (struct cs_api_body){0};
 }
 
 /* The Node's answer is in: cache it, and give the tunnel its IP when the Node lists it. */

@@ -53,25 +53,8 @@ struct watch_job {
 	struct event *ev;
 	size_t n_ev;
 	char error[CURL_ERROR_SIZE + 64];
-	char *body;
-	size_t body_len;
+	struct cs_api_body body;
 };
-
-static size_t on_body(char *p, size_t size, size_t n, void *user)
-{
-	struct watch_job *j = user;
-	size_t len = size * n;
-	if (j->body_len + len > WATCH_BODY_MAX)
-		return 0;
-	char *b = realloc(j->body, j->body_len + len + 1);
-	if (b == NULL)
-		return 0;
-	j->body = b;
-	memcpy(b + j->body_len, p, len);
-	j->body_len += len;
-	b[j->body_len] = '\0';
-	return len;
-}
 
 static const char *str_at(struct json_object *o, const char *a, const char *b)
 {
@@ -141,8 +124,9 @@ static void watch_work(void *arg)
 	}
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
 	                 (long)c->apiserver_timeout_ms + (j->rv[0] ? WATCH_SECONDS * 1000L : 0));
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
+	j->body.max = WATCH_BODY_MAX;
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
 	CURLcode rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
 	if (rc != CURLE_OK && !(j->rv[0] && rc == CURLE_OPERATION_TIMEDOUT))
@@ -150,27 +134,27 @@ static void watch_work(void *arg)
 		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
 	if (j->http_status == 410)
 		j->gone = true;
-	if (j->http_status == 200 && j->body && !j->rv[0]) {
-		struct json_object *o = json_tokener_parse(j->body);
+	if (j->http_status == 200 && j->body.p && !j->rv[0]) {
+		struct json_object *o = json_tokener_parse(j->body.p);
 		const char *rv = o ? str_at(o, "metadata", "resourceVersion") : NULL;
 		if (rv)
 			snprintf(j->new_rv, sizeof j->new_rv, "%s", rv);
 		else
 			snprintf(j->error, sizeof j->error, "the node list has no resourceVersion");
 		json_object_put(o);
-	} else if (j->http_status == 200 && j->body) {
-		for (char *p = j->body, *nl; p < j->body + j->body_len; p = nl + 1) {
-			nl = memchr(p, '\n', (size_t)(j->body + j->body_len - p));
+	} else if (j->http_status == 200 && j->body.p) {
+		for (char *p = j->body.p, *nl; p < j->body.p + j->body.len; p = nl + 1) {
+			nl = memchr(p, '\n', (size_t)(j->body.p + j->body.len - p));
 			if (nl == NULL)
-				nl = j->body + j->body_len;
+				nl = j->body.p + j->body.len;
 			if (nl > p)
 				watch_line(j, p, (size_t)(nl - p));
 		}
 	}
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
-	free(j->body);
-	j->body = NULL;
+	free(j->body.p);
+	j->body = (struct cs_api_body){0};
 }
 
 static int watch_submit(struct cs_server *srv);
