@@ -17,6 +17,7 @@
 #include <stream/log.h>
 
 #include "denylist.h"
+#include "servecert.h"
 
 static const char *const kind_names[6] = {"other", "exec", "attach", "portforward", "logs", "run"};
 
@@ -135,6 +136,7 @@ static void render_metrics(struct st_text *t, void *user)
 	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
 	            (unsigned long long)m->fronts_refused_tls);
 	cs_authz_metrics(t, srv);
+	cs_servecert_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
 	st_text_metric(t, "cloudstream_certificate_expiry_seconds", "gauge",
 	               "notAfter of the certificate each listener serves now (unix time; follows "

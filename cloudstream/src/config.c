@@ -17,6 +17,8 @@ static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", 
                                               NULL};
 static const char *const event_loop_names[] = {"epoll", "poll", NULL}; /* enum st_loop_kind */
 static const char *const authz_mode_names[] = {"AlwaysAllow", "Webhook", NULL};
+/* enum cs_serving_mode (servecert.h) */
+static const char *const serving_mode_names[] = {"off", "ca", "csr", NULL};
 
 static const struct st_opt options[] = {
         /* ---- tunnel server ---- */
@@ -206,6 +208,58 @@ static const struct st_opt options[] = {
                  "name, subresource proxy, stats, metrics, log, ...; needs create on "
                  "subjectaccessreviews).",
          .example = "--authorization-mode Webhook",
+         .since = "0.3"},
+        {.name = "serving-certs",
+         .type = ST_OPT_ENUM,
+         .offset = OFF(serving_certs),
+         .default_value = "off",
+         .enum_names = serving_mode_names,
+         .value_name = "MODE",
+         .help = "Per-node serving certificates on the stream port, as kube-apiserver with "
+                 "--kubelet-certificate-authority checks them: each connection gets a "
+                 "certificate of the node it was addressed to (its DNAT'd original destination, "
+                 "or SNI), naming the Node object's addresses. off: --stream-cert for all; ca: "
+                 "signed here with --serving-ca-cert/--serving-ca-key; csr: through the "
+                 "Kubernetes CSR API (signer kubernetes.io/kubelet-serving, "
+                 "CN=system:node:<name>, O=system:nodes; needs create and get on "
+                 "certificatesigningrequests). Issued on the worker pool when a tunnel comes "
+                 "up or a handshake finds none (that handshake gets --stream-cert), renewed at "
+                 "70-90 % of the lifetime. Needs --apiserver-url and get on nodes.",
+         .example = "--serving-certs csr",
+         .since = "0.3"},
+        {.name = "serving-ca-cert",
+         .type = ST_OPT_STRING,
+         .offset = OFF(serving_ca_cert),
+         .value_name = "FILE",
+         .help = "With --serving-certs ca: the CA certificate (PEM) that signs node serving "
+                 "certificates; kube-apiserver's --kubelet-certificate-authority must trust it.",
+         .since = "0.3"},
+        {.name = "serving-ca-key",
+         .type = ST_OPT_STRING,
+         .offset = OFF(serving_ca_key),
+         .value_name = "FILE",
+         .help = "With --serving-certs ca: the private key (PEM) of --serving-ca-cert.",
+         .since = "0.3"},
+        {.name = "serving-csr-approve",
+         .type = ST_OPT_BOOL,
+         .offset = OFF(serving_csr_approve),
+         .default_value = "true",
+         .value_name = "BOOL",
+         .help = "With --serving-certs csr: approve our own CSRs through the approval "
+                 "subresource (needs update on certificatesigningrequests/approval and approve "
+                 "on signers kubernetes.io/kubelet-serving). Refused (403) or false: the "
+                 "cluster's approver must approve them.",
+         .since = "0.3"},
+        {.name = "serving-cert-validity",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(serving_cert_validity_ms),
+         .default_value = "720h",
+         .min = 30000,
+         .max = 31536000000ull,
+         .value_name = "DURATION",
+         .help = "Lifetime asked for a node serving certificate (ca: its notAfter, capped by "
+                 "the CA's; csr: spec.expirationSeconds, at least 10 min as the API requires, "
+                 "which the signer may shorten).",
          .since = "0.3"},
         {.name = "authentication-token-webhook",
          .type = ST_OPT_BOOL,

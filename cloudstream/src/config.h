@@ -70,6 +70,11 @@ struct cs_config {
 	uint64_t tunnel_handshakes_max, tunnel_handshakes_per_source, tunnel_handshake_timeout_ms;
 	char *replica_id;
 	uint64_t drain_timeout_ms;
+	/* per-node serving certificates on the stream port (servecert.h) */
+	int serving_certs; /* enum cs_serving_mode */
+	char *serving_ca_cert, *serving_ca_key;
+	bool serving_csr_approve;
+	uint64_t serving_cert_validity_ms;
 };
 
 extern const struct st_config_spec cs_config_spec;

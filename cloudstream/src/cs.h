@@ -87,6 +87,7 @@ struct cs_server {
 	struct cs_metrics m;
 	struct cs_identity *ident;      /* the deny list, Node answers (identity.c) */
 	struct cs_nodewatch *nodewatch; /* --node-watch (nodewatch.c) */
+	struct cs_servecert *sc;        /* --serving-certs (servecert.h); NULL: off */
 	struct st_admin_ops admin_ops;
 	uint8_t *tx;   /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */

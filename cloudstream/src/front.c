@@ -29,6 +29,8 @@
 #include <stream/err.h>
 #include <stream/log.h>
 
+#include "servecert.h"
+
 #ifndef IP6T_SO_ORIGINAL_DST
 #define IP6T_SO_ORIGINAL_DST 80
 #endif
@@ -280,6 +282,7 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			                   SSL_CTX_get_verify_callback(user));
 		}
 		cs_certs_note_ctx(vsrv, lws_get_vhost_name(vh), user);
+		cs_servecert_install(vsrv, user); /* per-node serving certificates */
 		return 0;
 	}
 	struct cs_server *srv = lws_context_user(lws_get_context(wsi));

@@ -27,6 +27,7 @@
 #include <stream/workq.h>
 
 #include "listen.h"
+#include "servecert.h"
 
 uint64_t cs_now_ms(void)
 {
@@ -384,7 +385,7 @@ int main(int argc, char **argv)
 	}
 	if (cs_authz_start(&srv) < 0) /* the stream port's secure default, CA warnings */
 		goto out_config;
-	if (cs_identity_new(&srv) < 0)
+	if (cs_identity_new(&srv) < 0 || cs_servecert_new(&srv) < 0)
 		goto out_config;
 
 	struct lws_context_creation_info info;
@@ -445,6 +446,7 @@ out_ctx:
 	lws_sul_cancel(&srv.sul_drain);
 	st_heap_trimmer_stop(&srv.heap_trimmer);
 	cs_tunnels_stop(&srv);
+	cs_servecert_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */
 	srv.wq = NULL;
 	st_certreload_free(srv.certs); /* its SSL_CTXs go with the context */
@@ -454,6 +456,7 @@ out_ctx:
 	st_loop_signals_free(srv.sig);
 out_config:
 	cs_identity_free(&srv);
+	cs_servecert_free(&srv);
 	cs_registry_free(srv.reg);
 	cs_podcache_free(srv.pods);
 	cs_authz_stop(&srv);

@@ -32,6 +32,7 @@
 #include "denylist.h"
 #include "identity.h"
 #include "listen.h"
+#include "servecert.h"
 
 static struct cs_server *server_of(struct lws *wsi)
 {
@@ -271,6 +272,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 			       "SessionInternalIP %s not verified (%s): not routed by it",
 			       a.header_ip, st_strerror(vrc));
 	}
+	cs_servecert_node_up(srv, t->node);
 	cs__tunnel_kick(t);
 }
 

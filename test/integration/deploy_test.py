@@ -410,7 +410,12 @@ def test_rbac(objs):
     # these manifests: deploy/MIGRATION.md says which rule to add with them.
     nodes_only = {"/api/v1/nodes/%s", "/api/v1/nodes?limit=1",
                   "/api/v1/nodes?watch=1&resourceVersion=%s&timeoutSeconds=%d"}
-    check(paths - webhook_only - nodes_only == {"/api/v1/namespaces/%s/pods/%s"},
+    # --serving-certs csr: the CSR calls, granted by the optional
+    # deploy/kubernetes/optional/serving-certs-rbac.yaml (checked below).
+    serving_only = {"/apis/certificates.k8s.io/v1/certificatesigningrequests",
+                    "/apis/certificates.k8s.io/v1/certificatesigningrequests/%s",
+                    "/apis/certificates.k8s.io/v1/certificatesigningrequests/%s/approval"}
+    check(paths - webhook_only - nodes_only - serving_only == {"/api/v1/namespaces/%s/pods/%s"},
           "cloudstream's API calls changed: %s; update the ClusterRole and this test"
           % sorted(paths))
     role = find(objs, "ClusterRole", "cloudstream-pod-lookup")
@@ -423,6 +428,26 @@ def test_rbac(objs):
                              "namespace": "cloudstream"}], "subjects %s" % b["subjects"])
     spec = find(objs, "Deployment", "cloudstream")["spec"]["template"]["spec"]
     check(spec.get("serviceAccountName") == "cloudstream", "Deployment's service account")
+    with open(os.path.join(h.SRC, "deploy", "kubernetes", "optional",
+                           "serving-certs-rbac.yaml")) as f:
+        sv = [d for d in yaml.safe_load_all(f) if d]
+    role = find(sv, "ClusterRole", "cloudstream-serving-certs")
+    check(role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+         "verbs": ["create", "get"]}], "serving-certs rules: %s" % role["rules"])
+    role = find(sv, "ClusterRole", "cloudstream-serving-certs-approver")
+    check(role["rules"] == [
+        {"apiGroups": ["certificates.k8s.io"],
+         "resources": ["certificatesigningrequests/approval"], "verbs": ["update"]},
+        {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+         "resourceNames": ["kubernetes.io/kubelet-serving"], "verbs": ["approve"]}],
+        "serving-certs approver rules: %s" % role["rules"])
+    for n in ("cloudstream-serving-certs", "cloudstream-serving-certs-approver"):
+        b = find(sv, "ClusterRoleBinding", n)
+        check(b["roleRef"]["name"] == n and b["subjects"] == [
+            {"kind": "ServiceAccount", "name": "cloudstream", "namespace": "cloudstream"}],
+            "binding %s: %s" % (n, b))
 
 
 def test_security(objs):

@@ -7,6 +7,10 @@ run time, the caller authenticated by a bearer token).
     POST /apis/authorization.k8s.io/v1/subjectaccessreviews SubjectAccessReview (201)
     GET  /api/v1/namespaces/NS/pods/NAME                    a Pod with spec.nodeName (200/404)
 
+and, with csr=kube_csr.CsrApi(...), the CertificateSigningRequest API and Node objects (see
+kube_csr.py); the caller is @caller_user, allowed to approve kubelet-serving CSRs when
+@caller_can_approve.
+
 Answers as kube-apiserver writes them (read in kubernetes v1.33: pkg/registry/authentication/
 tokenreview/storage.go, pkg/registry/authorization/subjectaccessreview/rest.go and
 pkg/apis/authorization/validation, staging apimachinery errors):
@@ -34,6 +38,7 @@ import http.server
 import json
 import ssl
 import threading
+import urllib.parse
 
 AUDIENCES = ["https://kubernetes.default.svc.cluster.local"]
 
@@ -47,8 +52,14 @@ def status(code, reason, message, details=None):
 
 
 class KubeReviews:
-    def __init__(self, cert, key, caller_token, tokens=None, rules=None, pods=None):
+    def __init__(self, cert, key, caller_token, tokens=None, rules=None, pods=None, csr=None,
+                 caller_user=None, caller_can_approve=False, listen="127.0.0.1"):
         self.caller_token = caller_token
+        self.csr = csr
+        self.caller_user = caller_user or {
+            "username": "system:serviceaccount:kube-system:cloudstream", "uid": "cs-uid",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"]}
+        self.caller_can_approve = caller_can_approve
         self.tokens = dict(tokens or {})
         self.rules = list(rules or [])
         self.pods = dict(pods or {})
@@ -76,10 +87,70 @@ class KubeReviews:
                 self.answer(*status(401, "Unauthorized", "Unauthorized"))
                 return False
 
+            def watch(self, query):
+                """A watch answer: chunked JSON lines, one event each, until timeoutSeconds."""
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+                def emit(ev):
+                    line = (json.dumps(ev, separators=(",", ":")) + "\n").encode()
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                        self.wfile.flush()
+                        return True
+                    except OSError:
+                        return False
+                sel = query.get("fieldSelector", "")
+                name = sel[len("metadata.name="):] if sel.startswith("metadata.name=") else ""
+                outer.csr.watch(int(query.get("resourceVersion") or 0), name,
+                                float(query.get("timeoutSeconds") or 30), emit)
+                try:
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+
+            def csr_route(self, method, parts, query, body):
+                """certificates.k8s.io and nodes; None when the path is not theirs."""
+                if outer.csr is None:
+                    return None
+                if len(parts) == 4 and parts[:3] == ["api", "v1", "nodes"] and method == "GET":
+                    return outer.csr.get_node(parts[3])
+                base = ["apis", "certificates.k8s.io", "v1", "certificatesigningrequests"]
+                if parts[:4] != base:
+                    return None
+                with outer.lock:
+                    outer.calls.append(("CSR", "%s %s" % (method, "/".join(parts[4:]))))
+                if len(parts) == 4 and method == "POST":
+                    return outer.csr.create(body, outer.caller_user)
+                if len(parts) == 4 and method == "GET":
+                    if query.get("watch") in ("1", "true"):
+                        self.watch(query)
+                        return ()
+                    return outer.csr.list()
+                if len(parts) == 5 and method == "GET":
+                    return outer.csr.get(parts[4])
+                if len(parts) == 6 and method == "PUT" and parts[5] == "approval":
+                    return outer.csr.approve(parts[4], body, outer.caller_user["username"],
+                                             outer.caller_can_approve)
+                if len(parts) == 6 and method == "PUT" and parts[5] == "status":
+                    return outer.csr.update_status(parts[4], body)
+                return status(405, "MethodNotAllowed", "the server does not allow this method "
+                              "on the requested resource")
+
             def do_GET(self):
                 if not self.caller_ok():
                     return
                 parts = self.path.split("?")[0].strip("/").split("/")
+                query = dict(kv.split("=", 1) for kv in self.path.partition("?")[2].split("&")
+                             if "=" in kv)
+                query = {k: urllib.parse.unquote(v) for k, v in query.items()}
+                r = self.csr_route("GET", parts, query, None)
+                if r is not None:
+                    if r:
+                        self.answer(*r)
+                    return
                 if len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and \
                         parts[4] == "pods" and (parts[3], parts[5]) in outer.pods:
                     self.answer(200, {"kind": "Pod", "apiVersion": "v1",
@@ -104,7 +175,10 @@ class KubeReviews:
                     self.answer(*status(400, "BadRequest", "the body of the request was in an "
                                         "unknown format: %s" % e))
                     return
-                if path == "/apis/authentication.k8s.io/v1/tokenreviews":
+                r = self.csr_route("POST", path.strip("/").split("/"), {}, obj)
+                if r is not None:
+                    self.answer(*r)
+                elif path == "/apis/authentication.k8s.io/v1/tokenreviews":
                     self.answer(*outer.token_review(obj))
                 elif path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
                     self.answer(*outer.subject_access_review(obj))
@@ -112,18 +186,38 @@ class KubeReviews:
                     self.answer(*status(404, "NotFound", "the server could not find the "
                                         "requested resource"))
 
+            def do_PUT(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(n)
+                if not self.caller_ok():
+                    return
+                try:
+                    obj = json.loads(raw)
+                    if not isinstance(obj, dict):
+                        raise ValueError("not an object")
+                except ValueError as e:
+                    self.answer(*status(400, "BadRequest", "the body of the request was in an "
+                                        "unknown format: %s" % e))
+                    return
+                r = self.csr_route("PUT", self.path.split("?")[0].strip("/").split("/"), {},
+                                   obj)
+                self.answer(*(r or status(404, "NotFound", "the server could not find the "
+                                          "requested resource")))
+
             def log_message(self, *a):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer((listen, 0), Handler)
         self.httpd.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert, key)
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.url = "https://127.0.0.1:%d" % self.httpd.server_address[1]
+        self.url = "https://%s:%d" % (listen, self.httpd.server_address[1])
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
+        if self.csr is not None:
+            self.csr.close()
         self.httpd.shutdown()
         self.httpd.server_close()
 
