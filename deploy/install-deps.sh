@@ -9,7 +9,7 @@ set -euo pipefail
 
 build_pkgs=(
   build-essential cmake pkg-config git ca-certificates
-  libwebsockets-dev libwebsockets-evlib-ev libev-dev libssl-dev libjson-c-dev libcurl4-openssl-dev libseccomp-dev libcmocka-dev
+  libwebsockets-dev libwebsockets-evlib-ev libev-dev libssl-dev libjson-c-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev libcmocka-dev
   zlib1g-dev clang clang-format-14 libclang-rt-14-dev openssl
   file  # CPack's Debian packages: dpkg-shlibdeps finds the binaries with it (build-packages.sh)
 )

@@ -318,6 +318,7 @@ static const struct st_opt options[] = {
          .help = "A request whose edge has not started answering after this long fails with "
                  "504. Not applied to follow=true logs from a base-protocol edge, which sends "
                  "nothing until a line appears.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "idle-timeout",
          .type = ST_OPT_DURATION_MS,
@@ -328,6 +329,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "An apiserver connection that is between requests (or sending a request head) "
                  "this long is closed.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         ST_OPT_STALL_TIMEOUT(
                 OFF(stall_timeout_ms),
@@ -348,6 +350,7 @@ static const struct st_opt options[] = {
          .max = 1000000,
          .value_name = "N",
          .help = "Streams open at once, all nodes; further requests get 503.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "max-streams-per-node",
          .type = ST_OPT_U64,
@@ -476,6 +479,11 @@ static const struct st_opt options[] = {
                  "disables it. Keep it on loopback or a private network.",
          .since = "0.1"},
         ST_OPT_LOG_LEVEL(OFF(log_level)),
+        ST_OPT_LOG_FORMAT(OFF(log_format)),
+        ST_OPT_ACCESS_LOG(OFF(access_log),
+                          "One info line per request on the stream port when it ends (node, stream "
+                          "id, method, path, caller, status, outcome, bytes each way, duration; "
+                          "the edge logs the same stream id): on or off."),
         ST_OPT_READY_FILE(
                 OFF(ready_file),
                 "Written once every listener is up, with the bound ports "
@@ -546,6 +554,7 @@ const struct st_config_spec cs_config_spec = {
                    "requests (exec, attach, port-forward, logs, metrics) for edge nodes behind "
                    "NAT, through the websocket tunnels those nodes dial.",
         .version = "0.1.0",
+        .kind = "CloudStreamConfig",
         .opts = options,
         .num_opts = sizeof options / sizeof options[0],
 };

@@ -62,7 +62,9 @@ struct cs_config {
 	uint64_t apiserver_timeout_ms, pod_cache_ttl_ms, pod_cache_entries;
 	/* operations */
 	char *admin_listen;
-	int log_level; /* enum st_log_level */
+	int log_level;  /* enum st_log_level */
+	int log_format; /* enum st_log_format */
+	int access_log; /* 0 off, 1 on */
 	char *ready_file;
 	int sandbox;    /* enum st_sandbox_mode */
 	int event_loop; /* enum st_loop_kind */

@@ -92,6 +92,50 @@ static int check_apiserver(const struct cs_config *c)
 	return 0;
 }
 
+/* A listen address for --check-config: one of this host's? (Its port may be held by the
+ * running daemon: said, not an error.) */
+static int check_listen(const char *flag, const char *addr)
+{
+	bool port_free;
+	int rc = st_loop_check_listen(addr, &port_free);
+	if (rc == -EINVAL)
+		st_err("--%s %s: expected ADDR:PORT, [IPv6]:PORT or :PORT", flag, addr);
+	else if (rc < 0)
+		st_err("--%s %s: not an address of this host: %s", flag, addr, strerror(-rc));
+	else if (!port_free)
+		st_info("--%s %s: the address is this host's; its port is in use now (the running "
+		        "daemon?)",
+		        flag, addr);
+	return rc;
+}
+
+/*
+ * --check-config: everything start-up checks, without starting — the configuration (already
+ * loaded), the certificates, keys and CAs (readable, parsed, each key matching its
+ * certificate), the deny list, the apiserver URL, token, CA and client certificate, the stream
+ * port's authorization settings and the listen addresses. Every problem is reported, not only
+ * the first. Returns the number of problems.
+ */
+static int check_config(struct cs_server *srv)
+{
+	const struct cs_config *c = &srv->cfg;
+	int bad = 0;
+	bad += check_files("tunnel-cert/--tunnel-key", c->tunnel_cert, c->tunnel_key) < 0;
+	bad += check_files("tunnel-ca", c->tunnel_ca, NULL) < 0;
+	bad += check_files("stream-cert/--stream-key", c->stream_cert, c->stream_key) < 0;
+	bad += check_files("stream-client-ca", c->stream_client_ca, NULL) < 0;
+	bad += check_apiserver(c) < 0;
+	bad += check_listen("tunnel-listen", c->tunnel_listen) < 0;
+	bad += check_listen("stream-listen", c->stream_listen) < 0;
+	if (c->admin_listen && c->admin_listen[0])
+		bad += check_listen("admin-listen", c->admin_listen) < 0;
+	bad += cs_authz_start(srv) < 0;
+	cs_authz_stop(srv);
+	bad += cs_identity_new(srv) < 0; /* the deny list, the IP policy's needs */
+	cs_identity_free(srv);
+	return bad;
+}
+
 /* ---- draining and stopping ------------------------------------------------------------- */
 
 static void stop_now(struct cs_server *srv, const char *why)
@@ -116,11 +160,65 @@ static void on_drain_timeout(lws_sorted_usec_list_t *sul)
 	stop_now(srv, "drain timeout");
 }
 
+/* ---- SIGHUP: the configuration file again -------------------------------------------------- */
+
+/* The command line, for reading the configuration again as at start (file, then flags). */
+static int cfg_argc;
+static char **cfg_argv;
+
+struct config_job {
+	struct cs_server *srv;
+	struct cs_config fresh; /* loaded on a worker; applied on the loop */
+	int rc;
+	char err[512];
+};
+
+/* Worker: the file is read off the loop (STYLE B7.2). */
+static void config_work(void *arg)
+{
+	struct config_job *j = arg;
+	enum st_config_action action;
+	j->rc = st_config_load(&cs_config_spec, &j->fresh, cfg_argc, cfg_argv, &action, j->err,
+	                       sizeof j->err);
+}
+
+/* Loop: what may change now changes; the rest is logged by name (st_config_apply_reload). */
+static void config_done(void *arg, int status)
+{
+	struct config_job *j = arg;
+	struct cs_server *srv = j->srv;
+	if (status == 0 && j->rc < 0)
+		st_err("configuration not reloaded, the running one stays: %s", j->err);
+	else if (status == 0) {
+		st_config_apply_reload(&cs_config_spec, &srv->cfg, &j->fresh);
+		st_log_set_level((enum st_log_level)srv->cfg.log_level);
+		st_log_set_format((enum st_log_format)srv->cfg.log_format);
+	}
+	st_config_cleanup(&cs_config_spec, &j->fresh);
+	free(j);
+}
+
+static void config_reload(struct cs_server *srv)
+{
+	struct config_job *j = calloc(1, sizeof *j);
+	int rc = j ? 0 : -ENOMEM;
+	if (j) {
+		j->srv = srv;
+		rc = st_workq_submit(srv->wq, config_work, config_done, j);
+	}
+	if (rc < 0) {
+		st_err("configuration not reloaded: %s; send SIGHUP again",
+		       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
+		free(j);
+	}
+}
+
 static void on_signal(int signo, void *user)
 {
 	struct cs_server *srv = user;
 	if (signo == SIGHUP) {
-		st_info("SIGHUP: reloading certificates");
+		st_info("SIGHUP: reloading the configuration, the certificates and the deny list");
+		config_reload(srv);
 		cs_identity_reload(srv);
 		int rc = st_certreload_start(srv->certs, 0);
 		if (rc < 0)
@@ -340,10 +438,23 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	enum st_config_action action;
+	cfg_argc = argc;
+	cfg_argv = argv;
 	if (st_config_load(&cs_config_spec, &srv.cfg, argc, argv, &action, err, sizeof err) < 0) {
 		fprintf(stderr, "cloudstream: %s\n", err);
 		st_config_cleanup(&cs_config_spec, &srv.cfg);
 		return 2;
+	}
+	if (action == ST_CONFIG_CHECK) {
+		st_log_set_format((enum st_log_format)srv.cfg.log_format);
+		int bad = check_config(&srv);
+		if (bad == 0)
+			printf("cloudstream: the configuration is good\n");
+		else
+			fprintf(stderr, "cloudstream: %d problem%s in the configuration (above)\n",
+			        bad, bad == 1 ? "" : "s");
+		st_config_cleanup(&cs_config_spec, &srv.cfg);
+		return bad ? 2 : 0;
 	}
 	if (action != ST_CONFIG_RUN) {
 		int rc = st_config_act(&cs_config_spec, &srv.cfg, action, stdout);
@@ -351,6 +462,7 @@ int main(int argc, char **argv)
 		return rc < 0 ? 1 : 0;
 	}
 	st_log_set_level((enum st_log_level)srv.cfg.log_level);
+	st_log_set_format((enum st_log_format)srv.cfg.log_format);
 	lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
 
 	if (check_files("tunnel-cert/--tunnel-key", srv.cfg.tunnel_cert, srv.cfg.tunnel_key) < 0 ||

@@ -71,6 +71,8 @@ static void access_end(struct cs_front *f, int status, const char *outcome)
 	if (!f->acc.active)
 		return;
 	f->acc.active = false;
+	if (!f->srv->cfg.access_log) /* --access-log off */
+		return;
 	const char *caller = f->req_user    ? f->req_user->name
 	                     : f->cert_user ? f->cert_user->name
 	                                    : "-";

@@ -91,6 +91,9 @@ struct edgestream {
 	/* cross-thread requests */
 	atomic_uint stop_requests; /* edgestream_stop() calls: the first drains, a second stops */
 	atomic_bool reload_requested, loop_done;
+	/* edgestream_reconfigure(): a new configuration for the loop thread to apply. Whoever
+	 * exchanges it out owns it (the loop applies and frees it; a newer one replaces it). */
+	_Atomic(struct es_config *) pending_cfg;
 	unsigned stop_requests_seen; /* loop thread */
 	struct st_drain drain;       /* graceful stop (stream/drain.h), loop thread */
 	lws_sorted_usec_list_t sul_drain;
@@ -118,6 +121,8 @@ void es_publish_stats(struct edgestream *es);
 void es_certs_check(struct edgestream *es, bool log_unchanged);
 /* Take the files' stamps and start their check timer: 0 or -errno (start-up fails). */
 int es_certs_start(struct edgestream *es);
+/* The check timer again, from now, at the (new) --cert-check-interval. Loop thread. */
+void es_certs_reschedule(struct edgestream *es);
 /* Stop checking; before the worker pool... after it is freed (its jobs are dropped). */
 void es_certs_stop(struct edgestream *es);
 /* The certificate's expiry for /metrics (edgestream_certificate_expiry_seconds). */

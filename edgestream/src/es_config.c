@@ -160,6 +160,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "How often the certificate files are checked for changes (a rotated "
                  "certificate is used from the next handshake; SIGHUP checks at once).",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         /* ---- backends ---- */
         {.name = "kubelet-url",
@@ -218,6 +219,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "Deadline for a backend's TCP connect; the cloud gets ERROR timeout (or an "
                  "HTTP 504 for a base-protocol cloud).",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "backend-handshake-timeout",
          .type = ST_OPT_DURATION_MS,
@@ -227,6 +229,7 @@ static const struct st_opt options[] = {
          .max = 600000,
          .value_name = "DURATION",
          .help = "Deadline for the TLS handshake with the kubelet.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         ST_OPT_DRAIN_TIMEOUT(
                 OFF(drain_timeout_ms), "10s",
@@ -261,6 +264,7 @@ static const struct st_opt options[] = {
          .max = 3600000,
          .value_name = "DURATION",
          .help = "How long an idle kubelet connection is kept.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "cri-socket",
          .type = ST_OPT_STRING,
@@ -333,6 +337,11 @@ static const struct st_opt options[] = {
                  "the tunnel is up). Empty disables it.",
          .since = "0.1"},
         ST_OPT_LOG_LEVEL(OFF(log_level)),
+        ST_OPT_LOG_FORMAT(OFF(log_format)),
+        ST_OPT_ACCESS_LOG(
+                OFF(access_log),
+                "One info line per stream when it ends (node, stream id, kind, path, bytes each "
+                "way, duration; the cloud logs the same stream id): on or off."),
         ST_OPT_READY_FILE(
                 OFF(ready_file),
                 "Written when the tunnel first comes up, with the admin port (admin=P) and "
@@ -348,6 +357,7 @@ const struct st_config_spec es_config_spec = {
                    "cloud's certificate verified), keeps the tunnel alive, and serves each "
                    "request against the local kubelet or allow-listed local ports.",
         .version = "0.1.0",
+        .kind = "EdgeStreamConfig",
         .opts = options,
         .num_opts = sizeof options / sizeof options[0],
 };

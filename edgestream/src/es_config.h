@@ -46,7 +46,9 @@ struct es_config {
 	uint64_t process_buffer_bytes;     /* the windows of every stream, all tunnels */
 	/* operations */
 	char *admin_listen;
-	int log_level; /* enum st_log_level */
+	int log_level;  /* enum st_log_level */
+	int log_format; /* enum st_log_format */
+	int access_log; /* 0 off, 1 on */
 	char *ready_file;
 	int sandbox; /* enum st_sandbox_mode */
 };

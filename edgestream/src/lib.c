@@ -136,8 +136,23 @@ void es_maybe_finish_drain(struct edgestream *es)
 		lws_sul_schedule(es->ctx, 0, &es->sul_drain, on_drain_timer, 1);
 }
 
+/* Loop thread: a configuration from edgestream_reconfigure(). */
+static void apply_pending_config(struct edgestream *es)
+{
+	struct es_config *fresh = atomic_exchange(&es->pending_cfg, NULL);
+	if (fresh == NULL)
+		return;
+	uint64_t interval = es->cfg.cert_check_interval_ms;
+	st_config_apply_reload(&es_config_spec, &es->cfg, fresh);
+	st_config_cleanup(&es_config_spec, fresh);
+	free(fresh);
+	if (interval != es->cfg.cert_check_interval_ms)
+		es_certs_reschedule(es);
+}
+
 static void handle_requests(struct edgestream *es)
 {
+	apply_pending_config(es);
 	if (atomic_exchange(&es->reload_requested, false))
 		es_certs_check(es, true);
 	unsigned stops = atomic_load(&es->stop_requests);
@@ -473,6 +488,60 @@ void edgestream_stop(struct edgestream *es)
 		lws_cancel_service(es->ctx);
 }
 
+int edgestream_reconfigure(struct edgestream *es, const struct edgestream_config *cfg)
+{
+	char err[256];
+	struct es_config *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return -ENOMEM;
+	if (config_copy(c, &cfg->c, err, sizeof err) < 0) {
+		st_config_cleanup(&es_config_spec, c);
+		free(c);
+		return -ENOMEM;
+	}
+	struct es_config *old = atomic_exchange(&es->pending_cfg, c);
+	if (old) { /* not applied yet: this one replaces it */
+		st_config_cleanup(&es_config_spec, old);
+		free(old);
+	}
+	if (es->ctx)
+		lws_cancel_service(es->ctx);
+	return 0;
+}
+
+int edgestream_config_check(const struct edgestream_config *cfg, char *err, size_t errlen)
+{
+	struct edgestream *es = calloc(1, sizeof *es);
+	if (es == NULL)
+		return -ENOMEM;
+	es->inotify_fd = -1;
+	pthread_mutex_init(&es->stats_lock, NULL);
+	err[0] = '\0';
+	int rc = config_copy(&es->cfg, &cfg->c, err, errlen);
+	if (rc == 0)
+		rc = check_config(es, err, errlen);
+	es->cri_enabled = false; /* curl was never initialised */
+	const char *admin = cfg->c.admin_listen;
+	if (admin && admin[0]) {
+		bool port_free;
+		int lrc = st_loop_check_listen(admin, &port_free);
+		if (lrc < 0) {
+			size_t n = strlen(err);
+			snprintf(err + n, errlen - n, "%sadmin-listen %s: %s", n ? "; " : "", admin,
+			         lrc == -EINVAL ? "expected ADDR:PORT, [IPv6]:PORT or :PORT"
+			                        : "not an address of this host");
+			rc = rc < 0 ? rc : lrc;
+		} else if (!port_free) {
+			st_info("admin-listen %s: the address is this host's; its port is in use "
+			        "now "
+			        "(a running edgestream?)",
+			        admin);
+		}
+	}
+	edgestream_free(es);
+	return rc;
+}
+
 void edgestream_reload(struct edgestream *es)
 {
 	atomic_store(&es->reload_requested, true);
@@ -505,6 +574,11 @@ void edgestream_free(struct edgestream *es)
 	}
 	while (es->tunnels)
 		es_tunnel_free(es->tunnels);
+	struct es_config *pending = atomic_exchange(&es->pending_cfg, NULL);
+	if (pending) {
+		st_config_cleanup(&es_config_spec, pending);
+		free(pending);
+	}
 	if (es->kubelet_ctx)
 		SSL_CTX_free(es->kubelet_ctx);
 	free(es->tx);

@@ -3,7 +3,9 @@
  *
  * Order (STYLE B7): configuration → the instance (certificate files checked, loop and admin
  * listener set up) → its loop thread → seccomp (TSYNC covers that thread) → wait for signals
- * on the main thread: SIGHUP re-reads the certificate files, SIGTERM/SIGINT stop.
+ * on the main thread: SIGHUP re-reads the configuration (file and flags, as at start: what may
+ * change is applied by the loop thread, the rest is logged as needing a restart) and the
+ * certificate files, SIGTERM/SIGINT stop.
  */
 #include "es.h"
 
@@ -17,6 +19,29 @@
 #include <stream/log.h>
 #include <stream/loop.h>
 #include <stream/sandbox.h>
+
+/* SIGHUP: the configuration as at start; a file that does not load changes nothing. */
+static void reload_config(struct edgestream *es, int argc, char **argv)
+{
+	char err[512];
+	struct edgestream_config *cfg;
+	enum st_config_action action;
+	if (edgestream_config_new(&cfg) < 0) {
+		st_err("configuration not reloaded: out of memory");
+		return;
+	}
+	st_config_cleanup(&es_config_spec, &cfg->c); /* st_config_load starts from defaults */
+	if (st_config_load(&es_config_spec, &cfg->c, argc, argv, &action, err, sizeof err) < 0) {
+		st_err("configuration not reloaded, the running one stays: %s", err);
+	} else if (edgestream_reconfigure(es, cfg) < 0) {
+		st_err("configuration not reloaded: out of memory");
+	} else {
+		/* Process-wide, so the daemon's to set; the library logs them as applied. */
+		st_log_set_level((enum st_log_level)cfg->c.log_level);
+		st_log_set_format((enum st_log_format)cfg->c.log_format);
+	}
+	edgestream_config_free(cfg);
+}
 
 int main(int argc, char **argv)
 {
@@ -37,12 +62,25 @@ int main(int argc, char **argv)
 		edgestream_config_free(cfg);
 		return 2;
 	}
+	if (action == ST_CONFIG_CHECK) {
+		st_log_set_format((enum st_log_format)cfg->c.log_format);
+		int rc = edgestream_config_check(cfg, err, sizeof err);
+		edgestream_config_free(cfg);
+		if (rc < 0) {
+			st_err("%s", err);
+			fprintf(stderr, "edgestream: the configuration has problems (above)\n");
+			return 2;
+		}
+		printf("edgestream: the configuration is good\n");
+		return 0;
+	}
 	if (action != ST_CONFIG_RUN) {
 		int rc = st_config_act(&es_config_spec, &cfg->c, action, stdout);
 		edgestream_config_free(cfg);
 		return rc < 0 ? 1 : 0;
 	}
 	st_log_set_level((enum st_log_level)cfg->c.log_level);
+	st_log_set_format((enum st_log_format)cfg->c.log_format);
 	struct edgestream *es;
 	int rc = edgestream_new(&es, cfg, NULL, NULL, err, sizeof err);
 	int sandbox = cfg->c.sandbox;
@@ -79,7 +117,8 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (sig == SIGHUP) {
-			st_info("SIGHUP: checking the certificate files");
+			st_info("SIGHUP: reloading the configuration and the certificate files");
+			reload_config(es, argc, argv);
 			edgestream_reload(es);
 			continue;
 		}

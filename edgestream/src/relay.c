@@ -69,11 +69,13 @@ static void stream_free(struct es_stream *st)
 		st->next->prev = st->prev;
 	es_tunnel_detach(t, st->id, st);
 	unblock(st);
-	st_log(ST_LOG_INFO, es->node, st->id,
-	       "access: %s %s %s to_cloud=%llu from_cloud=%llu %llu ms", st_msg_type_name(st->type),
-	       st->ops ? st->ops->name : "no backend", st->outcome ? st->outcome : "done",
-	       (unsigned long long)st->to_cloud_bytes, (unsigned long long)st->from_cloud_bytes,
-	       (unsigned long long)(es_now_ms() - st->started_ms));
+	if (es->cfg.access_log) /* --access-log */
+		st_log(ST_LOG_INFO, es->node, st->id,
+		       "access: %s %s %s to_cloud=%llu from_cloud=%llu %llu ms",
+		       st_msg_type_name(st->type), st->ops ? st->ops->name : "no backend",
+		       st->outcome ? st->outcome : "done", (unsigned long long)st->to_cloud_bytes,
+		       (unsigned long long)st->from_cloud_bytes,
+		       (unsigned long long)(es_now_ms() - st->started_ms));
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);

@@ -73,6 +73,14 @@ int es_certs_start(struct edgestream *es)
 	return 0;
 }
 
+void es_certs_reschedule(struct edgestream *es)
+{
+	if (es->certs == NULL || es->stopped)
+		return;
+	lws_sul_schedule(es->ctx, 0, &es->sul_certs, on_certs_timer,
+	                 (lws_usec_t)es->cfg.cert_check_interval_ms * LWS_US_PER_MS);
+}
+
 void es_certs_render_metrics(struct edgestream *es, struct st_text *t)
 {
 	int64_t nb, na;

@@ -13,6 +13,8 @@
 
 #include <json-c/json.h>
 
+#include <stream/log.h>
+
 static int read_file(const char *path, char **out, size_t *len, char *err, size_t err_len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -63,7 +65,7 @@ int st_config_load_file(const struct st_config_spec *spec, void *cfg, const char
 	int rc = read_file(path, &buf, &len, err, err_len);
 	if (rc < 0)
 		return rc;
-	rc = st_config_parse_json(spec, cfg, buf, len, path, err, err_len);
+	rc = st_config_parse(spec, cfg, buf, len, path, err, err_len);
 	free(buf);
 	return rc;
 }
@@ -115,6 +117,10 @@ int st_config_load(const struct st_config_spec *spec, void *cfg, int argc, char 
 		if (strcmp(a, "--print-config") == 0) {
 			*action = ST_CONFIG_PRINT;
 			continue; /* the other flags still apply */
+		}
+		if (strcmp(a, "--check-config") == 0) {
+			*action = ST_CONFIG_CHECK;
+			continue; /* checks the configuration the other flags make */
 		}
 		if (strcmp(a, "--config") == 0) {
 			i++;
@@ -170,8 +176,8 @@ static const char *type_name(const struct st_opt *o)
 	case ST_OPT_BYTES:
 		return "byte size (65536, 64KiB, 1MiB, 1GiB)";
 	case ST_OPT_STRING_LIST:
-		return "list of strings (repeat the flag or separate with commas; a JSON array in "
-		       "the file)";
+		return "list of strings (repeat the flag or separate with commas; a list in the "
+		       "file)";
 	}
 	return "?";
 }
@@ -230,8 +236,8 @@ void st_config_print_help(const struct st_config_spec *spec, FILE *out)
 {
 	fprintf(out, "usage: %s [--config FILE] [--FLAG VALUE]...\n\n", spec->prog);
 	wrap(out, spec->summary, 0);
-	fprintf(out, "\nEvery flag is also a key of the JSON --config file; flags override the "
-	             "file.\n\nflags:\n");
+	fprintf(out, "\nEvery flag is also a key of the --config file (YAML or JSON); flags "
+	             "override the file.\n\nflags:\n");
 	for (size_t i = 0; i < spec->num_opts; i++) {
 		const struct st_opt *o = &spec->opts[i];
 		fprintf(out, "  --%s %s\n", o->name,
@@ -249,11 +255,18 @@ void st_config_print_help(const struct st_config_spec *spec, FILE *out)
 			fprintf(out, "      default: %s\n", o->default_value);
 		if (o->flags & ST_OPT_F_RELOAD)
 			fprintf(out, "      reloaded on SIGHUP\n");
+		if (o->flags & ST_OPT_F_LIVE)
+			fprintf(out, "      a new value in the file is applied on SIGHUP\n");
 	}
-	fprintf(out, "  --config FILE\n      JSON object of flag names and values, read first.\n"
-	             "  --print-config\n      print the effective configuration as JSON and exit.\n"
-	             "  --help, --help-markdown, --version\n"
-	             "      this text; the FLAGS.md document; the version.\n");
+	fprintf(out,
+	        "  --config FILE\n      YAML (apiVersion %s, kind %s) or JSON object of flag "
+	        "names and values, read first and again on SIGHUP.\n"
+	        "  --check-config\n      check the configuration, its files and addresses; "
+	        "exit 0 (good) or 2, starting nothing.\n"
+	        "  --print-config\n      print the effective configuration as JSON and exit.\n"
+	        "  --help, --help-markdown, --version\n"
+	        "      this text; the FLAGS.md document; the version.\n",
+	        ST_CONFIG_API_VERSION, spec->kind ? spec->kind : "-");
 }
 
 void st_config_print_markdown(const struct st_config_spec *spec, FILE *out)
@@ -262,20 +275,40 @@ void st_config_print_markdown(const struct st_config_spec *spec, FILE *out)
 	        spec->prog, spec->prog);
 	fprintf(out, "%s\n\n", spec->summary);
 	fprintf(out,
-	        "Every flag is also a key of the JSON file given with `--config FILE`, with "
-	        "the same name; flags override the file wherever they appear. Unknown keys and "
-	        "flags are errors. Durations take `ms`, `s`, `m`, `h` (a bare number is "
-	        "milliseconds); byte sizes take `KiB`, `MiB`, `GiB`.\n\n");
-	fprintf(out, "```json\n{\n");
+	        "Every flag is also a key of the file given with `--config FILE`, with the same "
+	        "name; flags override the file wherever they appear. The file is YAML, or JSON "
+	        "(a file whose first character is `{`). Unknown keys, a key given twice, YAML "
+	        "anchors, aliases and tags are errors naming the file, the line and the key. "
+	        "Durations take `ms`, `s`, `m`, `h` (a bare number is milliseconds); byte sizes "
+	        "take `KiB`, `MiB`, `GiB`.\n\n");
+	if (spec->kind)
+		fprintf(out,
+		        "A YAML file starts with `apiVersion: %s` and `kind: %s`; both are "
+		        "required. A JSON file may leave them out (files written before there was "
+		        "a "
+		        "version), and when it has them they must be these.\n\n",
+		        ST_CONFIG_API_VERSION, spec->kind);
+	fprintf(out, "```yaml\n");
+	if (spec->kind)
+		fprintf(out, "apiVersion: %s\nkind: %s\n", ST_CONFIG_API_VERSION, spec->kind);
 	int shown = 0;
 	for (size_t i = 0; i < spec->num_opts && shown < 3; i++) {
 		const struct st_opt *o = &spec->opts[i];
 		if (o->default_value == NULL || o->type == ST_OPT_STRING_LIST)
 			continue;
-		fprintf(out, "%s  \"%s\": \"%s\"", shown ? ",\n" : "", o->name, o->default_value);
+		fprintf(out, "%s: %s\n", o->name, o->default_value);
 		shown++;
 	}
-	fprintf(out, "\n}\n```\n\n");
+	fprintf(out, "```\n\n");
+	fprintf(out,
+	        "`--check-config` checks the configuration without starting: the file and the "
+	        "flags, that the certificates, keys and CAs load and match, that every listen "
+	        "address is one of this host's, and the URLs. It prints what is wrong and exits 2, "
+	        "or exits 0.\n\n"
+	        "On SIGHUP the file is read again (the flags still override it). What a new file "
+	        "changes is applied when the option says *applied on SIGHUP*; any other change "
+	        "is logged as `needs a restart: NAME` and the running value stays. A file that "
+	        "does not load changes nothing (the error is logged).\n\n");
 	for (size_t i = 0; i < spec->num_opts; i++) {
 		const struct st_opt *o = &spec->opts[i];
 		fprintf(out, "## --%s\n\n%s\n\n", o->name, o->help);
@@ -288,6 +321,8 @@ void st_config_print_markdown(const struct st_config_spec *spec, FILE *out)
 		fprintf(out, "| default | %s |\n", o->default_value ? o->default_value : "(none)");
 		if (o->flags & ST_OPT_F_RELOAD)
 			fprintf(out, "| reload | re-read on SIGHUP |\n");
+		if (o->flags & ST_OPT_F_LIVE)
+			fprintf(out, "| SIGHUP | a new value is applied |\n");
 		fprintf(out, "| since | %s |\n\n", o->since ? o->since : "0.1");
 		if (o->example)
 			fprintf(out, "Example: `%s`\n\n", o->example);
@@ -356,7 +391,84 @@ int st_config_act(const struct st_config_spec *spec, const void *cfg, enum st_co
 		st_config_print_json(spec, cfg, out);
 		break;
 	case ST_CONFIG_RUN:
+	case ST_CONFIG_CHECK: /* the daemon's own checks */
 		break;
 	}
 	return fflush(out) == 0 ? 0 : -EIO;
+}
+
+/* ---- SIGHUP --------------------------------------------------------------------------------- */
+
+/* The value of @o in @cfg as text for a log line (bounded; lists joined by commas). */
+static void value_text(const struct st_opt *o, const void *cfg, char *buf, size_t cap)
+{
+	const void *f = (const char *)cfg + o->offset;
+	buf[0] = '\0';
+	if (o->flags & ST_OPT_F_SECRET) {
+		snprintf(buf, cap, "<redacted>");
+		return;
+	}
+	switch (o->type) {
+	case ST_OPT_STRING:
+		snprintf(buf, cap, "\"%.200s\"", *(char *const *)f ? *(char *const *)f : "");
+		return;
+	case ST_OPT_U64:
+	case ST_OPT_DURATION_MS:
+	case ST_OPT_BYTES:
+		snprintf(buf, cap, "%llu%s", (unsigned long long)*(const uint64_t *)f,
+		         o->type == ST_OPT_DURATION_MS ? " ms" : "");
+		return;
+	case ST_OPT_BOOL:
+		snprintf(buf, cap, "%s", *(const bool *)f ? "true" : "false");
+		return;
+	case ST_OPT_ENUM:
+		snprintf(buf, cap, "%s", o->enum_names[*(const int *)f]);
+		return;
+	case ST_OPT_STRING_LIST: {
+		const struct st_strlist *l = f;
+		size_t n = 0;
+		for (size_t i = 0; i < l->n && n < cap; i++) {
+			int w = snprintf(buf + n, cap - n, "%s%s", i ? "," : "", l->v[i]);
+			if (w < 0)
+				break;
+			n += (size_t)w;
+		}
+		return;
+	}
+	}
+}
+
+struct reload_ctx {
+	void *running;
+	const void *fresh;
+	size_t applied;
+};
+
+static void on_changed(const struct st_opt *o, void *user)
+{
+	struct reload_ctx *r = user;
+	char was[256], now[256];
+	value_text(o, r->running, was, sizeof was);
+	value_text(o, r->fresh, now, sizeof now);
+	if (!(o->flags & ST_OPT_F_LIVE)) {
+		st_warn("configuration reloaded: needs a restart: %s (runs with %s, the file says "
+		        "%s)",
+		        o->name, was, now);
+		return;
+	}
+	if (st_config_copy_opt(o, r->running, r->fresh) < 0) {
+		st_err("configuration reloaded: %s not applied: out of memory", o->name);
+		return;
+	}
+	r->applied++;
+	st_info("configuration reloaded: %s %s (was %s)", o->name, now, was);
+}
+
+size_t st_config_apply_reload(const struct st_config_spec *spec, void *running, const void *fresh)
+{
+	struct reload_ctx r = {.running = running, .fresh = fresh};
+	size_t changed = st_config_diff(spec, running, fresh, on_changed, &r);
+	if (changed == 0)
+		st_info("configuration reloaded: nothing changed");
+	return r.applied;
 }

@@ -210,3 +210,19 @@ int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr,
 	info->iface = host[0] ? host : NULL;
 	return probe_listen(host, info->port);
 }
+
+int st_loop_check_listen(const char *addr, bool *port_free)
+{
+	struct lws_context_creation_info info;
+	char host[128];
+	memset(&info, 0, sizeof info);
+	*port_free = true;
+	int rc = st_loop_set_listen(&info, addr, host, sizeof host);
+	if (rc == -EINVAL)
+		return rc;
+	/* set_listen probed the real port: a failure there may only be a port in use. */
+	if ((rc = probe_listen(host, 0)) < 0)
+		return rc;
+	*port_free = probe_listen(host, info.port) == 0;
+	return 0;
+}

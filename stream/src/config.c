@@ -10,8 +10,12 @@
 
 #include <json-c/json.h>
 
+#include "config_int.h"
+
 const char *const st_log_level_names[] = {"error", "warn", "info", "debug", NULL};
 const char *const st_sandbox_mode_names[] = {"off", "log", "errno", "kill", NULL};
+const char *const st_log_format_names[] = {"text", "json", NULL};
+const char *const st_on_off_names[] = {"off", "on", NULL};
 
 static void msg(char *err, size_t err_len, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -271,7 +275,8 @@ static int json_value(const struct st_opt *o, void *cfg, struct json_object *v, 
 	switch (json_object_get_type(v)) {
 	case json_type_string:
 		if (o->type == ST_OPT_STRING_LIST) {
-			msg(err, err_len, "%s: \"%s\": expected an array of strings", src, o->name);
+			msg(err, err_len, "%s: key \"%s\": expected an array of strings", src,
+			    o->name);
 			return -EINVAL;
 		}
 		return set_value(o, cfg, json_object_get_string(v), err, err_len);
@@ -295,22 +300,22 @@ static int json_value(const struct st_opt *o, void *cfg, struct json_object *v, 
 		list_clear(l); /* the file replaces the default list */
 		size_t n = json_object_array_length(v);
 		if (n > ST_CONFIG_MAX_LIST) {
-			msg(err, err_len, "%s: \"%s\": more than %u values", src, o->name,
+			msg(err, err_len, "%s: key \"%s\": more than %u values", src, o->name,
 			    ST_CONFIG_MAX_LIST);
 			return -EINVAL;
 		}
 		for (size_t i = 0; i < n; i++) {
 			struct json_object *e = json_object_array_get_idx(v, i);
 			if (!json_object_is_type(e, json_type_string)) {
-				msg(err, err_len, "%s: \"%s\"[%zu]: expected a string", src,
+				msg(err, err_len, "%s: key \"%s\"[%zu]: expected a string", src,
 				    o->name, i);
 				return -EINVAL;
 			}
 			const char *s = json_object_get_string(e);
 			size_t sl = strlen(s);
 			if (sl > ST_CONFIG_MAX_VALUE_BYTES) {
-				msg(err, err_len, "%s: \"%s\"[%zu]: over %u bytes", src, o->name, i,
-				    ST_CONFIG_MAX_VALUE_BYTES);
+				msg(err, err_len, "%s: key \"%s\"[%zu]: over %u bytes", src,
+				    o->name, i, ST_CONFIG_MAX_VALUE_BYTES);
 				return -EINVAL;
 			}
 			int rc = list_append(l, s, sl);
@@ -322,7 +327,7 @@ static int json_value(const struct st_opt *o, void *cfg, struct json_object *v, 
 	default:
 		break;
 	}
-	msg(err, err_len, "%s: \"%s\": wrong type (%s)", src, o->name,
+	msg(err, err_len, "%s: key \"%s\": wrong type (%s)", src, o->name,
 	    json_type_to_name(json_object_get_type(v)));
 	return -EINVAL;
 }
@@ -377,6 +382,72 @@ static size_t duplicate_key(const char *json, size_t len, const char **key)
 	return 0;
 }
 
+/* The 1-based line of byte @at of @text. */
+static size_t line_at(const char *text, size_t at)
+{
+	size_t line = 1;
+	for (size_t i = 0; i < at; i++)
+		line += text[i] == '\n';
+	return line;
+}
+
+/* The line of the top-level key @key (as json-c gave it, compared with the text unescaped
+ * only for plain keys), or 0 when it cannot be found. Same shape trust as duplicate_key(). */
+static size_t json_key_line(const char *json, size_t len, const char *key)
+{
+	size_t klen = strlen(key);
+	int depth = 0;
+	bool expect_key = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = json[i];
+		if (c == '"') {
+			size_t start = ++i;
+			while (i < len && json[i] != '"')
+				i += json[i] == '\\' ? 2 : 1;
+			if (depth == 1 && expect_key && i <= len && i - start == klen &&
+			    memcmp(json + start, key, klen) == 0)
+				return line_at(json, start);
+			expect_key = false;
+		} else if (c == '{' || c == '[') {
+			depth++;
+			expect_key = c == '{' && depth == 1;
+		} else if (c == '}' || c == ']') {
+			depth--;
+		} else if (c == ',' && depth == 1) {
+			expect_key = true;
+		}
+	}
+	return 0;
+}
+
+/* "SOURCE:LINE" for messages (":LINE" left out when the key was not found). */
+static void where(char *buf, size_t cap, const char *source, const char *json, size_t len,
+                  const char *key)
+{
+	size_t line = json_key_line(json, len, key);
+	if (line)
+		snprintf(buf, cap, "%s:%zu", source, line);
+	else
+		snprintf(buf, cap, "%s", source);
+}
+
+/* apiVersion and kind in JSON: optional (files from before the version), right when given. */
+static int json_header(const struct st_config_spec *spec, const char *key, struct json_object *v,
+                       const char *at, char *err, size_t err_len)
+{
+	const char *want = strcmp(key, "kind") == 0 ? spec->kind : ST_CONFIG_API_VERSION;
+	if (!json_object_is_type(v, json_type_string)) {
+		msg(err, err_len, "%s: key \"%s\": expected a string", at, key);
+		return -EINVAL;
+	}
+	if (strcmp(json_object_get_string(v), want) != 0) {
+		msg(err, err_len, "%s: key \"%s\": \"%.64s\", expected \"%s\"", at, key,
+		    json_object_get_string(v), want);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int st_config_parse_json(const struct st_config_spec *spec, void *cfg, const char *json, size_t len,
                          const char *source, char *err, size_t err_len)
 {
@@ -419,31 +490,156 @@ int st_config_parse_json(const struct st_config_spec *spec, void *cfg, const cha
 		if (dup == NULL)
 			msg(err, err_len, "%s: not valid JSON (single quotes)", source);
 		else
-			msg(err, err_len, "%s: key \"%.*s\" appears more than once", source,
-			    (int)(dup_len > 64 ? 64 : dup_len), dup);
+			msg(err, err_len, "%s:%zu: key \"%.*s\" appears more than once", source,
+			    line_at(json, (size_t)(dup - json)), (int)(dup_len > 64 ? 64 : dup_len),
+			    dup);
 		return -EINVAL;
 	}
 	int rc = 0;
+	char at[320];
 	json_object_object_foreach(root, key, val)
 	{
+		where(at, sizeof at, source, json, len, key);
+		if (spec->kind && (strcmp(key, "apiVersion") == 0 || strcmp(key, "kind") == 0)) {
+			rc = json_header(spec, key, val, at, err, err_len);
+			if (rc < 0)
+				break;
+			continue;
+		}
 		const struct st_opt *o = find(spec, key, strlen(key));
 		if (o == NULL) {
-			msg(err, err_len, "%s: unknown key \"%.64s\"", source, key);
+			msg(err, err_len, "%s: unknown key \"%.64s\"", at, key);
 			rc = -EINVAL;
 			break;
 		}
-		rc = json_value(o, cfg, val, source, err, err_len);
+		rc = json_value(o, cfg, val, at, err, err_len);
 		if (rc < 0) {
-			/* Value errors are worded for flags: say which file they came from. */
+			/* Value errors are worded for flags: say which file, line and key. */
 			size_t sl = strlen(source);
 			if (err && err_len > sl + 2 && strncmp(err, source, sl) != 0) {
 				char tmp[512];
 				snprintf(tmp, sizeof tmp, "%s", err);
-				msg(err, err_len, "%s: %s", source, tmp);
+				msg(err, err_len, "%s: key \"%s\": %s", at, o->name, tmp);
 			}
 			break;
 		}
 	}
 	json_object_put(root);
 	return rc;
+}
+
+/* ---- for the other parsers (config_int.h) ----------------------------------------------- */
+
+const struct st_opt *st__config_find(const struct st_config_spec *spec, const char *name,
+                                     size_t len)
+{
+	return find(spec, name, len);
+}
+
+int st__config_set_value(const struct st_opt *o, void *cfg, const char *text, char *err,
+                         size_t err_len)
+{
+	return set_value(o, cfg, text, err, err_len);
+}
+
+int st__config_list_append(const struct st_opt *o, void *cfg, const char *p, size_t len)
+{
+	return list_append(field(o, cfg), p, len);
+}
+
+void st__config_list_clear(const struct st_opt *o, void *cfg)
+{
+	list_clear(field(o, cfg));
+}
+
+/* ---- comparing and copying (SIGHUP) ------------------------------------------------------ */
+
+static bool str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool opt_equal(const struct st_opt *o, const void *a, const void *b)
+{
+	const void *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
+	switch (o->type) {
+	case ST_OPT_STRING:
+		return str_eq(*(char *const *)fa, *(char *const *)fb);
+	case ST_OPT_BOOL:
+		return *(const bool *)fa == *(const bool *)fb;
+	case ST_OPT_ENUM:
+		return *(const int *)fa == *(const int *)fb;
+	case ST_OPT_U64:
+	case ST_OPT_DURATION_MS:
+	case ST_OPT_BYTES:
+		return *(const uint64_t *)fa == *(const uint64_t *)fb;
+	case ST_OPT_STRING_LIST: {
+		const struct st_strlist *la = fa, *lb = fb;
+		if (la->n != lb->n)
+			return false;
+		for (size_t i = 0; i < la->n; i++)
+			if (!str_eq(la->v[i], lb->v[i]))
+				return false;
+		return true;
+	}
+	}
+	return false;
+}
+
+size_t st_config_diff(const struct st_config_spec *spec, const void *a, const void *b,
+                      st_config_diff_cb cb, void *user)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < spec->num_opts; i++)
+		if (!opt_equal(&spec->opts[i], a, b)) {
+			n++;
+			if (cb)
+				cb(&spec->opts[i], user);
+		}
+	return n;
+}
+
+int st_config_copy_opt(const struct st_opt *o, void *dst, const void *src)
+{
+	void *fd = field(o, dst);
+	const void *fs = (const char *)src + o->offset;
+	switch (o->type) {
+	case ST_OPT_STRING: {
+		const char *s = *(char *const *)fs;
+		char *copy = NULL;
+		if (s) {
+			size_t n = strlen(s) + 1;
+			if ((copy = malloc(n)) == NULL)
+				return -ENOMEM;
+			memcpy(copy, s, n);
+		}
+		free(*(char **)fd);
+		*(char **)fd = copy;
+		return 0;
+	}
+	case ST_OPT_STRING_LIST: {
+		const struct st_strlist *ls = fs;
+		struct st_strlist l = {0};
+		for (size_t i = 0; i < ls->n; i++)
+			if (list_append(&l, ls->v[i], strlen(ls->v[i])) < 0) {
+				list_clear(&l);
+				return -ENOMEM;
+			}
+		list_clear(fd);
+		*(struct st_strlist *)fd = l;
+		return 0;
+	}
+	case ST_OPT_BOOL:
+		*(bool *)fd = *(const bool *)fs;
+		return 0;
+	case ST_OPT_ENUM:
+		*(int *)fd = *(const int *)fs;
+		return 0;
+	case ST_OPT_U64:
+	case ST_OPT_DURATION_MS:
+	case ST_OPT_BYTES:
+		*(uint64_t *)fd = *(const uint64_t *)fs;
+		return 0;
+	}
+	return -EINVAL;
 }

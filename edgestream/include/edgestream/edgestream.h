@@ -13,8 +13,8 @@
  *   - edgestream_service(): the host calls it in a loop of its own thread (each call waits at
  *     most the given time for events and handles them); edgestream_stop() makes it return 1.
  *
- * Thread rules: edgestream_stop(), edgestream_reload() and edgestream_get_stats() may be called
- * from any thread. Everything else from the thread that created the instance (or, for
+ * Thread rules: edgestream_stop(), edgestream_reload(), edgestream_reconfigure() and
+ * edgestream_get_stats() may be called from any thread. Everything else from the thread that created the instance (or, for
  * edgestream_service, the one thread that drives it). Callbacks run on the loop thread; they
  * must not call edgestream_free().
  *
@@ -45,10 +45,21 @@ int edgestream_config_new(struct edgestream_config **out);
  * append. 0, -ENOENT (no such option), -EINVAL (bad value; message in @err), -ENOMEM. */
 int edgestream_config_set(struct edgestream_config *cfg, const char *name, const char *value,
                           char *err, size_t errlen);
-/* edgestream_config_load_file() - apply a JSON file of options (lists are replaced). */
+/* edgestream_config_load_file() - apply a YAML (apiVersion cloudstream.io/v1alpha1, kind
+ * EdgeStreamConfig) or JSON file of options (lists are replaced); see FLAGS.md. 0 or a
+ * negative errno with the file, line and key in @err. */
 int edgestream_config_load_file(struct edgestream_config *cfg, const char *path, char *err,
                                 size_t errlen);
 void edgestream_config_free(struct edgestream_config *cfg);
+
+/*
+ * edgestream_config_check() - what edgestream_new() would check, without starting anything:
+ * the cloud and kubelet URLs, the certificate, key and CA files (readable, each key matching
+ * its certificate), the node identity, the local ports, and that admin-listen is an address
+ * of this host (its port may be in use: by a running instance, say). 0, or a negative errno
+ * with every problem found in @err ("; " between them).
+ */
+int edgestream_config_check(const struct edgestream_config *cfg, char *err, size_t errlen);
 
 struct edgestream_callbacks {
 	/* The tunnel is up; @extended: our extensions were agreed (else the base protocol of an
@@ -114,6 +125,15 @@ bool edgestream_stopped(const struct edgestream *es);
 
 /* edgestream_reload() - check the certificate files for changes now. Any thread; async. */
 void edgestream_reload(struct edgestream *es);
+
+/*
+ * edgestream_reconfigure() - apply a new configuration (copied; the caller keeps @cfg). Any
+ * thread; async, on the loop thread: options marked "applied on SIGHUP" in FLAGS.md take the
+ * new value (timeouts, the access log, the certificate check interval); any other that changed
+ * is logged as "needs a restart: NAME" and keeps its running value. The process-wide log level
+ * and format are the caller's (st_log_set_level). 0 or -ENOMEM (nothing changes).
+ */
+int edgestream_reconfigure(struct edgestream *es, const struct edgestream_config *cfg);
 
 /* edgestream_get_stats() - a snapshot of the counters. Any thread. */
 void edgestream_get_stats(struct edgestream *es, struct edgestream_stats *out);

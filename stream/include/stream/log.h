@@ -1,9 +1,13 @@
 /*
  * stream/log.h — logging for the daemons and the runtime glue (never used by stream_proto).
  *
- * One line per event: "<RFC3339 time> <level> [node=<n>] [stream=<id>] message". Lines go to stderr
- * (journald/kubelet pick them up), written with one write(2) so lines from different threads never
- * interleave. The level is process-wide.
+ * One line per event, in one of two formats (process-wide, st_log_set_format):
+ *   text: "<RFC3339 time> <level> [node=<n>] [stream=<id>] message"
+ *   json: {"time":"<RFC3339>","level":"<level>","node":"<n>","stream":<id>,"msg":"message"}
+ *         (node and stream only when the line has them; one object a line, valid JSON even
+ *         when the message was cut at the line's 1 KiB).
+ * Lines go to stderr (journald/kubelet pick them up), written with one write(2) so lines from
+ * different threads never interleave. The level and the format are process-wide.
  *
  * Thread-safety: every function here may be called from any thread.
  */
@@ -22,6 +26,15 @@ enum st_log_level {
 /* Set the process-wide level; messages above it are dropped cheaply. Default ST_LOG_INFO. */
 void st_log_set_level(enum st_log_level level);
 enum st_log_level st_log_get_level(void);
+
+enum st_log_format {
+	ST_LOG_FORMAT_TEXT = 0,
+	ST_LOG_FORMAT_JSON = 1,
+};
+
+/* Set the process-wide line format. Default ST_LOG_FORMAT_TEXT. */
+void st_log_set_format(enum st_log_format format);
+enum st_log_format st_log_get_format(void);
 
 /* Parse "error", "warn", "info" or "debug". Returns 0, or -EINVAL for anything else. */
 int st_log_level_parse(const char *name, enum st_log_level *out);

@@ -114,4 +114,14 @@ int st_loop_listen_port(struct lws_vhost *vhost);
 int st_loop_set_listen(struct lws_context_creation_info *info, const char *addr, char *host,
                        size_t cap);
 
+/*
+ * st_loop_check_listen() - for --check-config: is @addr ("host:port", "[v6]:port", ":port") an
+ * address of this host? Parsed as st_loop_set_listen() does, then bound on port 0 (so a running
+ * daemon holding the port does not make the check fail), then on its port. Returns 0 (sets
+ * *@port_free: false when that port is taken now, by the running daemon or another process;
+ * true also for an interface name, which is not probed), -EINVAL (not an address), or the
+ * port-0 bind's -errno (-EADDRNOTAVAIL: not one of this host's addresses).
+ */
+int st_loop_check_listen(const char *addr, bool *port_free);
+
 #endif /* STREAM_LOOP_H */
