@@ -13,10 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_LIST   32
-#define EXIT_USAGE 2
+#include "tool.h"
 
-static const char usage_text[] =
+#define MAX_LIST   32
+
+const char certs_tool_usage[] =
         "usage: stream-certs <command> [options]\n"
         "\n"
         "commands:\n"
@@ -35,13 +36,18 @@ static const char usage_text[] =
         "          exit 0 when FILE chains to CA, is valid now, allows the purpose and names NAME\n"
         "  quick   --out DIR [--node NAME]... [--dns a,b] [--ip a,b] [--days N] [--force]\n"
         "          every CA and certificate the tunnel needs (see certs/README.md for the list)\n"
+        "  token   --file FILE [--ttl 24h] [--uses 1] [--node NODE]\n"
+        "          a join token ([a-z0-9]{6}.[a-z0-9]{16}, printed once) added to cloudstream's\n"
+        "          --join-tokens FILE (0600; only its hash is kept); --ttl 1s..365d\n"
+        "  ca-hash CA.crt\n"
+        "          the CA's pin for edgestream --cloud-ca-hash: sha256:<hex of its public key>\n"
         "\n"
         "DIR/NAME writes DIR/NAME.crt and DIR/NAME.key. Existing files are kept unless --force.\n"
         "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
 static void usage(FILE *f)
 {
-	fputs(usage_text, f);
+	fputs(certs_tool_usage, f);
 }
 
 /* Options shared by all commands; each command uses what it needs. */
@@ -457,6 +463,10 @@ int main(int argc, char **argv)
 	}
 	struct opts o = {0};
 	const char *cmd = argv[1];
+	if (strcmp(cmd, "token") == 0)
+		return certs_tool_token(argc - 1, argv + 1);
+	if (strcmp(cmd, "ca-hash") == 0)
+		return certs_tool_ca_hash(argc - 1, argv + 1);
 	if (parse_opts(argc - 1, argv + 1, &o) < 0) {
 		usage(stderr);
 		return EXIT_USAGE;

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <openssl/evp.h>
 #include <openssl/x509.h>
 
 #define CERTS_MAX_ORGS       8
@@ -142,5 +143,76 @@ int certs_node_name_from_cn(const char *cn, enum certs_cn_mode mode, char *out, 
 
 /* certs_valid_node_name() - is @name a DNS-1123 subdomain? */
 bool certs_valid_node_name(const char *name, size_t len);
+
+/* ---- keys born on the node, signing requests, CA pins (bootstrap and rotation) --------------- */
+
+#define CERTS_MAX_CSR_BYTES  8192u  /* a PEM CSR we sign: EC or RSA-4096, a few names */
+#define CERTS_MAX_CERT_BYTES 16384u /* a PEM certificate we hand out */
+#define CERTS_PIN_TEXT_BYTES 72u    /* "sha256:" + 64 hex + NUL */
+
+/*
+ * certs_csr_new() - a fresh EC P-256 key (*@key_out, the caller's: EVP_PKEY_free; it never
+ * leaves memory unless the caller writes it with certs_write_key) and a PKCS#10 request for it,
+ * subject CN=@cn and O=@orgs, no extensions, signed with that key (proof of possession), as PEM
+ * into @csr (@cap bytes; *@csr_len without the NUL). Returns 0, -EINVAL (no CN, too many O),
+ * -EMSGSIZE (@cap too small), -EPROTO (OpenSSL).
+ */
+int certs_csr_new(EVP_PKEY **key_out, const char *cn, const char *const *orgs, size_t num_orgs,
+                  char *csr, size_t cap, size_t *csr_len, char *err, size_t errlen);
+
+/* certs_write_key() - @key as PEM to @path, 0600 from creation, atomically (replaces the
+ * file); the PEM bytes are wiped from memory afterwards. 0 or -errno/-EPROTO. */
+int certs_write_key(const char *path, EVP_PKEY *key, char *err, size_t errlen);
+
+/* certs_write_file() - @len bytes to @path with @mode (0644 for certificates), atomically
+ * (temporary file, fsync, rename), replacing it. 0 or -errno. */
+int certs_write_file(const char *path, const void *data, size_t len, unsigned mode);
+
+/* What a signing request asks for, read by certs_csr_read(). */
+struct certs_csr_info {
+	char cn[CERTS_MAX_NAME_BYTES + 1];
+	char orgs[CERTS_MAX_ORGS][CERTS_MAX_NAME_BYTES + 1];
+	size_t num_orgs;
+	bool has_extensions; /* it asks for extensions (SANs, usages): we never grant them */
+	int key_bits;        /* of its public key */
+};
+
+/*
+ * certs_csr_read() - parse @len bytes holding exactly one PEM "CERTIFICATE REQUEST" (nothing
+ * else but whitespace), check its signature with its own key (the requester holds the key),
+ * and copy out its subject. Pure (no I/O; treats the bytes as hostile). Returns 0; -EMSGSIZE
+ * over CERTS_MAX_CSR_BYTES or a name over the limits; -EBADMSG not one PEM CSR, a bad
+ * signature, a subject that is not clean strings (two CNs, a NUL), or a weak key (EC under
+ * 256 bits, RSA under 2048).
+ */
+int certs_csr_read(const char *pem, size_t len, struct certs_csr_info *out);
+
+/*
+ * certs_sign_csr() - a client certificate (extendedKeyUsage clientAuth, keyUsage
+ * digitalSignature, CA:FALSE, a random 128-bit serial) for the public key of the PEM request
+ * @csr (checked by certs_csr_read first), with the subject CN=@cn, O=@orgs chosen by the
+ * caller (never copied from the request) and no SANs, valid @lifetime_s seconds from now
+ * (backdated by a tenth of the lifetime, at most 5 minutes, for clock skew), signed by the CA
+ * in @ca_cert_path/@ca_key_path. PEM into @out (@cap, *@out_len). Returns 0, -EINVAL (bad
+ * arguments, a CA key that is not the CA's), -EBADMSG (the request), -EMSGSIZE, -errno for the
+ * CA files, -EPROTO.
+ */
+int certs_sign_csr(const char *ca_cert_path, const char *ca_key_path, const char *csr,
+                   size_t csr_len, const char *cn, const char *const *orgs, size_t num_orgs,
+                   long lifetime_s, char *out, size_t cap, size_t *out_len, char *err,
+                   size_t errlen);
+
+/*
+ * certs_spki_pin() - the pin of @x the way kubeadm's --discovery-token-ca-cert-hash writes it:
+ * "sha256:" and the lower-case hex SHA-256 of its DER SubjectPublicKeyInfo, into @out
+ * (>= CERTS_PIN_TEXT_BYTES). Returns 0, -EMSGSIZE, -EPROTO.
+ */
+int certs_spki_pin(X509 *x, char *out, size_t cap);
+
+/* certs_pin_valid() - is @pin "sha256:" followed by 64 hex digits (any case)? */
+bool certs_pin_valid(const char *pin);
+
+/* certs_pin_equal() - do two pins name the same hash (hex case ignored)? */
+bool certs_pin_equal(const char *a, const char *b);
 
 #endif /* CERTS_CERTS_H */
