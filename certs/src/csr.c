@@ -128,7 +128,8 @@ static X509_REQ *read_one_csr(const char *pem, size_t len)
 	int n;
 	while (req && (n = BIO_read(b, rest, sizeof rest)) > 0)
 		for (int i = 0; i < n; i++)
-			if (rest[i] != '\n' && rest[i] != '\r' && rest[i] != ' ' && rest[i] != '\t') {
+			if (rest[i] != '\n' && rest[i] != '\r' && rest[i] != ' ' &&
+			    rest[i] != '\t') {
 				X509_REQ_free(req);
 				req = NULL;
 				break;
@@ -173,7 +174,8 @@ static int csr_info(X509_REQ *req, struct certs_csr_info *out)
 	out->key_bits = EVP_PKEY_get_bits(pk);
 	int id = EVP_PKEY_get_base_id(pk);
 	if ((id == EVP_PKEY_EC && out->key_bits < 256) ||
-	    (id == EVP_PKEY_RSA && out->key_bits < 2048) || (id != EVP_PKEY_EC && id != EVP_PKEY_RSA))
+	    (id == EVP_PKEY_RSA && out->key_bits < 2048) ||
+	    (id != EVP_PKEY_EC && id != EVP_PKEY_RSA))
 		return -EBADMSG;
 	X509_NAME *name = X509_REQ_get_subject_name(req);
 	int cns = 0;
@@ -275,8 +277,9 @@ int certs_sign_csr(const char *ca_cert_path, const char *ca_key_path, const char
 	if (cn == NULL || *cn == '\0' || num_orgs > CERTS_MAX_ORGS || lifetime_s < 1 ||
 	    lifetime_s > MAX_LIFETIME_SECONDS) {
 		if (err && errlen)
-			snprintf(err, errlen, "signing needs a CN, at most %d O values and a "
-			                      "lifetime of 1 s to 10 years",
+			snprintf(err, errlen,
+			         "signing needs a CN, at most %d O values and a "
+			         "lifetime of 1 s to 10 years",
 			         CERTS_MAX_ORGS);
 		return -EINVAL;
 	}
@@ -296,8 +299,8 @@ int certs_sign_csr(const char *ca_cert_path, const char *ca_key_path, const char
 	if ((rc = load_ca(ca_cert_path, ca_key_path, &ca, &ca_key, err, errlen)) < 0)
 		goto out;
 	rc = -EPROTO;
-	long backdate = lifetime_s / 10 < MAX_BACKDATE_SECONDS ? lifetime_s / 10
-	                                                       : MAX_BACKDATE_SECONDS;
+	long backdate =
+	        lifetime_s / 10 < MAX_BACKDATE_SECONDS ? lifetime_s / 10 : MAX_BACKDATE_SECONDS;
 	x = X509_new();
 	b = BIO_new(BIO_s_mem());
 	if (x == NULL || b == NULL || X509_set_version(x, 2) != 1 || random_serial(x) < 0 ||

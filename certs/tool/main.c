@@ -15,7 +15,7 @@
 
 #include "tool.h"
 
-#define MAX_LIST   32
+#define MAX_LIST 32
 
 const char certs_tool_usage[] =
         "usage: stream-certs <command> [options]\n"

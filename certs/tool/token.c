@@ -104,7 +104,8 @@ int certs_tool_token(int argc, char **argv)
 			break;
 		case 't':
 			if (parse_ttl(optarg, &ttl) < 0) {
-				fprintf(stderr, "stream-certs token: --ttl: 1s..365d (90s, 15m, 24h, 7d)\n");
+				fprintf(stderr, "stream-certs token: --ttl: 1s..365d (90s, 15m, "
+				                "24h, 7d)\n");
 				return EXIT_USAGE;
 			}
 			break;

@@ -128,21 +128,13 @@ static void admit_ips(struct lws *wsi, struct cs_server *srv, struct cs_admissio
 	}
 }
 
-void cs__tunnel_admit(struct lws *wsi, struct cs_server *srv, struct cs_admission *a)
+void cs__tunnel_admit_cert(struct lws *wsi, struct cs_server *srv, struct cs_admission *a)
 {
-	memset(a, 0, sizeof *a);
-	char path[128];
-	if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
-		path[0] = '\0';
-	if (strcmp(path, CS_TUNNEL_PATH) != 0 && strcmp(path, CS_TUNNEL_PATH "/") != 0) {
-		REFUSE(a, 404, CS_REFUSE_PATH, "no tunnel at this path; edges dial %s",
-		       CS_TUNNEL_PATH);
-		return;
-	}
 	SSL *ssl = lws_get_ssl(wsi);
 	X509 *x = ssl ? SSL_get_peer_certificate(ssl) : NULL;
 	if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
-		/* lws already requires a verified certificate; this is the second check. */
+		/* lws requires a verified certificate unless --join-tokens made it optional:
+		 * here it is required either way. */
 		X509_free(x);
 		REFUSE(a, 403, CS_REFUSE_CERT,
 		       "a client certificate from the tunnel CA is required");
@@ -176,6 +168,22 @@ void cs__tunnel_admit(struct lws *wsi, struct cs_server *srv, struct cs_admissio
 		       a->node);
 		return;
 	}
+}
+
+void cs__tunnel_admit(struct lws *wsi, struct cs_server *srv, struct cs_admission *a)
+{
+	memset(a, 0, sizeof *a);
+	char path[128];
+	if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
+		path[0] = '\0';
+	if (strcmp(path, CS_TUNNEL_PATH) != 0 && strcmp(path, CS_TUNNEL_PATH "/") != 0) {
+		REFUSE(a, 404, CS_REFUSE_PATH, "no tunnel at this path; edges dial %s",
+		       CS_TUNNEL_PATH);
+		return;
+	}
+	cs__tunnel_admit_cert(wsi, srv, a);
+	if (a->status != 0)
+		return;
 	admit_name_override(wsi, a);
 	if (a->status == 0)
 		admit_ips(wsi, srv, a);

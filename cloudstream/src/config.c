@@ -107,6 +107,50 @@ static const struct st_opt options[] = {
                  "is read only when it changed, so a ConfigMap update applies without a "
                  "SIGHUP).",
          .since = "0.2"},
+        {.name = "join-tokens",
+         .type = ST_OPT_STRING,
+         .offset = OFF(join_tokens),
+         .value_name = "FILE",
+         .help = "Join tokens (written by `stream-certs token`): an edge with no certificate "
+                 "yet presents one with a signing request for a key it generated itself, "
+                 "POST /v1/cloudstream/join on the tunnel port, and gets a certificate from "
+                 "--signer-cert. The file is read on a worker at every join (so it is live); "
+                 "each token has an expiry, a use count (counted in memory: a restart "
+                 "forgets uses) and optionally the one node it may join as. Setting it makes "
+                 "client certificates optional in the tunnel port's handshake (one that is "
+                 "sent must still verify); a websocket upgrade without one is refused (403). "
+                 "Needs --signer-cert and --signer-key.",
+         .example = "--join-tokens /etc/cloudstream/join-tokens",
+         .since = "0.3"},
+        {.name = "signer-cert",
+         .type = ST_OPT_STRING,
+         .offset = OFF(signer_cert),
+         .value_name = "FILE",
+         .help = "The CA certificate that signs edge certificates (joins and renewals); it "
+                 "must be in --tunnel-ca. Read at every signing, on a worker: replacing the "
+                 "file rotates the signing CA without a restart.",
+         .example = "--signer-cert /etc/cloudstream/pki/tunnel-ca.crt",
+         .since = "0.3"},
+        {.name = "signer-key",
+         .type = ST_OPT_STRING,
+         .offset = OFF(signer_key),
+         .value_name = "FILE",
+         .help = "The private key of --signer-cert. With both set, an edge may renew its "
+                 "certificate before it expires (POST /v1/cloudstream/renew on the tunnel port, "
+                 "proving itself with its current certificate; no token).",
+         .example = "--signer-key /etc/cloudstream/pki/tunnel-ca.key",
+         .since = "0.3"},
+        {.name = "signed-cert-lifetime",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(signed_cert_lifetime_ms),
+         .default_value = "8760h",
+         .min = 10000,
+         .max = 315360000000ull,
+         .value_name = "DURATION",
+         .help = "Lifetime of the certificates cloudstream signs (joins and renewals); edges "
+                 "renew at two thirds of it. Down to 10s for tests.",
+         .example = "--signed-cert-lifetime 720h",
+         .since = "0.3"},
         {.name = "node-watch",
          .type = ST_OPT_BOOL,
          .offset = OFF(node_watch),

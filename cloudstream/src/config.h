@@ -39,6 +39,10 @@ struct cs_config {
 	char *deny_list; /* revoked serials and node names (denylist.h), reloaded on SIGHUP */
 	bool node_watch; /* a deleted Node closes its tunnel (nodewatch.c) */
 	uint64_t deny_list_check_interval_ms; /* the file is re-read when it changed */
+	/* bootstrap and rotation (join_srv.c) */
+	char *join_tokens; /* join tokens (join.h); set: edges without a cert may join */
+	char *signer_cert, *signer_key;   /* the CA that signs edge certificates; set: signing on */
+	uint64_t signed_cert_lifetime_ms; /* lifetime of the certificates we sign */
 	/* stream server */
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;

@@ -88,6 +88,7 @@ struct cs_server {
 	struct cs_identity *ident;      /* the deny list, Node answers (identity.c) */
 	struct cs_nodewatch *nodewatch; /* --node-watch (nodewatch.c) */
 	struct cs_servecert *sc;        /* --serving-certs (servecert.h); NULL: off */
+	struct cs_join *join;           /* joins and renewals, when signing is on (join_srv.c) */
 	struct st_admin_ops admin_ops;
 	uint8_t *tx;   /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */

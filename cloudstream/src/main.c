@@ -26,6 +26,7 @@
 #include <stream/sandbox.h>
 #include <stream/workq.h>
 
+#include "join_srv.h"
 #include "listen.h"
 #include "servecert.h"
 
@@ -497,7 +498,7 @@ int main(int argc, char **argv)
 	}
 	if (cs_authz_start(&srv) < 0) /* the stream port's secure default, CA warnings */
 		goto out_config;
-	if (cs_identity_new(&srv) < 0 || cs_servecert_new(&srv) < 0)
+	if (cs_identity_new(&srv) < 0 || cs_servecert_new(&srv) < 0 || cs_join_new(&srv) < 0)
 		goto out_config;
 
 	struct lws_context_creation_info info;
@@ -518,6 +519,7 @@ int main(int argc, char **argv)
 	cs_admin_ops_init(&srv.admin_ops, &srv);
 	if (create_vhosts(&srv) < 0)
 		goto out_ctx;
+	cs_join_optional_client_certs(&srv, srv.ssl_ctx[0]); /* --join-tokens: edges with none */
 	exit_code = 1; /* configured: what fails from here is the machine's, not the operator's */
 	/* Liveness is ours, not lws's validity policy: that one counts only PONGs, never reads
 	 * them while a tunnel is paused, and re-sorts a timer per tunnel (stream/liveness.h). */
@@ -567,6 +569,7 @@ out_ctx:
 	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:
+	cs_join_free(&srv);
 	cs_identity_free(&srv);
 	cs_servecert_free(&srv);
 	cs_registry_free(srv.reg);

@@ -10,6 +10,7 @@
  * carry, and for whom, is tunnel_stream.c's (stream endpoints, tunnel.h). Loop thread only.
  */
 #include "tunnel_int.h"
+#include "join_srv.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -366,6 +367,13 @@ static int tunnel_writeable(struct cs_tunnel *t)
 	return 0;
 }
 
+/* The per-connection data lws keeps for us on the tunnel port: a tunnel once the upgrade is
+ * done, or a join/renewal request on a plain HTTPS request (join_srv.h). */
+struct cs_tunnel_pss {
+	struct cs_tunnel *t;
+	struct cs_join_req *join;
+};
+
 static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                      size_t len)
 {
@@ -380,11 +388,15 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	}
 	struct cs_server *srv = server_of(wsi);
 	cs_listener_note(srv, wsi, (int)reason); /* the handshake gate (listen.h) */
-	struct cs_tunnel **slot = user;
+	struct cs_tunnel_pss *pss = user;
+	struct cs_tunnel **slot = pss ? &pss->t : NULL;
 	struct cs_admission a;
 	switch (reason) {
-	case LWS_CALLBACK_HTTP:
-		/* Not an upgrade: this port only serves the tunnel websocket. */
+	case LWS_CALLBACK_HTTP: {
+		/* Not an upgrade: a join, renewal or CA request (join_srv.c), or refused. */
+		int j = cs_join_http(wsi, srv, &pss->join, in);
+		if (j != 0)
+			return j < 0 ? -1 : 0;
 		memset(&a, 0, sizeof a);
 		a.status = 400;
 		a.reason = CS_REFUSE_PATH;
@@ -393,6 +405,20 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		         CS_TUNNEL_PATH);
 		cs__tunnel_refuse(wsi, srv, &a);
 		return -1;
+	}
+	case LWS_CALLBACK_HTTP_BODY:
+		return pss->join ? cs_join_body(pss->join, in, len) : -1;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		return pss->join ? cs_join_body_done(pss->join) : -1;
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		return pss->join ? cs_join_writeable(pss->join) : -1;
+	case LWS_CALLBACK_CLOSED_HTTP:
+	case LWS_CALLBACK_WSI_DESTROY:
+		if (pss && pss->join) {
+			cs_join_closed(pss->join);
+			pss->join = NULL;
+		}
+		return 0;
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		if (strcmp((const char *)in, "websocket") != 0)
 			return -1;
@@ -446,7 +472,7 @@ const struct lws_protocols cs_tunnel_protocols[2] = {
         {
                 .name = "kubeedge-tunnel",
                 .callback = cb_tunnel,
-                .per_session_data_size = sizeof(struct cs_tunnel *),
+                .per_session_data_size = sizeof(struct cs_tunnel_pss),
                 .rx_buffer_size = 16384, /* see README: per-tunnel memory vs. relay speed */
                 .tx_packet_size = 65536,
         },

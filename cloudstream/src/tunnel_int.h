@@ -1,8 +1,9 @@
 /*
  * cloudstream/src/tunnel_int.h — the tunnel module's own view of a tunnel, shared by tunnel.c
  * (the edge's websocket: admission, reassembly, session I/O, liveness) and tunnel_stream.c
- * (streams for endpoints, budgets, pausing). Nothing outside those two files includes it: the
- * rest of cloudstream sees struct cs_tunnel as opaque (tunnel.h).
+ * (streams for endpoints, budgets, pausing), with admission.c and join_srv.c (which judges a
+ * renewal's certificate as admission does). The rest of cloudstream sees struct cs_tunnel as
+ * opaque (tunnel.h).
  *
  * Loop thread only.
  */
@@ -65,6 +66,9 @@ struct cs_admission {
 
 /* admission.c: judge the upgrade on @wsi into @a (status 0: admitted). */
 void cs__tunnel_admit(struct lws *wsi, struct cs_server *srv, struct cs_admission *a);
+/* admission.c: the client certificate alone (verified, names a node, not denied, Node not
+ * deleted) into @a: what a renewal (join_srv.c) needs too. Needs a zeroed @a. */
+void cs__tunnel_admit_cert(struct lws *wsi, struct cs_server *srv, struct cs_admission *a);
 /* admission.c: refuse the upgrade with @a's status and reason (logged, counted). Returns what
  * LWS_CALLBACK_HTTP_CONFIRM_UPGRADE returns. */
 int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_admission *a);

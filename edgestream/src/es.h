@@ -67,6 +67,12 @@ struct edgestream {
 	        *certs;           /* the tunnel certificate files (reload.c, stream/certreload.h) */
 	bool certs_log_unchanged; /* the check under way was asked for: say if nothing changed */
 	lws_sorted_usec_list_t sul_certs;
+	/* --rotate-certificate (join.c) */
+	lws_sorted_usec_list_t sul_rotate;
+	bool renewing;           /* a renewal job runs */
+	bool renew_swap_pending; /* its files are written; the next swap plans the next renewal */
+	uint64_t cert_renewals, cert_renewal_failures;
+	bool curl_global; /* curl_global_init for joins and renewals (cleaned up at free) */
 	struct st_heap_trimmer heap_trimmer; /* free pages back to the kernel after bursts */
 	bool ready_written;
 	/* backends (backend.h) */
@@ -128,5 +134,11 @@ void es_certs_stop(struct edgestream *es);
 /* The certificate's expiry for /metrics (edgestream_certificate_expiry_seconds). */
 struct st_text;
 void es_certs_render_metrics(struct edgestream *es, struct st_text *t);
+
+/* join.c: --join-token at start (blocking: before the loop), and --rotate-certificate. */
+int es_join_bootstrap(struct edgestream *es, char *err, size_t errlen);
+/* Schedule the next renewal at two thirds of the current certificate's lifetime (loop). */
+void es_rotate_plan(struct edgestream *es);
+void es_rotate_stop(struct edgestream *es);
 
 #endif /* EDGESTREAM_ES_H */

@@ -57,6 +57,65 @@ static const struct st_opt options[] = {
          .help = "CA that signed the cloud's tunnel certificate.",
          .flags = ST_OPT_F_RELOAD,
          .since = "0.1"},
+        {.name = "join-token",
+         .type = ST_OPT_STRING,
+         .offset = OFF(join_token),
+         .value_name = "TOKEN",
+         .help = "A join token from `stream-certs token` ([a-z0-9]{6}.[a-z0-9]{16}): when "
+                 "--tunnel-cert and --tunnel-key do not hold a usable pair at start, edgestream "
+                 "generates a key here (written 0600 to --tunnel-key; it never leaves the "
+                 "node), fetches the cloud's CA without trusting it, checks it against "
+                 "--cloud-ca-hash, sends a signing request with the token to cloudstream "
+                 "(HTTPS to --join-url, verified with the pinned CA) and writes the "
+                 "certificate to --tunnel-cert and the cloud's CA bundle to --tunnel-ca. Needs "
+                 "--node-name and --cloud-ca-hash. A refusal (reused, expired, another node's "
+                 "or unknown token) stops the start with cloudstream's reason.",
+         .example = "--join-token abcdef.0123456789abcdef",
+         .flags = ST_OPT_F_SECRET,
+         .since = "0.3"},
+        {.name = "cloud-ca-hash",
+         .type = ST_OPT_STRING,
+         .offset = OFF(cloud_ca_hash),
+         .value_name = "sha256:HEX",
+         .help = "The cloud's CA as `stream-certs ca-hash` prints it (kubeadm's "
+                 "--discovery-token-ca-cert-hash form: SHA-256 of the CA's "
+                 "SubjectPublicKeyInfo). A join refuses a cloud whose CA bundle has no such "
+                 "certificate, or whose server certificate does not chain to it.",
+         .example = "--cloud-ca-hash "
+                    "sha256:5fa6baf9ab7590f12a54f85d38cdaed07c2c0520429e70e10e496c76105ad8a8",
+         .since = "0.3"},
+        {.name = "join-url",
+         .type = ST_OPT_STRING,
+         .offset = OFF(join_url),
+         .value_name = "URL",
+         .help = "Where joins and renewals go: https://HOST:PORT of cloudstream's tunnel port. "
+                 "Default: the host and port of --cloud-url.",
+         .since = "0.3"},
+        {.name = "rotate-certificate",
+         .type = ST_OPT_BOOL,
+         .offset = OFF(rotate_certificate),
+         .default_value = "false",
+         .value_name = "BOOL",
+         .help = "Renew --tunnel-cert at two thirds of its lifetime: a new key is generated "
+                 "here, its signing request is sent with the current certificate (mTLS, no "
+                 "token) to cloudstream, and the new key, certificate and CA bundle are written "
+                 "and swapped into the tunnel's TLS context (the tunnel and its streams stay "
+                 "up; the next handshake uses them). A failed renewal is retried. Needs a "
+                 "cloudstream with --signer-cert and --signer-key.",
+         .since = "0.3"},
+        {.name = "kubelet-rotating-cert",
+         .type = ST_OPT_STRING,
+         .offset = OFF(kubelet_rotating_cert),
+         .value_name = "FILE",
+         .help = "Use the kubelet's own rotating client certificate for the tunnel: one PEM "
+                 "file holding the certificate and its key (system:node:<name>), usually the "
+                 "symlink /var/lib/kubelet/pki/kubelet-client-current.pem that the kubelet "
+                 "replaces when it rotates. Replaces --tunnel-cert and --tunnel-key; re-read "
+                 "when the link or file changes (--cert-check-interval). cloudstream's "
+                 "--tunnel-ca must then hold the cluster's CA.",
+         .example = "--kubelet-rotating-cert /var/lib/kubelet/pki/kubelet-client-current.pem",
+         .flags = ST_OPT_F_RELOAD,
+         .since = "0.3"},
         {.name = "node-name",
          .type = ST_OPT_STRING,
          .offset = OFF(node_name),

@@ -27,6 +27,12 @@ struct es_config {
 	uint64_t ping_interval_ms, dead_peer_timeout_ms, connect_timeout_ms;
 	uint64_t backoff_initial_ms, backoff_max_ms, backoff_reset_ms;
 	uint64_t cert_check_interval_ms;
+	/* bootstrap and rotation (join.c) */
+	char *join_token;            /* a bootstrap token: obtain --tunnel-cert from the cloud */
+	char *cloud_ca_hash;         /* sha256:<hex>: the cloud's CA, pinned by its public key */
+	char *join_url;              /* https://host:port; default from --cloud-url */
+	bool rotate_certificate;     /* renew --tunnel-cert at 2/3 of its lifetime */
+	char *kubelet_rotating_cert; /* cert and key in one file (the kubelet's) for the tunnel */
 	/* backends */
 	char *kubelet_url; /* https://127.0.0.1:10250, or "" for none */
 	char *kubelet_server_name;

@@ -245,6 +245,56 @@ static int identity(struct edgestream *es, char *err, size_t errlen)
 	return 0;
 }
 
+static bool set_default(const struct es_config *c, const char *name, const char *value)
+{
+	(void)c;
+	const struct st_opt *o = NULL;
+	for (size_t i = 0; i < es_config_spec.num_opts; i++)
+		if (strcmp(es_config_spec.opts[i].name, name) == 0)
+			o = &es_config_spec.opts[i];
+	return o && o->default_value && value && strcmp(o->default_value, value) == 0;
+}
+
+/* Where the tunnel's certificate comes from: the kubelet's rotating file, a join at start
+ * (--join-token, when the files do not hold a usable pair yet), or the files as given. */
+static int tunnel_credentials(struct edgestream *es, char *err, size_t errlen)
+{
+	struct es_config *c = &es->cfg;
+	const char *krc = c->kubelet_rotating_cert;
+	bool join = c->join_token && c->join_token[0];
+	if (krc && krc[0]) {
+		if (join || c->rotate_certificate ||
+		    !set_default(c, "tunnel-cert", c->tunnel_cert) ||
+		    !set_default(c, "tunnel-key", c->tunnel_key)) {
+			snprintf(err, errlen,
+			         "kubelet-rotating-cert replaces --tunnel-cert and --tunnel-key, "
+			         "and "
+			         "the kubelet rotates it: not with --join-token or "
+			         "--rotate-certificate");
+			return -EINVAL;
+		}
+		char *a = strdup(krc), *b = strdup(krc);
+		if (a == NULL || b == NULL) {
+			free(a);
+			free(b);
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		free(c->tunnel_cert);
+		free(c->tunnel_key);
+		c->tunnel_cert = a; /* the certificate's PEM block and the key's, in one file */
+		c->tunnel_key = b;
+		return 0;
+	}
+	if ((join || c->rotate_certificate) && !es->curl_global)
+		es->curl_global =
+		        curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; /* no thread yet */
+	if (!join || certs_check_pair(c->tunnel_cert, c->tunnel_key, err, errlen) == 0)
+		return 0; /* joined before: the token is not needed (and may be spent) */
+	err[0] = '\0';
+	return es_join_bootstrap(es, err, errlen);
+}
+
 static int check_config(struct edgestream *es, char *err, size_t errlen)
 {
 	struct es_config *c = &es->cfg;
@@ -262,7 +312,10 @@ static int check_config(struct edgestream *es, char *err, size_t errlen)
 	snprintf(es->cloud_name, sizeof es->cloud_name, "%s",
 	         c->cloud_server_name && c->cloud_server_name[0] ? c->cloud_server_name
 	                                                         : es->cloud_host);
-	int rc = certs_check_pair(c->tunnel_cert, c->tunnel_key, err, errlen);
+	int rc = tunnel_credentials(es, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = certs_check_pair(c->tunnel_cert, c->tunnel_key, err, errlen);
 	if (rc < 0 || (rc = certs_check_cert(c->tunnel_ca, err, errlen)) < 0)
 		return rc;
 	if ((rc = identity(es, err, errlen)) < 0)
@@ -586,6 +639,8 @@ void edgestream_free(struct edgestream *es)
 	st_config_cleanup(&es_config_spec, &es->cfg);
 	pthread_mutex_destroy(&es->stats_lock);
 	if (es->cri_enabled)
+		curl_global_cleanup();
+	if (es->curl_global)
 		curl_global_cleanup();
 	free(es);
 }

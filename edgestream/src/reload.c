@@ -22,8 +22,10 @@ static void on_certs_reloaded(int rc, const char *reason, void *user)
 	es->certs_log_unchanged = false;
 	if (rc == 0) {
 		es->m.cert_reloads++;
+		es->renew_swap_pending = false;
 		st_info("reloaded the tunnel certificate, key and CA (used from the next "
 		        "handshake)");
+		es_rotate_plan(es); /* --rotate-certificate: from the new validity */
 	} else if (rc == 1) {
 		if (log_unchanged)
 			st_info("certificate files unchanged");
@@ -70,6 +72,7 @@ int es_certs_start(struct edgestream *es)
 		st_certreload_set_ctx(es->certs, 0, es->tunnel_ctx);
 	lws_sul_schedule(es->ctx, 0, &es->sul_certs, on_certs_timer,
 	                 (lws_usec_t)es->cfg.cert_check_interval_ms * LWS_US_PER_MS);
+	es_rotate_plan(es);
 	return 0;
 }
 
@@ -91,10 +94,17 @@ void es_certs_render_metrics(struct edgestream *es, struct st_text *t)
 	if (es->certs && st_certreload_validity(es->certs, 0, &nb, &na) == 0)
 		st_text_put(t, "edgestream_certificate_expiry_seconds{cert=\"tunnel\"} %lld\n",
 		            (long long)na);
+	st_text_metric(t, "edgestream_certificate_renewals_total", "counter",
+	               "--rotate-certificate: renewals by result (ok: new files written).");
+	st_text_put(t, "edgestream_certificate_renewals_total{result=\"ok\"} %llu\n",
+	            (unsigned long long)es->cert_renewals);
+	st_text_put(t, "edgestream_certificate_renewals_total{result=\"failed\"} %llu\n",
+	            (unsigned long long)es->cert_renewal_failures);
 }
 
 void es_certs_stop(struct edgestream *es)
 {
+	es_rotate_stop(es);
 	lws_sul_cancel(&es->sul_certs);
 	st_certreload_free(es->certs);
 	es->certs = NULL;
