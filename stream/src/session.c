@@ -44,6 +44,11 @@ struct stream {
 	char *close_reason; /* NULL: none; allocated at its length when a stream ends with one,
 	                     * not held inline by every stream (most end without) */
 	bool blocked;       /* a write came up short: on_writable when there is room */
+	/* With ST_CAP_OPENED, on a TCP_CONNECT stream (PROTOCOL.md §5.4, "opening"): */
+	bool tcp;            /* a TCP_CONNECT stream */
+	bool await_opened;   /* cloud: the edge's OPENED has not come; its DATA would break */
+	bool opened_due;     /* edge: OPENED not queued yet; our DATA waits behind it */
+	bool opened_pending; /* edge: OPENED queued, to be packed before any DATA */
 	/* Base protocol: the peer's REMOVE came; ours (close_pending) answers it, and the caller
 	 * was told (on_close), so user is NULL and nothing but that REMOVE is sent. */
 	bool peer_removed;
@@ -311,7 +316,7 @@ static void stream_free(struct st_session *s, struct stream *st)
 
 static bool may_send_data(const struct st_session *s, const struct stream *st)
 {
-	if (st_buf_len(&st->out) == 0)
+	if (st_buf_len(&st->out) == 0 || st->opened_due || st->opened_pending)
 		return false;
 	return !has_cap(s, ST_CAP_FLOW) || st->win.send_credit > 0;
 }
@@ -342,10 +347,12 @@ static bool writer_to_wake(const struct st_session *s, const struct stream *st)
 
 static bool has_work(const struct st_session *s, const struct stream *st)
 {
-	if (st->window_grant > 0 || st->connect_pending || may_send_data(s, st) ||
-	    writer_to_wake(s, st))
+	if (st->window_grant > 0 || st->connect_pending || st->opened_pending ||
+	    may_send_data(s, st) || writer_to_wake(s, st))
 		return true;
-	return st_buf_len(&st->out) == 0 && (st->half_close_pending || st->close_pending);
+	/* DATA queued behind an OPENED that never came is not sent: the stream failed. */
+	bool drained = st_buf_len(&st->out) == 0 || st->opened_due;
+	return drained && ((st->half_close_pending && !st->opened_due) || st->close_pending);
 }
 
 /* Puts @st on the ready ring (at the tail) or takes it off, as its work says. */
@@ -506,6 +513,8 @@ static int recv_connect(struct st_session *s, const struct st_msg *m)
 	if (st == NULL)
 		return -ENOMEM;
 	st->state = ST_STREAM_S_OPEN;
+	st->tcp = m->type == ST_MSG_TCP_CONNECT;
+	st->opened_due = st->tcp && has_cap(s, ST_CAP_OPENED);
 	int rc;
 	if (s->nstreams > s->cfg.max_streams) {
 		rc = -EAGAIN;
@@ -534,6 +543,10 @@ static int recv_data(struct st_session *s, const struct st_msg *m)
 	enum st_stream_state next;
 	if (st_stream_next(st->state, ST_STREAM_E_RECV_DATA, &next) < 0) {
 		reset_by_peer(s, st, "DATA after the peer's HALF_CLOSE");
+		return 0;
+	}
+	if (st->await_opened) {
+		reset_by_peer(s, st, "DATA before OPENED");
 		return 0;
 	}
 	if (has_cap(s, ST_CAP_FLOW) && st_window_on_received(&st->win, m->payload_len) < 0) {
@@ -638,6 +651,10 @@ static int recv_half_close(struct st_session *s, const struct st_msg *m)
 		reset_by_peer(s, st, "HALF_CLOSE twice");
 		return 0;
 	}
+	if (st->await_opened) {
+		reset_by_peer(s, st, "HALF_CLOSE before OPENED");
+		return 0;
+	}
 	st->state = next;
 	if (next == ST_STREAM_S_CLOSED && !st->close_pending) {
 		/* Both directions are done: the stream ends gracefully. */
@@ -649,6 +666,26 @@ static int recv_half_close(struct st_session *s, const struct st_msg *m)
 	}
 	if (s->cb->on_half_close)
 		s->cb->on_half_close(s, st->id, s->user);
+	return 0;
+}
+
+/* OPENED from the edge: the TCP_CONNECT's dial succeeded (PROTOCOL.md §5.4, "opening"). */
+static int recv_opened(struct st_session *s, const struct st_msg *m)
+{
+	if (s->cfg.role != ST_SESSION_CLOUD || m->payload_len != 0 || m->connect_id == 0)
+		return -EPROTO; /* only the edge acknowledges, with an empty payload */
+	struct stream *st = find(s, m->connect_id);
+	if (st == NULL || st->state == ST_STREAM_S_CLOSED || st->close_pending) {
+		s->stats.ignored_msgs++; /* in flight when the stream ended */
+		return 0;
+	}
+	if (!st->await_opened) {
+		reset_by_peer(s, st, "OPENED for a stream that is not opening");
+		return 0;
+	}
+	st->await_opened = false;
+	if (s->cb->on_opened)
+		s->cb->on_opened(s, st->id, s->user);
 	return 0;
 }
 
@@ -695,6 +732,10 @@ int st_session_recv(struct st_session *s, const uint8_t *msg, size_t len)
 		if (!has_cap(s, ST_CAP_HALF_CLOSE))
 			break;
 		return recv_half_close(s, &m);
+	case ST_MSG_OPENED:
+		if (!has_cap(s, ST_CAP_OPENED))
+			break;
+		return recv_opened(s, &m);
 	case ST_MSG_ERROR: {
 		if (!has_cap(s, ST_CAP_ERROR))
 			break;
@@ -751,6 +792,27 @@ int st_session_open(struct st_session *s, uint64_t id, uint64_t type, const uint
 	st->connect_len = len;
 	st->connect_type = type;
 	st->connect_pending = true;
+	st->tcp = type == ST_MSG_TCP_CONNECT;
+	st->await_opened = st->tcp && has_cap(s, ST_CAP_OPENED);
+	update_ready(s, st);
+	return 0;
+}
+
+int st_session_opened(struct st_session *s, uint64_t id)
+{
+	if (s->cfg.role != ST_SESSION_EDGE)
+		return -EINVAL;
+	struct stream *st = find(s, id);
+	if (st == NULL)
+		return -ENOENT;
+	if (!st->tcp || !has_cap(s, ST_CAP_OPENED))
+		return -ENOTSUP;
+	if (!st->opened_due)
+		return -EALREADY;
+	if (st->close_pending || st->state == ST_STREAM_S_CLOSED)
+		return -EPIPE;
+	st->opened_due = false;
+	st->opened_pending = true;
 	update_ready(s, st);
 	return 0;
 }
@@ -880,6 +942,12 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 			st->window_grant -= inc;
 		return n;
 	}
+	if (st->opened_pending) {
+		ssize_t n = pack_control(out, cap, st->id, ST_MSG_OPENED, NULL, 0);
+		if (n > 0)
+			st->opened_pending = false;
+		return n;
+	}
 	if (st->connect_pending) {
 		ssize_t n = pack_control(out, cap, st->id, st->connect_type, st->connect,
 		                         st->connect_len);
@@ -915,7 +983,7 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 		s->stats.data_bytes_out += copied;
 		return h + (ssize_t)copied;
 	}
-	if (st_buf_len(&st->out) > 0)
+	if (st_buf_len(&st->out) > 0 && !st->opened_due)
 		return 0; /* waiting for credit */
 	if (st->close_pending) {
 		ssize_t n;
@@ -940,7 +1008,7 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 		}
 		return n;
 	}
-	if (st->half_close_pending) {
+	if (st->half_close_pending && !st->opened_due) {
 		ssize_t n = pack_control(out, cap, st->id, ST_MSG_HALF_CLOSE, NULL, 0);
 		if (n <= 0)
 			return n;

@@ -18,9 +18,14 @@ static unsigned action;
 static int on_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *p, size_t len,
                    void *user)
 {
-	(void)type;
 	(void)p;
 	(void)user;
+	if (type == ST_MSG_TCP_CONNECT && action % 3 == 0) {
+		/* An edge whose dial went through at once: OPENED, maybe bytes behind it. */
+		st_session_write(s, id, (const uint8_t *)"SSH-2.0-x\r\n", 11);
+		if (st_session_opened(s, id) != 0)
+			abort(); /* a fresh TCP_CONNECT stream with OPENED negotiated */
+	}
 	switch (action++ % 4) {
 	case 0:
 		return -EACCES;
@@ -45,6 +50,8 @@ static int on_data(struct st_session *s, uint64_t id, const uint8_t *p, size_t l
 		st_session_shutdown(s, id);
 	if (len > 0 && p[0] == 'x')
 		return -ECONNRESET;
+	if (len > 0 && p[0] == 'o')
+		st_session_opened(s, id); /* late, twice, or for the wrong stream: refused or not */
 	return 0;
 }
 
@@ -60,7 +67,14 @@ static void on_close(struct st_session *s, uint64_t id, void *stream_user, uint6
 	(void)user;
 }
 
+static void on_opened(struct st_session *s, uint64_t id, void *user)
+{
+	(void)user;
+	st_session_write(s, id, (const uint8_t *)"\x16\x03\x01", 3); /* the ClientHello */
+}
+
 static const struct st_session_callbacks cb = {
+        .on_opened = on_opened,
         .on_open = on_open,
         .on_data = on_data,
         .on_close = on_close,
@@ -94,6 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (cfg.role == ST_SESSION_CLOUD)
 		for (uint64_t id = 1; id <= 3; id++)
 			st_session_open(s, id, ST_MSG_EXEC_CONNECT, (const uint8_t *)"{}", 2);
+	if (cfg.role == ST_SESSION_CLOUD && cfg.caps)
+		st_session_open(s, 4, ST_MSG_TCP_CONNECT, (const uint8_t *)"\x80\x50", 2);
 	size_t pos = 1;
 	while (pos + 2 <= size) {
 		size_t len = (size_t)data[pos] << 8 | data[pos + 1];

@@ -41,10 +41,11 @@ enum st_ext_cap {
 	ST_CAP_BINARY = 1u << 3,       /* BINARY websocket frames may be sent */
 	ST_CAP_TCP = 1u << 4,          /* TCP_CONNECT: raw TCP to an allow-listed edge port */
 	ST_CAP_RAW_RESPONSE = 1u << 5, /* LOGS/METRIC DATA carries the backend's whole response */
+	ST_CAP_OPENED = 1u << 6,       /* OPENED: the edge acknowledges a TCP_CONNECT's dial */
 };
 #define ST_CAP_ALL                                                                                 \
 	(ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY | ST_CAP_TCP |             \
-	 ST_CAP_RAW_RESPONSE)
+	 ST_CAP_RAW_RESPONSE | ST_CAP_OPENED)
 
 /* One side's offer (or the agreed result). */
 struct st_ext_offer {

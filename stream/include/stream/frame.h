@@ -38,7 +38,8 @@ enum st_msg_type {
 	ST_MSG_HALF_CLOSE = 66,  /* both: sender wrote its last DATA on this stream */
 	ST_MSG_ERROR = 67,       /* both: stream failed, code + reason */
 	ST_MSG_TCP_CONNECT = 68, /* cloud->edge: raw TCP to an allow-listed local port */
-	ST_MSG_EXT_LAST = 68,
+	ST_MSG_OPENED = 69,      /* edge->cloud, empty: the TCP_CONNECT's dial succeeded */
+	ST_MSG_EXT_LAST = 69,
 };
 
 /* A decoded message: a view into the caller's buffer (valid while that buffer is). */

@@ -89,6 +89,9 @@ struct st_session_callbacks {
 	/* Output queue space or send credit became available on @id again (after a short
 	 * st_session_write). May be NULL. */
 	void (*on_writable)(struct st_session *s, uint64_t id, void *user);
+	/* Cloud, with ST_CAP_OPENED: the edge's dial for TCP_CONNECT stream @id succeeded
+	 * (OPENED); DATA from the edge may follow. May be NULL. */
+	void (*on_opened)(struct st_session *s, uint64_t id, void *user);
 	/* Edge: the cloud asked to drop the tunnel (CLOSE_CONNECT) with @text. May be NULL. */
 	void (*on_tunnel_close)(struct st_session *s, const char *text, size_t len, void *user);
 };
@@ -153,6 +156,15 @@ size_t st_session_write_space(const struct st_session *s, uint64_t id);
  * has bytes waiting (nothing else may wake it, e.g. an upload that gets no answer bytes).
  */
 void st_session_notify_writable(struct st_session *s, uint64_t id);
+
+/*
+ * st_session_opened() - edge, with ST_CAP_OPENED: the dial for TCP_CONNECT stream @id
+ * succeeded; OPENED is packed before any DATA of the stream (which waits for it: a stream that
+ * fails instead ends with ERROR, and its DATA is never sent). Returns 0; -ENOENT (unknown
+ * stream); -ENOTSUP (OPENED not negotiated, or not a TCP_CONNECT stream); -EALREADY (queued
+ * already); -EPIPE (the stream is ending); -EINVAL (the cloud role).
+ */
+int st_session_opened(struct st_session *s, uint64_t id);
 
 /* st_session_shutdown() - we send no more DATA on @id: HALF_CLOSE after the queued bytes (with
  * ST_CAP_HALF_CLOSE; in the base protocol nothing is sent). 0, -ENOENT, -EPIPE. */

@@ -229,6 +229,8 @@ static void test_type_names(void **state)
 	assert_string_equal(st_msg_type_name(ST_MSG_ATTACH_CONNECT), "ATTACH_CONNECT");
 	assert_string_equal(st_msg_type_name(ST_MSG_HELLO), "HELLO");
 	assert_string_equal(st_msg_type_name(ST_MSG_TCP_CONNECT), "TCP_CONNECT");
+	assert_string_equal(st_msg_type_name(ST_MSG_OPENED), "OPENED");
+	assert_false(st_msg_type_is_connect(ST_MSG_OPENED));
 	assert_string_equal(st_msg_type_name(7), "UNKNOWN");
 	assert_string_equal(st_msg_type_name(UINT64_MAX), "UNKNOWN");
 	assert_true(st_msg_type_is_base(ST_MSG_ATTACH_CONNECT));

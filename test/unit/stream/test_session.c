@@ -36,6 +36,8 @@ struct side {
 	int writable[MAX_IDS];
 	int tunnel_closes;
 	void *close_user[MAX_IDS]; /* stream user handed to on_close */
+	int opened[MAX_IDS];       /* on_opened calls */
+	uint64_t bytes_at_opened[MAX_IDS];
 };
 
 static int on_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *p, size_t len,
@@ -91,6 +93,16 @@ static void on_writable(struct st_session *s, uint64_t id, void *user)
 		d->writable[id]++;
 }
 
+static void on_opened(struct st_session *s, uint64_t id, void *user)
+{
+	(void)s;
+	struct side *d = user;
+	if (id < MAX_IDS) {
+		d->opened[id]++;
+		d->bytes_at_opened[id] = d->bytes[id];
+	}
+}
+
 static void on_tunnel_close(struct st_session *s, const char *text, size_t len, void *user)
 {
 	(void)s;
@@ -106,6 +118,7 @@ static const struct st_session_callbacks callbacks = {
         .on_close = on_close,
         .on_writable = on_writable,
         .on_tunnel_close = on_tunnel_close,
+        .on_opened = on_opened,
 };
 
 static uint8_t wire[ST_MAX_MESSAGE_BYTES];
@@ -825,6 +838,134 @@ static void test_stream_user(void **state)
 	free_pair(&cloud, &edge);
 }
 
+static const uint8_t tcp_payload[] = {0x9a, 0x50, 'k', 'u', 'b', 'e', 'l', 'e', 't'};
+
+/* Sends one hand-made message of @type for @id into @to's session; its return code. */
+static int inject(struct side *to, uint64_t id, uint64_t type, const uint8_t *p, size_t len)
+{
+	uint8_t msg[64];
+	ssize_t n = st_msg_encode(msg, sizeof msg, id, type, p, len);
+	assert_true(n > 0);
+	return st_session_recv(to->s, msg, (size_t)n);
+}
+
+/* OPENED: the edge's DATA waits behind it, the cloud hears of it once, before the bytes. */
+static void test_opened_acknowledges_the_dial(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	assert_int_equal(
+	        st_session_open(cloud.s, 1, ST_MSG_TCP_CONNECT, tcp_payload, sizeof tcp_payload),
+	        0);
+	assert_int_equal(st_session_open(cloud.s, 2, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	/* The cloud may send the client's first bytes at once; the edge holds them. */
+	assert_int_equal(st_session_write(cloud.s, 1, (const uint8_t *)"hello", 5), 5);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 3);
+	assert_int_equal(edge.opens, 2);
+	assert_true(edge.bytes[1] == 5);
+	/* Only a TCP_CONNECT stream is acknowledged, once. */
+	assert_int_equal(st_session_opened(edge.s, 2), -ENOTSUP);
+	assert_int_equal(st_session_opened(edge.s, 7), -ENOENT);
+	assert_int_equal(st_session_opened(cloud.s, 1), -EINVAL);
+	/* Bytes written before the acknowledgement wait for it. */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"early", 5), 5);
+	assert_int_equal(pump(&edge, &cloud, 10, false), 0);
+	assert_int_equal(st_session_opened(edge.s, 1), 0);
+	assert_int_equal(st_session_opened(edge.s, 1), -EALREADY);
+	/* OPENED first, exactly once, then the DATA. */
+	bool binary;
+	ssize_t len = st_session_pack(edge.s, wire, sizeof wire, &binary);
+	assert_int_equal(len, 2);
+	assert_memory_equal(wire, "\x01\x45", 2);
+	assert_int_equal(st_session_recv(cloud.s, wire, (size_t)len), 0);
+	assert_int_equal(cloud.opened[1], 1);
+	assert_true(cloud.bytes_at_opened[1] == 0);
+	assert_int_equal(pump(&edge, &cloud, 10, false), 1);
+	assert_true(cloud.bytes[1] == 5);
+	assert_int_equal(cloud.opened[1], 1);
+	assert_int_equal(cloud.opened[2], 0);
+	free_pair(&cloud, &edge);
+}
+
+/* A failed dial: ERROR instead of OPENED, and the DATA behind it never goes. */
+static void test_opened_replaced_by_error(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	assert_int_equal(
+	        st_session_open(cloud.s, 1, ST_MSG_TCP_CONNECT, tcp_payload, sizeof tcp_payload),
+	        0);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 1);
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"x", 1), 1);
+	assert_int_equal(st_session_shutdown(edge.s, 1), 0);
+	assert_int_equal(st_session_close(edge.s, 1, ST_EXT_ERR_UNREACHABLE, "connection refused"),
+	                 0);
+	assert_int_equal(st_session_opened(edge.s, 1), -EPIPE);
+	assert_int_equal(pump(&edge, &cloud, 10, false), 1);
+	assert_int_equal(cloud.opened[1], 0);
+	assert_true(cloud.bytes[1] == 0);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_true(cloud.close_code[1] == ST_EXT_ERR_UNREACHABLE);
+	assert_string_equal(cloud.close_reason[1], "connection refused");
+	assert_false(st_session_stream_exists(edge.s, 1));
+	free_pair(&cloud, &edge);
+}
+
+/* The cloud's side of the table: what breaks the "opening" state. */
+static void test_opened_protocol_errors(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	for (uint64_t id = 1; id <= 3; id++)
+		assert_int_equal(st_session_open(cloud.s, id, ST_MSG_TCP_CONNECT, tcp_payload,
+		                                 sizeof tcp_payload),
+		                 0);
+	assert_int_equal(st_session_open(cloud.s, 4, ST_MSG_METRIC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 4);
+	/* DATA before OPENED resets the stream (ERROR protocol). */
+	assert_int_equal(inject(&cloud, 1, ST_MSG_DATA, (const uint8_t *)"x", 1), 0);
+	assert_int_equal(cloud.closes[1], 1);
+	assert_true(cloud.close_code[1] == ST_EXT_ERR_PROTOCOL);
+	assert_string_equal(cloud.close_reason[1], "DATA before OPENED");
+	/* HALF_CLOSE before OPENED too. */
+	assert_int_equal(inject(&cloud, 2, ST_MSG_HALF_CLOSE, NULL, 0), 0);
+	assert_string_equal(cloud.close_reason[2], "HALF_CLOSE before OPENED");
+	/* OPENED twice, and OPENED for a stream that is not a TCP_CONNECT. */
+	assert_int_equal(inject(&cloud, 3, ST_MSG_OPENED, NULL, 0), 0);
+	assert_int_equal(cloud.opened[3], 1);
+	assert_int_equal(inject(&cloud, 3, ST_MSG_OPENED, NULL, 0), 0);
+	assert_int_equal(cloud.closes[3], 1);
+	assert_string_equal(cloud.close_reason[3], "OPENED for a stream that is not opening");
+	assert_int_equal(inject(&cloud, 4, ST_MSG_OPENED, NULL, 0), 0);
+	assert_int_equal(cloud.closes[4], 1);
+	assert_true(cloud.close_code[4] == ST_EXT_ERR_PROTOCOL);
+	/* For an unknown stream it is ignored; with a payload, or toward the edge, fatal. */
+	assert_int_equal(inject(&cloud, 6, ST_MSG_OPENED, NULL, 0), 0);
+	assert_int_equal(inject(&cloud, 6, ST_MSG_OPENED, (const uint8_t *)"x", 1), -EPROTO);
+	assert_int_equal(inject(&edge, 1, ST_MSG_OPENED, NULL, 0), -EPROTO);
+	free_pair(&cloud, &edge);
+
+	/* Not negotiated: no OPENED is expected, and one that comes is ignored. */
+	make_pair(&cloud, &edge, ST_CAP_ALL & ~(uint32_t)ST_CAP_OPENED, 65536, 0);
+	assert_int_equal(
+	        st_session_open(cloud.s, 1, ST_MSG_TCP_CONNECT, tcp_payload, sizeof tcp_payload),
+	        0);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 1);
+	assert_int_equal(st_session_opened(edge.s, 1), -ENOTSUP);
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"ok", 2), 2);
+	assert_int_equal(pump(&edge, &cloud, 10, false), 1);
+	assert_true(cloud.bytes[1] == 2);
+	assert_int_equal(inject(&cloud, 1, ST_MSG_OPENED, NULL, 0), 0);
+	assert_int_equal(cloud.opened[1], 0);
+	assert_int_equal(cloud.closes[1], 0);
+	free_pair(&cloud, &edge);
+}
+
 static void test_failmalloc(void **state)
 {
 	(void)state;
@@ -880,6 +1021,9 @@ int main(void)
 	        cmocka_unit_test(test_stream_table_grows),
 	        cmocka_unit_test(test_stream_limit),
 	        cmocka_unit_test(test_stream_user),
+	        cmocka_unit_test(test_opened_acknowledges_the_dial),
+	        cmocka_unit_test(test_opened_replaced_by_error),
+	        cmocka_unit_test(test_opened_protocol_errors),
 	        cmocka_unit_test(test_failmalloc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
