@@ -453,6 +453,9 @@ static int connected(struct es_conn *c, struct lws *wsi)
 	} else {
 		c->state = ES_CONN_OPEN;
 		lws_sul_cancel(&c->sul);
+		/* A raw TCP stream: the cloud answers its client once it hears the dial worked. */
+		if (c->st->type == ST_MSG_TCP_CONNECT)
+			es_tunnel_opened(c->st->t, c->st->id);
 	}
 	lws_callback_on_writable(wsi);
 	return 0;

@@ -269,6 +269,25 @@ static const struct st_opt options[] = {
                  "every other port is refused and never dialled.",
          .example = "--local-port node-exporter=9100,app-debug=6060",
          .since = "0.1"},
+        {.name = "pod-ports",
+         .type = ST_OPT_STRING_LIST,
+         .offset = OFF(pod_ports),
+         .value_name = "PORT",
+         .help = "Ports on which the cloud may reach pod IPs of this node with TCP_CONNECT "
+                 "(cloudstream's front door: webhooks and aggregated APIs served by pods "
+                 "here). Empty by default: pod IPs are refused and never dialled. Needs "
+                 "--pod-cidr. (The kubelet itself is the TCP target \"kubelet\", "
+                 "--kubelet-url's host and port, and needs nothing here.)",
+         .example = "--pod-ports 443,8443",
+         .since = "0.2"},
+        {.name = "pod-cidr",
+         .type = ST_OPT_STRING_LIST,
+         .offset = OFF(pod_cidrs),
+         .value_name = "CIDR",
+         .help = "IPv4 ranges the pod IPs of --pod-ports must lie in (this node's pod "
+                 "CIDR); any other address is refused and never dialled.",
+         .example = "--pod-cidr 10.244.3.0/24",
+         .since = "0.2"},
         {.name = "backend-dial-timeout",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(backend_dial_timeout_ms),

@@ -38,6 +38,8 @@ struct es_config {
 	char *kubelet_server_name;
 	char *kubelet_cert, *kubelet_key, *kubelet_ca;
 	struct st_strlist local_ports; /* name=port */
+	struct st_strlist pod_ports;   /* ports pod IPs may be reached on (TCP_CONNECT) */
+	struct st_strlist pod_cidrs;   /* where those pod IPs must lie */
 	uint64_t backend_dial_timeout_ms, backend_handshake_timeout_ms;
 	uint64_t drain_timeout_ms; /* graceful stop (stream/drain.h) */
 	uint64_t stall_timeout_ms; /* base protocol: a backend that keeps the tunnel paused */

@@ -31,6 +31,14 @@ int es_allow_add(struct es_allow *a, const char *entry, char *err, size_t errlen
 			return -EINVAL;
 		}
 	}
+	uint32_t ip;
+	if ((nlen == sizeof ES_TCP_TARGET_KUBELET - 1 &&
+	     memcmp(entry, ES_TCP_TARGET_KUBELET, nlen) == 0) ||
+	    es_parse_ipv4(entry, nlen, &ip)) {
+		snprintf(err, errlen, "\"%.80s\": \"kubelet\" and IPv4 addresses are not names",
+		         entry);
+		return -EINVAL;
+	}
 	char *end;
 	errno = 0;
 	unsigned long port = strtoul(eq + 1, &end, 10);
@@ -137,10 +145,128 @@ int es_route_request(const struct es_allow *a, bool kubelet_enabled, bool cri_en
 	return 0;
 }
 
-int es_route_tcp(const struct es_allow *a, uint64_t port, const char *target, size_t target_len,
-                 struct es_target *out)
+bool es_parse_ipv4(const char *p, size_t len, uint32_t *out)
+{
+	uint32_t v = 0;
+	size_t i = 0;
+	for (int part = 0; part < 4; part++) {
+		if (part > 0) {
+			if (i >= len || p[i] != '.')
+				return false;
+			i++;
+		}
+		size_t start = i;
+		unsigned n = 0;
+		while (i < len && p[i] >= '0' && p[i] <= '9' && i - start < 3)
+			n = n * 10 + (unsigned)(p[i++] - '0');
+		if (i == start || n > 255 || (i - start > 1 && p[start] == '0'))
+			return false;
+		v = v << 8 | n;
+	}
+	if (i != len)
+		return false;
+	*out = v;
+	return true;
+}
+
+int es_allow_add_pod_port(struct es_allow *a, const char *entry, char *err, size_t errlen)
+{
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(entry, &end, 10);
+	if (entry[0] < '0' || entry[0] > '9' || *end != '\0' || errno || port < 1 || port > 65535) {
+		snprintf(err, errlen, "\"%.80s\": a pod port is 1..65535", entry);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < a->n_pod_ports; i++)
+		if (a->pod_ports[i] == port) {
+			snprintf(err, errlen, "\"%.80s\": listed twice", entry);
+			return -EEXIST;
+		}
+	if (a->n_pod_ports >= ES_MAX_POD_PORTS) {
+		snprintf(err, errlen, "more than %u pod ports", ES_MAX_POD_PORTS);
+		return -ENOSPC;
+	}
+	a->pod_ports[a->n_pod_ports++] = (uint16_t)port;
+	return 0;
+}
+
+int es_allow_add_pod_cidr(struct es_allow *a, const char *entry, char *err, size_t errlen)
+{
+	const char *slash = strchr(entry, '/');
+	uint32_t ip;
+	char *end;
+	unsigned long bits = slash ? strtoul(slash + 1, &end, 10) : 99;
+	if (slash == NULL || !es_parse_ipv4(entry, (size_t)(slash - entry), &ip) ||
+	    slash[1] < '0' || slash[1] > '9' || *end != '\0' || bits < 8 || bits > 32) {
+		snprintf(err, errlen,
+		         "\"%.80s\": expected an IPv4 CIDR with /8../32, e.g. "
+		         "10.244.3.0/24",
+		         entry);
+		return -EINVAL;
+	}
+	if (a->n_pod_cidrs >= ES_MAX_POD_CIDRS) {
+		snprintf(err, errlen, "more than %u pod CIDRs", ES_MAX_POD_CIDRS);
+		return -ENOSPC;
+	}
+	uint32_t mask = bits == 32 ? 0xffffffffu : ~(0xffffffffu >> bits);
+	a->pod_cidrs[a->n_pod_cidrs].net = ip & mask;
+	a->pod_cidrs[a->n_pod_cidrs].mask = mask;
+	a->n_pod_cidrs++;
+	return 0;
+}
+
+/* TCP_CONNECT to the pod IP @ip (dotted, @len bytes) on @port. */
+static void route_pod(const struct es_allow *a, uint32_t ip, const char *target, size_t len,
+                      uint64_t port, struct es_target *out)
+{
+	if (a->n_pod_ports == 0) {
+		refuse(out, ST_EXT_ERR_REFUSED, "pod IP ", target, len,
+		       " refused: this node reaches no pod IPs (--pod-ports is empty)");
+		return;
+	}
+	bool port_ok = false;
+	for (size_t i = 0; i < a->n_pod_ports; i++)
+		port_ok = port_ok || a->pod_ports[i] == port;
+	if (!port_ok) {
+		char num[24];
+		int n = snprintf(num, sizeof num, "%llu", (unsigned long long)port);
+		refuse(out, ST_EXT_ERR_REFUSED, "pod port ", num, (size_t)n,
+		       " is not in this node's --pod-ports");
+		return;
+	}
+	bool in = false;
+	for (size_t i = 0; i < a->n_pod_cidrs; i++)
+		in = in || (ip & a->pod_cidrs[i].mask) == a->pod_cidrs[i].net;
+	if (!in) {
+		refuse(out, ST_EXT_ERR_REFUSED, "IP ", target, len,
+		       " is not in this node's --pod-cidr");
+		return;
+	}
+	out->kind = ES_TARGET_POD;
+	out->port = (uint16_t)port;
+	memcpy(out->host, target, len); /* a dotted quad: at most 15 bytes */
+	out->host[len] = '\0';
+}
+
+int es_route_tcp(const struct es_allow *a, bool kubelet_enabled, uint64_t port, const char *target,
+                 size_t target_len, struct es_target *out)
 {
 	memset(out, 0, sizeof *out);
+	if (target_len == sizeof ES_TCP_TARGET_KUBELET - 1 &&
+	    memcmp(target, ES_TCP_TARGET_KUBELET, target_len) == 0) {
+		if (!kubelet_enabled)
+			refuse(out, ST_EXT_ERR_REFUSED, "no kubelet on this node", "", 0,
+			       " (--kubelet-url is not set)");
+		else
+			out->kind = ES_TARGET_KUBELET_TCP;
+		return 0;
+	}
+	uint32_t ip;
+	if (target_len > 0 && es_parse_ipv4(target, target_len, &ip)) {
+		route_pod(a, ip, target, target_len, port, out);
+		return 0;
+	}
 	for (size_t i = 0; i < a->n; i++) {
 		if (a->v[i].port != port)
 			continue;

@@ -13,7 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ES_MAX_LOCAL_PORTS     64u
+#define ES_MAX_LOCAL_PORTS 64u
+#define ES_MAX_POD_PORTS   32u
+#define ES_MAX_POD_CIDRS   16u
+/* The TCP_CONNECT target naming the kubelet's own endpoint on the node (--kubelet-url). */
+#define ES_TCP_TARGET_KUBELET  "kubelet"
 #define ES_LOCAL_PORT_NAME_MAX 63u
 /* The path prefix that reaches a local port: /ports/<name or number>/<rest>. */
 #define ES_PORTS_PREFIX "/ports/"
@@ -26,7 +30,25 @@ struct es_local_port {
 struct es_allow {
 	struct es_local_port v[ES_MAX_LOCAL_PORTS];
 	size_t n;
+	/* Pod IPs (TCP_CONNECT to a dotted IPv4 target): off while n_pod_ports is 0. */
+	uint16_t pod_ports[ES_MAX_POD_PORTS];
+	size_t n_pod_ports;
+	struct {
+		uint32_t net, mask; /* host byte order */
+	} pod_cidrs[ES_MAX_POD_CIDRS];
+	size_t n_pod_cidrs;
 };
+
+/* es_allow_add_pod_port() - "8443": a port pods may be reached on. 0, -EINVAL (message in
+ * @err), -EEXIST, -ENOSPC. */
+int es_allow_add_pod_port(struct es_allow *a, const char *entry, char *err, size_t errlen);
+
+/* es_allow_add_pod_cidr() - "10.244.3.0/24": where pod IPs must lie. 0, -EINVAL, -ENOSPC. */
+int es_allow_add_pod_cidr(struct es_allow *a, const char *entry, char *err, size_t errlen);
+
+/* es_parse_ipv4() - a dotted quad (exactly four decimal parts 0..255, no leading zeros) of
+ * @len bytes into *@out (host byte order). true when it is one. */
+bool es_parse_ipv4(const char *p, size_t len, uint32_t *out);
 
 /*
  * es_allow_add() - add an entry "name=port" (e.g. "node-exporter=9100"). Returns 0, -EINVAL
@@ -39,6 +61,8 @@ enum es_target_kind {
 	ES_TARGET_KUBELET,
 	ES_TARGET_LOCAL_PORT,
 	ES_TARGET_CRI, /* exec/attach/portForward through the runtime, containerLogs from its files */
+	ES_TARGET_KUBELET_TCP, /* TCP_CONNECT "kubelet": raw TCP to the kubelet's own endpoint */
+	ES_TARGET_POD,         /* TCP_CONNECT to a pod IP (host) on an allowed port */
 };
 
 struct es_target {
@@ -47,6 +71,7 @@ struct es_target {
 	const char *path;       /* path to send to the backend: a view into the input path */
 	size_t path_len;        /* (for /ports/<name>/x it is /x) */
 	const char *local_name; /* ES_TARGET_LOCAL_PORT: the entry's name */
+	char host[16];          /* ES_TARGET_POD: the pod IP, dotted */
 	uint64_t refuse_code;   /* ES_TARGET_REFUSE: enum st_ext_error_code */
 	char reason[160];       /* ES_TARGET_REFUSE: why, for the ERROR message and the log */
 };
@@ -61,11 +86,17 @@ int es_route_request(const struct es_allow *a, bool kubelet_enabled, bool cri_en
                      const char *path, size_t path_len, struct es_target *out);
 
 /*
- * es_route_tcp() - the backend for TCP_CONNECT to @port with an optional entry name @target.
- * Allowed only when an entry has that port (and, when @target is given, that name).
+ * es_route_tcp() - the backend for TCP_CONNECT to @port with an optional @target:
+ *   "kubelet"     the kubelet's own endpoint (when @kubelet_enabled; @port is not used: the
+ *                 cloud's number never chooses where the edge dials);
+ *   a dotted IPv4 a pod IP, only when pod ports are configured, @port is one of them and the
+ *                 IP lies in a pod CIDR;
+ *   a name        the allow-list entry of that name, which must have @port;
+ *   empty         the allow-list entry with @port.
+ * Anything else is refused with a reason naming the flag. Returns 0 (see out->kind).
  */
-int es_route_tcp(const struct es_allow *a, uint64_t port, const char *target, size_t target_len,
-                 struct es_target *out);
+int es_route_tcp(const struct es_allow *a, bool kubelet_enabled, uint64_t port, const char *target,
+                 size_t target_len, struct es_target *out);
 
 /*
  * es_parse_url() - split "scheme://host[:port][/path]" where scheme is @scheme ("wss",

@@ -334,6 +334,17 @@ static int check_config(struct edgestream *es, char *err, size_t errlen)
 	for (size_t i = 0; i < c->local_ports.n; i++)
 		if ((rc = es_allow_add(&es->allow, c->local_ports.v[i], err, errlen)) < 0)
 			return -EINVAL;
+	for (size_t i = 0; i < c->pod_ports.n; i++)
+		if ((rc = es_allow_add_pod_port(&es->allow, c->pod_ports.v[i], err, errlen)) < 0)
+			return -EINVAL;
+	for (size_t i = 0; i < c->pod_cidrs.n; i++)
+		if ((rc = es_allow_add_pod_cidr(&es->allow, c->pod_cidrs.v[i], err, errlen)) < 0)
+			return -EINVAL;
+	if (es->allow.n_pod_ports > 0 && es->allow.n_pod_cidrs == 0) {
+		snprintf(err, errlen,
+		         "--pod-ports needs --pod-cidr (which pod IPs are this node's)");
+		return -EINVAL;
+	}
 	if (c->kubelet_url && c->kubelet_url[0] && (rc = es_kubelet_setup(es, err, errlen)) < 0)
 		return rc;
 	return 0;

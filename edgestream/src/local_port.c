@@ -2,10 +2,14 @@
  * edgestream/src/local_port.c — the local-port backend (backend.h): an allow-listed port on
  * 127.0.0.1 (--local-port NAME=PORT; es_route.h decides), plain TCP. A request through
  * /ports/NAME/rest goes as HTTP/1.1 with "Connection: close" (the answer ends with the close);
- * a TCP_CONNECT stream is raw bytes both ways, with the cloud's half-close passed on. Loop
+ * a TCP_CONNECT stream is raw bytes both ways, with the cloud's half-close passed on; its
+ * connect is acknowledged with OPENED (conn.c) so the cloud answers its client only then.
+ * TCP_CONNECT also reaches, by the same code, the kubelet's own endpoint (target "kubelet":
+ * --kubelet-url's host and port) and, when enabled, a pod IP (es_route.h decides). Loop
  * thread only.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include <stream/ext.h>
 
@@ -15,14 +19,18 @@
 
 static void describe(const struct es_stream *st, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "local port %s (127.0.0.1:%u)", st->local_name, st->port);
+	const char *host = st->tcp_host ? st->tcp_host : "127.0.0.1";
+	bool v6 = strchr(host, ':') != NULL;
+	snprintf(buf, cap, "%s %s (%s%.100s%s:%u)", st->tcp_host ? "TCP target" : "local port",
+	         st->local_name, v6 ? "[" : "", host, v6 ? "]" : "", st->port);
 }
 
 static int local_port_open(struct es_stream *st, struct st_connect_req *req, const char *path,
                            size_t path_len)
 {
 	struct es_conn *c;
-	if (es_conn_new(&c, st, "127.0.0.1", st->port, NULL, NULL) < 0) {
+	const char *host = st->tcp_host ? st->tcp_host : "127.0.0.1";
+	if (es_conn_new(&c, st, host, st->port, NULL, NULL) < 0) {
 		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
 		return -1;
 	}

@@ -294,6 +294,8 @@ static const struct es_backend_ops *backend_for(const struct es_target *target,
 	case ES_TARGET_KUBELET:
 		return &es_backend_kubelet;
 	case ES_TARGET_LOCAL_PORT:
+	case ES_TARGET_KUBELET_TCP: /* raw TCP: the same backend, another address */
+	case ES_TARGET_POD:
 		return &es_backend_local_port;
 	case ES_TARGET_CRI: {
 		struct st_kubelet_path kp;
@@ -372,7 +374,8 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 			es_stream_fail(st, ST_EXT_ERR_BAD_REQUEST, "malformed TCP_CONNECT");
 			return 0;
 		}
-		es_route_tcp(&es->allow, tc.port, tc.target, tc.target_len, &tg);
+		es_route_tcp(&es->allow, es->kubelet_port > 0, tc.port, tc.target, tc.target_len,
+		             &tg);
 	} else {
 		int rc = st_connect_req_decode(payload, len, &req);
 		if (rc < 0) {
@@ -387,6 +390,15 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 	}
 	st->port = tg.port;
 	st->local_name = tg.local_name;
+	if (tg.kind == ES_TARGET_KUBELET_TCP) {
+		st->tcp_host = es->kubelet_host; /* the kubelet's own endpoint, never the cloud's */
+		st->port = (uint16_t)es->kubelet_port;
+		st->local_name = ES_TCP_TARGET_KUBELET;
+	} else if (tg.kind == ES_TARGET_POD) {
+		memcpy(st->pod_ip, tg.host, sizeof st->pod_ip);
+		st->tcp_host = st->pod_ip;
+		st->local_name = "pod";
+	}
 	const struct es_backend_ops *ops =
 	        backend_for(&tg, type == ST_MSG_TCP_CONNECT ? NULL : &req);
 	if (ops == NULL) {

@@ -44,8 +44,11 @@ struct es_stream {
 	uint64_t id;                   /* the tunnel's stream (connect) id */
 	uint64_t type;                 /* connect message type (frame.h) */
 	uint64_t started_ms;
-	uint16_t port;                    /* the route's local port (local-port backend), else 0 */
-	const char *local_name;           /* its allow-list name (borrowed from es->allow) */
+	uint16_t port;          /* the route's local port (local-port backend), else 0 */
+	const char *local_name; /* its allow-list name (borrowed from es->allow) */
+	const char *tcp_host;   /* TCP_CONNECT: where the local-port backend dials, NULL for
+	                       * 127.0.0.1 (es->kubelet_host, or pod_ip) */
+	char pod_ip[16];        /* TCP_CONNECT to a pod: its IP, dotted */
 	const struct es_backend_ops *ops; /* set once routed; NULL for a refusal */
 	void *be;                         /* the backend's own state; its close() frees it */
 	struct es_conn *conn;             /* the backend connection, for backends that have one */

@@ -116,6 +116,14 @@ void es_tunnel_consumed(struct es_tunnel *t, uint64_t id, size_t n)
 	es_tunnel_kick(t);
 }
 
+void es_tunnel_opened(struct es_tunnel *t, uint64_t id)
+{
+	if (t->sess == NULL || !(t->caps & ST_CAP_OPENED))
+		return;
+	st_session_opened(t->sess, id);
+	es_tunnel_kick(t);
+}
+
 void es_tunnel_attach(struct es_tunnel *t, uint64_t id, struct es_stream *st)
 {
 	if (t->sess)

@@ -105,6 +105,9 @@ ssize_t es_tunnel_write(struct es_tunnel *t, uint64_t id, const uint8_t *p, size
  * ERROR @code with @reason (code != 0, when negotiated). */
 void es_tunnel_end_stream(struct es_tunnel *t, uint64_t id, uint64_t code, const char *reason);
 
+/* es_tunnel_opened() - with OPENED agreed: the TCP_CONNECT stream @id's dial succeeded. */
+void es_tunnel_opened(struct es_tunnel *t, uint64_t id);
+
 /* es_tunnel_consumed() - @n bytes of stream @id left the edge toward its backend: their
  * credit goes back to the cloud (flow extension). */
 void es_tunnel_consumed(struct es_tunnel *t, uint64_t id, size_t n);

@@ -129,16 +129,74 @@ static void test_es_route_tcp(void **state)
 	struct es_allow a;
 	struct es_target t;
 	allow(&a);
-	assert_int_equal(es_route_tcp(&a, 9100, NULL, 0, &t), 0);
+	assert_int_equal(es_route_tcp(&a, true, 9100, NULL, 0, &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_LOCAL_PORT);
 	assert_int_equal(t.port, 9100);
-	assert_int_equal(es_route_tcp(&a, 6060, "app-debug", 9, &t), 0);
+	assert_int_equal(es_route_tcp(&a, true, 6060, "app-debug", 9, &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_LOCAL_PORT);
-	assert_int_equal(es_route_tcp(&a, 6060, "node-exporter", 13, &t), 0);
+	assert_int_equal(es_route_tcp(&a, true, 6060, "node-exporter", 13, &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_REFUSE);
-	assert_int_equal(es_route_tcp(&a, 22, NULL, 0, &t), 0);
+	assert_int_equal(es_route_tcp(&a, true, 22, NULL, 0, &t), 0);
 	assert_int_equal(t.kind, ES_TARGET_REFUSE);
-	assert_non_null(strstr(t.reason, "TCP port 22 "));
+	assert_true(t.refuse_code == ST_EXT_ERR_REFUSED);
+	assert_string_equal(t.reason,
+	                    "TCP port 22 is not in this node's allow-list (--local-port)");
+}
+
+/* The kubelet is a name, not a port from the cloud; pod IPs only as configured. */
+static void test_es_route_tcp__kubelet_and_pods(void **state)
+{
+	(void)state;
+	struct es_allow a;
+	struct es_target t;
+	char err[200];
+	allow(&a);
+	assert_int_equal(es_route_tcp(&a, true, 10250, "kubelet", 7, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_KUBELET_TCP);
+	assert_int_equal(es_route_tcp(&a, true, 22, "kubelet", 7, &t), 0); /* port unused */
+	assert_int_equal(t.kind, ES_TARGET_KUBELET_TCP);
+	assert_int_equal(es_route_tcp(&a, false, 10250, "kubelet", 7, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_REFUSE);
+	assert_string_equal(t.reason, "no kubelet on this node (--kubelet-url is not set)");
+	/* Pod IPs: off by default. */
+	assert_int_equal(es_route_tcp(&a, true, 8443, "10.244.3.7", 10, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_REFUSE);
+	assert_string_equal(t.reason,
+	                    "pod IP 10.244.3.7 refused: this node reaches no pod IPs (--pod-ports "
+	                    "is empty)");
+	assert_int_equal(es_allow_add_pod_port(&a, "8443", err, sizeof err), 0);
+	assert_int_equal(es_allow_add_pod_port(&a, "8443", err, sizeof err), -EEXIST);
+	assert_int_equal(es_allow_add_pod_port(&a, "0", err, sizeof err), -EINVAL);
+	assert_int_equal(es_allow_add_pod_port(&a, "65536", err, sizeof err), -EINVAL);
+	assert_int_equal(es_allow_add_pod_cidr(&a, "10.244.3.0/24", err, sizeof err), 0);
+	assert_int_equal(es_allow_add_pod_cidr(&a, "10.244.3.0", err, sizeof err), -EINVAL);
+	assert_int_equal(es_allow_add_pod_cidr(&a, "10.244.3.0/7", err, sizeof err), -EINVAL);
+	assert_int_equal(es_allow_add_pod_cidr(&a, "10.244.3.0/33", err, sizeof err), -EINVAL);
+	assert_int_equal(es_allow_add_pod_cidr(&a, "10.244.300.0/24", err, sizeof err), -EINVAL);
+	assert_int_equal(es_route_tcp(&a, true, 8443, "10.244.3.7", 10, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_POD);
+	assert_string_equal(t.host, "10.244.3.7");
+	assert_int_equal(t.port, 8443);
+	assert_int_equal(es_route_tcp(&a, true, 22, "10.244.3.7", 10, &t), 0);
+	assert_string_equal(t.reason, "pod port 22 is not in this node's --pod-ports");
+	assert_int_equal(es_route_tcp(&a, true, 8443, "10.244.4.7", 10, &t), 0);
+	assert_string_equal(t.reason, "IP 10.244.4.7 is not in this node's --pod-cidr");
+	assert_int_equal(es_route_tcp(&a, true, 8443, "127.0.0.1", 9, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_REFUSE);
+	/* Not dotted quads: names, and refused as unknown entries. */
+	assert_int_equal(es_route_tcp(&a, true, 8443, "10.244.3.07", 11, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_REFUSE);
+	assert_int_equal(es_route_tcp(&a, true, 8443, "10.244.3", 8, &t), 0);
+	assert_int_equal(t.kind, ES_TARGET_REFUSE);
+	/* "kubelet" and addresses are not allow-list names. */
+	assert_int_equal(es_allow_add(&a, "kubelet=10250", err, sizeof err), -EINVAL);
+	assert_int_equal(es_allow_add(&a, "1.2.3.4=80", err, sizeof err), -EINVAL);
+	uint32_t ip;
+	assert_true(es_parse_ipv4("255.0.10.1", 10, &ip));
+	assert_true(ip == 0xff000a01u);
+	assert_false(es_parse_ipv4("256.0.0.1", 9, &ip));
+	assert_false(es_parse_ipv4("1.2.3.4.", 8, &ip));
+	assert_false(es_parse_ipv4("", 0, &ip));
 }
 
 static void test_es_parse_url(void **state)
@@ -178,6 +236,7 @@ int main(void)
 	        cmocka_unit_test(test_es_route_request__local_ports),
 	        cmocka_unit_test(test_es_route_request__cri),
 	        cmocka_unit_test(test_es_route_tcp),
+	        cmocka_unit_test(test_es_route_tcp__kubelet_and_pods),
 	        cmocka_unit_test(test_es_parse_url),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
