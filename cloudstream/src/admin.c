@@ -139,6 +139,7 @@ static void render_metrics(struct st_text *t, void *user)
 	cs_authz_metrics(t, srv);
 	cs_servecert_metrics(t, srv);
 	cs_join_metrics(t, srv);
+	cs_door_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
 	st_text_metric(t, "cloudstream_certificate_expiry_seconds", "gauge",
 	               "notAfter of the certificate each listener serves now (unix time; follows "

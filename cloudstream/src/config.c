@@ -352,6 +352,88 @@ static const struct st_opt options[] = {
          .help = "url.Host written into connect requests. An unmodified KubeEdge edge dials it "
                  "(its edged kubelet server); edgestream ignores it and uses its own backends.",
          .since = "0.1"},
+        /* ---- the front door (door.h) ---- */
+        {.name = "front-door-listen",
+         .type = ST_OPT_STRING,
+         .offset = OFF(front_door_listen),
+         .value_name = "ADDR:PORT",
+         .help = "The front door over TCP: kube-apiserver's EgressSelector HTTPConnect egress "
+                 "(egressSelections cluster, transport tcp, url https://<this>) with mutual "
+                 "TLS. The apiserver's own TLS then runs end to end to the edge's kubelet. Off "
+                 "when empty (the default). Port 0 picks a free port (see --ready-file).",
+         .example = "--front-door-listen 0.0.0.0:8131",
+         .since = "0.2"},
+        {.name = "front-door-socket",
+         .type = ST_OPT_STRING,
+         .offset = OFF(front_door_socket),
+         .value_name = "PATH",
+         .help = "The front door on a unix socket (egressSelections cluster, transport uds, "
+                 "udsName <this>), for an apiserver on the same host. A socket left at PATH "
+                 "is replaced; any other file there is an error. Off when empty.",
+         .example = "--front-door-socket /run/cloudstream/front-door.sock",
+         .since = "0.2"},
+        {.name = "front-door-socket-mode",
+         .type = ST_OPT_STRING,
+         .offset = OFF(front_door_socket_mode),
+         .default_value = "0660",
+         .value_name = "OCTAL",
+         .help = "Permissions of --front-door-socket. Whoever may connect to it may reach "
+                 "every edge node's kubelet port (the kubelet still authenticates the "
+                 "apiserver's client certificate inside the tunnel).",
+         .since = "0.2"},
+        {.name = "front-door-cert",
+         .type = ST_OPT_STRING,
+         .offset = OFF(front_door_cert),
+         .value_name = "FILE",
+         .help = "Server certificate of --front-door-listen; its SANs must hold the host of "
+                 "the apiserver's egress url exactly (an IP SAN for an IP). Default: "
+                 "--stream-cert.",
+         .since = "0.2"},
+        {.name = "front-door-key",
+         .type = ST_OPT_STRING,
+         .offset = OFF(front_door_key),
+         .value_name = "FILE",
+         .help = "Private key of --front-door-cert. Default: --stream-key.",
+         .since = "0.2"},
+        {.name = "front-door-client-ca",
+         .type = ST_OPT_STRING,
+         .offset = OFF(front_door_client_ca),
+         .value_name = "FILE",
+         .help = "CA of the apiserver's egress client certificate (tlsConfig clientCert); "
+                 "a client without a certificate from it fails the handshake. Default: "
+                 "--stream-client-ca.",
+         .since = "0.2"},
+        {.name = "front-door-allowed-subjects",
+         .type = ST_OPT_STRING_LIST,
+         .offset = OFF(front_door_allowed_subjects),
+         .value_name = "CN|O=ORG",
+         .help = "When set, only client certificates whose CN (or, written O=<org>, one of "
+                 "whose organizations) is listed may CONNECT through --front-door-listen; "
+                 "others are answered 403. Empty: any certificate of --front-door-client-ca "
+                 "(give the front door a CA of its own then).",
+         .example = "--front-door-allowed-subjects kube-apiserver-egress",
+         .since = "0.2"},
+        {.name = "front-door-kubelet-ports",
+         .type = ST_OPT_STRING_LIST,
+         .offset = OFF(front_door_kubelet_ports),
+         .default_value = "10250,10350",
+         .value_name = "PORT",
+         .help = "A CONNECT to a node at one of these ports (the Node's "
+                 "daemonEndpoints.kubeletEndpoint.Port: 10250, or 10350 for KubeEdge nodes) "
+                 "reaches the node's kubelet: the edge dials its own --kubelet-url, never a "
+                 "port the cloud names. Any other port is asked of the edge as a port, which "
+                 "its --local-port allow-list grants or refuses.",
+         .since = "0.2"},
+        {.name = "front-door-dial-timeout",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(front_door_dial_timeout_ms),
+         .default_value = "10s",
+         .min = 100,
+         .max = 600000,
+         .value_name = "DURATION",
+         .help = "A CONNECT whose edge has not acknowledged its dial after this long is "
+                 "answered 504 (kube-apiserver has no deadline of its own for the answer).",
+         .since = "0.2"},
         {.name = "answer-timeout",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(answer_timeout_ms),

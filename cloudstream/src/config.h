@@ -51,6 +51,13 @@ struct cs_config {
 	bool authentication_token_webhook; /* bearer tokens through TokenReview */
 	uint64_t authn_cache_ttl_ms, authz_cache_allowed_ttl_ms, authz_cache_denied_ttl_ms;
 	char *edge_target_host;
+	/* the front door (door.h): kube-apiserver's HTTPConnect egress */
+	char *front_door_listen, *front_door_socket;
+	char *front_door_socket_mode; /* octal, e.g. "0660" */
+	char *front_door_cert, *front_door_key, *front_door_client_ca;
+	struct st_strlist front_door_allowed_subjects;
+	struct st_strlist front_door_kubelet_ports;
+	uint64_t front_door_dial_timeout_ms;
 	uint64_t answer_timeout_ms, idle_timeout_ms;
 	uint64_t
 	        stall_timeout_ms; /* base protocol: a stream that pauses the tunnel and drains nothing */

@@ -57,6 +57,7 @@ struct cs_metrics {
 };
 
 struct cs_front;
+struct door_set;
 
 /* The tunnel module's part of the server (tunnel.c, tunnel_stream.c own it; read-only
  * elsewhere). */
@@ -95,6 +96,7 @@ struct cs_server {
 	struct cs_tunnel_set tun;
 	size_t n_fronts;         /* apiserver connections (front.c) */
 	struct cs_front *fronts; /* every apiserver connection (list; front.c) */
+	struct door_set *door;   /* the front door's listeners and counters (door.c) */
 	uint64_t next_ordinal;
 	bool draining, stop, ready; /* draining: drain.state is DRAINING or later */
 	struct st_drain drain;      /* SIGTERM (stream/drain.h) */
@@ -111,6 +113,13 @@ void cs_front_drain_idle(struct cs_server *srv);
 /* The pod lookup for the front with @ordinal finished (@ok: the cache has the answer); that
  * front, if it is still there, routes its request again. */
 void cs_front_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
+
+/* ---- door.c (door.h) ------------------------------------------------------------------ */
+extern const struct lws_protocols cs_door_protocols[2];
+/* The front door's counters on /metrics (admin.c). */
+struct st_text;
+void cs_door_metrics(struct st_text *t, const struct cs_server *srv);
+void cs_door_free(struct cs_server *srv);
 
 /* ---- authz_req.c ----------------------------------------------------------------------- */
 /* Start-up: the secure default (refuses a stream port open to any certificate of its CA), the

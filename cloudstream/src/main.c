@@ -26,6 +26,7 @@
 #include <stream/sandbox.h>
 #include <stream/workq.h>
 
+#include "door.h"
 #include "join_srv.h"
 #include "listen.h"
 #include "servecert.h"
@@ -390,6 +391,9 @@ static int create_vhosts(struct cs_server *srv)
 	srv->vh_aux = lws_create_vhost(srv->ctx, &info);
 	if (srv->vh_aux == NULL)
 		return -ENOMEM;
+	int rc = cs_door_create_vhosts(srv);
+	if (rc < 0)
+		return rc;
 	return cs_listener_new(srv);
 }
 
@@ -397,10 +401,10 @@ static int write_ready_file(struct cs_server *srv)
 {
 	if (srv->cfg.ready_file == NULL || srv->cfg.ready_file[0] == '\0')
 		return 0;
-	char buf[128];
-	int n = snprintf(buf, sizeof buf, "tunnel=%d\nstream=%d\nadmin=%d\n", cs_listener_port(srv),
-	                 st_loop_listen_port(srv->vh_stream),
-	                 srv->vh_admin ? st_loop_listen_port(srv->vh_admin) : 0);
+	char buf[160];
+	int n = snprintf(buf, sizeof buf, "tunnel=%d\nstream=%d\nadmin=%d\nfront_door=%d\n",
+	                 cs_listener_port(srv), st_loop_listen_port(srv->vh_stream),
+	                 srv->vh_admin ? st_loop_listen_port(srv->vh_admin) : 0, cs_door_port(srv));
 	int rc = st_loop_write_ready_file(srv->cfg.ready_file, buf, (size_t)n);
 	if (rc < 0)
 		st_err("--ready-file %s: %s", srv->cfg.ready_file, strerror(-rc));
@@ -472,9 +476,17 @@ int main(int argc, char **argv)
 	    check_files("stream-client-ca", srv.cfg.stream_client_ca, NULL) < 0 ||
 	    check_apiserver(&srv.cfg) < 0)
 		goto out_config;
+	if ((srv.cfg.front_door_cert && srv.cfg.front_door_cert[0] &&
+	     check_files("front-door-cert/--front-door-key", srv.cfg.front_door_cert,
+	                 srv.cfg.front_door_key) < 0) ||
+	    (srv.cfg.front_door_client_ca && srv.cfg.front_door_client_ca[0] &&
+	     check_files("front-door-client-ca", srv.cfg.front_door_client_ca, NULL) < 0) ||
+	    cs_door_setup(&srv) < 0)
+		goto out_config;
 	set_replica(&srv);
+	/* tcp and opened: front-door tunnels (door.h), 200 only once the edge's dial worked. */
 	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |
-	               ST_CAP_RAW_RESPONSE;
+	               ST_CAP_RAW_RESPONSE | ST_CAP_TCP | ST_CAP_OPENED;
 	srv.tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES);
 	srv.scratch = malloc(ST_MAX_CONNECT_JSON_BYTES);
 	uint64_t seed = (uint64_t)cs_now_ms() ^ ((uint64_t)getpid() << 32);
@@ -575,6 +587,7 @@ out_config:
 	cs_registry_free(srv.reg);
 	cs_podcache_free(srv.pods);
 	cs_authz_stop(&srv);
+	cs_door_free(&srv);
 	curl_global_cleanup();
 	free(srv.tx);
 	free(srv.scratch);

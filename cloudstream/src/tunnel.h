@@ -69,6 +69,9 @@ struct cs_endpoint_ops {
 	/* What the endpoint is, for the admin port's stream listing: every field set (strings
 	 * static or the endpoint's own, valid until it next changes). */
 	void (*info)(const struct cs_endpoint *ep, struct cs_endpoint_info *out);
+	/* Optional (NULL: the endpoint opens no TCP_CONNECT stream): the edge acknowledged the
+	 * endpoint's TCP_CONNECT (OPENED): its dial succeeded and its bytes may follow. */
+	void (*opened)(struct cs_endpoint *ep);
 };
 
 /*

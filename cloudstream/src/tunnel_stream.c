@@ -62,7 +62,16 @@ static void on_writable(struct st_session *s, uint64_t id, void *user)
 		ep->ops->writable(ep);
 }
 
+static void on_opened(struct st_session *s, uint64_t id, void *user)
+{
+	(void)user;
+	struct cs_endpoint *ep = st_session_stream_user(s, id);
+	if (ep != NULL && ep->ops->opened)
+		ep->ops->opened(ep);
+}
+
 const struct st_session_callbacks cs__tunnel_session_cbs = {
+        .on_opened = on_opened,
         .on_data = on_data,
         .on_close = on_close,
         .on_writable = on_writable,

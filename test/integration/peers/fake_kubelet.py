@@ -21,6 +21,7 @@ Paths:
         line every S seconds instead, a quiet log).
   /metrics, /metrics/cadvisor, /metrics/resource   Prometheus text, Content-Length
   /healthz /pods /stats/summary /configz            small bodies
+  /whoami               {"cn": CN of the client certificate this kubelet verified}
   /conn[?close]         the client's source port: which connection carried the request
                         (with close: "Connection: close", then it closes; with v10 instead:
                         an HTTP/1.0 answer without keep-alive, then it closes; &linger=S:
@@ -184,6 +185,11 @@ async def serve(reader, writer, method, target, headers):
         writer.write(response(200, METRICS, "text/plain; version=0.0.4; charset=utf-8"))
     elif path == "/healthz":
         writer.write(response(200, b"ok"))
+    elif path == "/whoami":  # the client certificate this kubelet verified: whose TLS it is
+        cert = writer.get_extra_info("peercert") or {}
+        cn = [v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
+        writer.write(response(200, json.dumps({"cn": cn[0] if cn else None}).encode(),
+                              "application/json"))
     elif path == "/headers":  # the request's headers, as this kubelet received them
         writer.write(response(200, json.dumps(headers).encode(), "application/json"))
     elif path == "/conn":

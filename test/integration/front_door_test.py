@@ -1,0 +1,443 @@
+#!/usr/bin/python3
+"""The front door (cloudstream/src/door.h): kube-apiserver's EgressSelector HTTPConnect egress,
+end to end on loopback:
+
+  apiserver-like client ──CONNECT (mTLS, or a unix socket)──▶ cloudstream front door
+      ──TCP_CONNECT on the node's tunnel──▶ edgestream ──raw TCP──▶ TLS kubelet stand-in
+
+The client sends exactly what kube-apiserver's dialer sends (egress_selector.go,
+tunnelHTTPConnect: "CONNECT <addr> HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n", then reads one
+response and refuses any byte buffered after it), then does its own TLS to the kubelet with
+its kubelet client certificate, which the kubelet stand-in verifies and reports (/whoami).
+
+Groups: relay (mTLS and the unix socket: exec over SPDY, logs -f, port-forward, metrics byte for
+byte, the CN the kubelet saw), errors (no tunnel, port not allowed, unknown IP, a failed dial,
+a base-protocol edge, not CONNECT: status and reason in < 100 ms, nothing disallowed dialled),
+stall (one stalled CONNECT and one active on the same node: the active one's throughput against
+its solo run).
+"""
+import os
+import socket
+import ssl
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import (Env, Fail, PEERS, PY, check, close_env, run, start_cloudstream,  # noqa: E402
+                     start_edgestream, start_kubeedge_edge, read_body, read_head, sha256)
+
+NODE_IP = "127.0.0.11"    # edge-1's address: an IP SAN of its tunnel certificate; never dialled
+OTHER_IP = "127.0.0.12"   # nobody's
+KUBELET_PORT = 10250      # what the Node's daemonEndpoints say; the edge dials its own kubelet
+
+
+def mint_pki(env):
+    """The certificates kube-apiserver holds for its egress and its kubelet client, a kubelet
+    serving certificate valid for the node's IP and name, and node certificates with IPs."""
+    env.mint("ca", "--out", env.path("egress-ca"), "--cn", "front door CA")
+    env.mint("server", "--ca", env.path("egress-ca"), "--out", env.path("front-door"),
+             "--cn", "cloudstream-front-door", "--ip", "127.0.0.1", "--dns", "localhost")
+    env.mint("client", "--ca", env.path("egress-ca"), "--out", env.path("apiserver-egress"),
+             "--cn", "kube-apiserver-egress")
+    env.mint("client", "--ca", env.path("egress-ca"), "--out", env.path("intruder"),
+             "--cn", "someone-else")
+    # The apiserver's --kubelet-client-certificate, from the kubelets' client CA.
+    env.mint("client", "--ca", env.path("kubelet-ca"), "--out", env.path("apiserver-kubelet"),
+             "--cn", "kube-apiserver-kubelet-client", "--org", "system:masters")
+    env.mint("server", "--ca", env.path("kubelet-ca"), "--out", env.path("kubelet-edge-1"),
+             "--cn", "edge-1", "--ip", "127.0.0.1,%s" % NODE_IP, "--dns", "edge-1,localhost",
+             "--force")
+    env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-1"),
+             "--node", "edge-1", "--ip", NODE_IP, "--force")
+
+
+def start_kubelet_for_node(env, name="kubelet"):
+    ready = os.path.join(env.dir, name + ".ready")
+    argv = [PY, os.path.join(PEERS, "fake_kubelet.py"), "--listen", "127.0.0.1:0",
+            "--cert", env.path("kubelet-edge-1.crt"), "--key", env.path("kubelet-edge-1.key"),
+            "--client-ca", env.path("kubelet-ca.crt"), "--ready-file", ready]
+    p, text = env.start(name, argv, ready)
+    p.port = int(text.strip())
+    return p
+
+
+class Chain:
+    """cloudstream (front door on TLS and a unix socket) + edgestream + kubelet stand-in."""
+
+    def __init__(self, tag, edge_extra=(), cloud_extra=()):
+        self.env = Env(tag, nodes=("edge-1", "edge-2"))
+        env = self.env
+        mint_pki(env)
+        self.sock_path = env.sock("front-door.sock")
+        self.kubelet = start_kubelet_for_node(env)
+        self.cloud = start_cloudstream(env, extra=[
+            "--front-door-listen", "127.0.0.1:0", "--front-door-socket", self.sock_path,
+            "--front-door-cert", env.path("front-door.crt"),
+            "--front-door-key", env.path("front-door.key"),
+            "--front-door-client-ca", env.path("egress-ca.crt"),
+            "--front-door-allowed-subjects", "kube-apiserver-egress",
+            "--front-door-dial-timeout", "3s"] + list(cloud_extra))
+        self.door_port = self.cloud.ports["front_door"]
+        self.edge = start_edgestream(env, self.cloud, self.kubelet, node="edge-1",
+                                     extra=list(edge_extra))
+        self.wait_node(NODE_IP)
+
+    def wait_node(self, addr, timeout=10.0):
+        """The node's tunnel is registered once a CONNECT no longer says it is unknown."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, reason, _, s = connect(self, addr, 1, via="uds")
+            s.close()
+            if status != 502 or "no edge node" not in reason:
+                return
+            time.sleep(0.05)
+        raise Fail("node %s never routable" % addr)
+
+
+def egress_ctx(env, cert="apiserver-egress"):
+    """kube-apiserver's tlsConfig for the egress: caBundle, clientCert, clientKey."""
+    ctx = ssl.create_default_context(cafile=env.path("egress-ca.crt"))
+    ctx.load_cert_chain(env.path(cert + ".crt"), env.path(cert + ".key"))
+    return ctx
+
+
+def connect(chain, host, port, via="tls", cert="apiserver-egress", timeout=5.0):
+    """What egress_selector.go's tunnelHTTPConnect does: the CONNECT head, one response, and no
+    byte after it. Returns (status, reason phrase, seconds to the answer, socket)."""
+    if via == "uds":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(chain.sock_path)
+    else:
+        raw = socket.create_connection(("127.0.0.1", chain.door_port), timeout=timeout)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The egress url's host is an IP: Go sends no SNI, and checks the IP SAN.
+        s = egress_ctx(chain.env, cert).wrap_socket(raw, server_hostname="127.0.0.1")
+    t0 = time.monotonic()
+    addr = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (addr, "127.0.0.1")).encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        c = s.recv(4096)
+        if not c:
+            raise Fail("front door closed without an answer after %r" % buf)
+        buf += c
+    took = time.monotonic() - t0
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    line = head.split(b"\r\n")[0].decode()
+    _, code, reason = line.split(" ", 2)
+    if int(code) == 200:
+        check(head == b"HTTP/1.1 200 Connection established", "200 head: %r" % head)
+        # Go: "unexpected N bytes of buffered data"; the kubelet waits for our ClientHello.
+        check(rest == b"", "bytes after the 200: %r" % rest)
+    return int(code), reason, took, s
+
+
+class InnerTLS:
+    """TLS over a connection that may itself be TLS (the front door's mTLS): what Go's
+    tls.Client does over the net.Conn the egress dialer returned. Memory BIOs pumped over
+    @outer; one thread at a time."""
+
+    def __init__(self, ctx, outer, server_hostname):
+        self.outer = outer
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname=server_hostname)
+        self._do(self.obj.do_handshake)
+
+    def _flush(self):
+        data = self.out.read()
+        if data:
+            self.outer.sendall(data)
+
+    def _do(self, fn, *args):
+        while True:
+            try:
+                r = fn(*args)
+                self._flush()
+                return r
+            except ssl.SSLWantReadError:
+                self._flush()
+                data = self.outer.recv(1 << 18)
+                if data:
+                    self.inc.write(data)
+                else:
+                    self.inc.write_eof()
+
+    def sendall(self, data):
+        view = memoryview(data)
+        while len(view):
+            n = self._do(self.obj.write, view[:1 << 16])
+            view = view[n:]
+
+    def recv(self, n):
+        try:
+            return self._do(self.obj.read, n)
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return b""
+
+    def settimeout(self, t):
+        self.outer.settimeout(t)
+
+    def close(self):
+        self.outer.close()
+
+
+def kubelet_tls(chain, s, host=NODE_IP):
+    """The apiserver's TLS to the kubelet inside the tunnel: its kubelet client certificate,
+    the kubelet's serving certificate checked against the CONNECT host (an IP SAN, or the
+    node name as a DNS SAN)."""
+    ctx = ssl.create_default_context(cafile=chain.env.path("kubelet-ca.crt"))
+    ctx.load_cert_chain(chain.env.path("apiserver-kubelet.crt"),
+                        chain.env.path("apiserver-kubelet.key"))
+    return InnerTLS(ctx, s, host)
+
+
+def tunnel(chain, via="tls", host=NODE_IP, port=KUBELET_PORT):
+    status, reason, _, s = connect(chain, host, port, via=via)
+    check(status == 200, "CONNECT %s:%d via %s: %d %s" % (host, port, via, status, reason))
+    return kubelet_tls(chain, s, host)
+
+
+def get(t, path):
+    t.sendall(("GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (path, NODE_IP, KUBELET_PORT))
+              .encode())
+    status, hdrs, rest = read_head(t)
+    return status, hdrs, read_body(t, hdrs, rest)
+
+
+# ---- relay ---------------------------------------------------------------------------------
+
+def relay_checks(chain, via):
+    # The kubelet verified the apiserver's own client certificate, end to end.
+    t = tunnel(chain, via)
+    status, _, body = get(t, "/whoami")
+    check(status == 200 and b'"cn": "kube-apiserver-kubelet-client"' in body,
+          "kubelet saw %r" % body)
+    # metrics, byte for byte, and the connection kept alive for a second request (the
+    # apiserver pools these tunnels).
+    status, _, body = get(t, "/metrics")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fk", os.path.join(PEERS, "fake_kubelet.py"))
+    fk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fk)
+    check(status == 200 and body == fk.METRICS, "metrics differ (%d bytes)" % len(body))
+    status, hdrs, body = get(t, "/bytes?n=3000000&seed=5")
+    check(status == 200 and sha256(body) == hdrs["x-body-sha256"], "bytes differ")
+    t.close()
+    # logs -f: lines keep coming through the tunnel.
+    t = tunnel(chain, via)
+    t.sendall(("GET /containerLogs/default/demo/app?tailLines=2&follow=true HTTP/1.1\r\n"
+               "Host: %s:%d\r\n\r\n" % (NODE_IP, KUBELET_PORT)).encode())
+    status, hdrs, rest = read_head(t)
+    check(status == 200, "logs status %d" % status)
+    buf = rest
+    t.settimeout(5)
+    while b"line 5\n" not in buf:
+        buf += t.recv(4096)
+    t.close()
+    # exec over SPDY: the 101 and an echo of every byte, upload and download.
+    t = tunnel(chain, via)
+    t.sendall(("POST /exec/default/demo/app?command=greet&input=1&output=1 HTTP/1.1\r\n"
+               "Host: %s:%d\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+               "X-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n"
+               % (NODE_IP, KUBELET_PORT)).encode())
+    status, hdrs, rest = read_head(t)
+    check(status == 101 and hdrs.get("upgrade") == "SPDY/3.1", "exec: %d %r" % (status, hdrs))
+    want = b"hello from default/demo/app\n"
+    buf = rest
+    while len(buf) < len(want):
+        buf += t.recv(4096)
+    check(buf == want, "exec greeting %r" % buf)
+    payload = os.urandom(1 << 20)
+    got = bytearray()
+    for off in range(0, len(payload), 1 << 16):  # stdin in pieces, each echoed back
+        t.sendall(payload[off:off + (1 << 16)])
+        while len(got) < off + (1 << 16):
+            c = t.recv(1 << 16)
+            if not c:
+                break
+            got.extend(c)
+    check(bytes(got) == payload, "exec echo: %d of %d bytes" % (len(got), len(payload)))
+    t.close()
+    # port-forward: one tunnel, an upgrade, then the streams' bytes (the stand-in echoes).
+    t = tunnel(chain, via)
+    t.sendall(("POST /portForward/default/demo HTTP/1.1\r\nHost: %s:%d\r\n"
+               "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+               "X-Stream-Protocol-Version: portforward.k8s.io\r\nContent-Length: 0\r\n\r\n"
+               % (NODE_IP, KUBELET_PORT)).encode())
+    status, hdrs, rest = read_head(t)
+    check(status == 101, "port-forward: %d" % status)
+    t.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    buf = rest
+    while len(buf) < 18:
+        buf += t.recv(4096)
+    check(buf == b"GET / HTTP/1.0\r\n\r\n", "port-forward echo %r" % buf)
+    t.close()
+
+
+def relay_tls():
+    c = Chain("door-relay-tls")
+    failed = True
+    try:
+        relay_checks(c, "tls")
+        # By node name too (--kubelet-preferred-address-types=Hostname): the kubelet's
+        # certificate is then checked against the name.
+        t = tunnel(c, "tls", host="edge-1")
+        status, _, body = get(t, "/healthz")
+        check(status == 200 and body == b"ok", "by name: %d %r" % (status, body))
+        t.close()
+        # The access log line and the metrics.
+        log = open(c.cloud.logpath, "rb").read().decode(errors="replace")
+        check("access: CONNECT %s:%d 200 done caller=kube-apiserver-egress" % (
+            NODE_IP, KUBELET_PORT) in log, "no access line")
+        import urllib.request
+        m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % c.cloud.ports["admin"],
+                                   timeout=5).read().decode()
+        check('cloudstream_front_door_connects_total{result="ok"}' in m, "no metric")
+        failed = False
+    finally:
+        close_env(c.env, failed)
+
+
+def relay_uds():
+    c = Chain("door-relay-uds")
+    failed = True
+    try:
+        relay_checks(c, "uds")
+        log = open(c.cloud.logpath, "rb").read().decode(errors="replace")
+        check("caller=uid=%d" % os.getuid() in log, "no uid in the access line")
+        failed = False
+    finally:
+        close_env(c.env, failed)
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+def expect(chain, host, port, status, words, via="tls", cert="apiserver-egress"):
+    got, reason, took, s = connect(chain, host, port, via=via, cert=cert)
+    s.close()
+    print("     %-24s %d %s  (%.1f ms)" % ("%s:%d" % (host, port), got, reason, took * 1000))
+    check(got == status, "CONNECT %s:%d: %d %s, want %d" % (host, port, got, reason, status))
+    for w in words:
+        check(w in reason, "reason %r lacks %r" % (reason, w))
+    check(took < 0.1, "answer took %.0f ms" % (took * 1000))
+
+
+def errors():
+    # A local port the edge allows, another it does not, and a listener on a port that is
+    # not allowed: it must never see a connection.
+    trap = socket.socket()
+    trap.bind(("127.0.0.1", 0))
+    trap.listen(8)
+    trap.setblocking(False)
+    trap_port = trap.getsockname()[1]
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, not listening: a dial there is refused
+    dead_port = dead.getsockname()[1]
+    c = Chain("door-errors", edge_extra=["--local-port", "gone=%d" % dead_port])
+    failed = True
+    try:
+        # Warm-up, so the figures are not the first connection's.
+        expect(c, NODE_IP, 1, 502, [])
+        expect(c, "edge-2", KUBELET_PORT, 503, ["edge node edge-2 is not connected"])
+        expect(c, OTHER_IP, KUBELET_PORT, 502, ["no edge node", OTHER_IP])
+        expect(c, NODE_IP, trap_port, 502,
+               ["edge node edge-1", "refused", "TCP port %d is not in this node's allow-list"
+                % trap_port])
+        expect(c, NODE_IP, dead_port, 502, ["edge node edge-1", "unreachable"])
+        expect(c, "edge-2", KUBELET_PORT, 503, ["not connected"], via="uds")
+        expect(c, NODE_IP, trap_port, 502, ["allow-list"], via="uds")
+        # A certificate of the CA but not in --front-door-allowed-subjects.
+        expect(c, NODE_IP, KUBELET_PORT, 403, ["someone-else", "allowed-subjects"],
+               cert="intruder")
+        # Not a CONNECT, and a malformed target.
+        raw = socket.socket(socket.AF_UNIX)
+        raw.connect(c.sock_path)
+        raw.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, hdrs, _ = read_head(raw)
+        check(status == 405, "GET: %d" % status)
+        raw.close()
+        raw = socket.socket(socket.AF_UNIX)
+        raw.connect(c.sock_path)
+        raw.sendall(b"CONNECT nohostport HTTP/1.1\r\n\r\n")
+        status, hdrs, _ = read_head(raw)
+        check(status == 400, "bad target: %d" % status)
+        raw.close()
+        try:
+            trap.accept()
+            raise Fail("the port outside the allow-list was dialled")
+        except BlockingIOError:
+            pass
+        # A base-protocol edge cannot carry raw TCP: a clear error, at once.
+        env = c.env
+        env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-2"),
+                 "--node", "edge-2", "--ip", OTHER_IP, "--force")
+        start_kubeedge_edge(env, c.cloud, c.kubelet, node="edge-2", protocol="base")
+        c.wait_node(OTHER_IP)
+        expect(c, OTHER_IP, KUBELET_PORT, 502, ["base protocol", "cannot carry raw TCP"])
+        # The kubelet is down: the edge's dial fails, and says so.
+        env.stop(c.kubelet)
+        expect(c, NODE_IP, KUBELET_PORT, 502, ["edge node edge-1", "unreachable",
+                                               "TCP target kubelet"])
+        # The edge goes away: no tunnel.
+        env.stop(c.edge)
+        time.sleep(0.3)
+        expect(c, NODE_IP, KUBELET_PORT, 502, ["no edge node"])
+        expect(c, "edge-1", KUBELET_PORT, 503, ["edge node edge-1 is not connected"])
+        failed = False
+    finally:
+        trap.close()
+        dead.close()
+        close_env(c.env, failed)
+
+
+# ---- a stalled CONNECT does not slow the active one ---------------------------------------
+
+def throughput(chain, n):
+    t = tunnel(chain, "tls")
+    t0 = time.monotonic()
+    status, hdrs, body = get(t, "/bytes?n=%d&seed=3" % n)
+    dt = time.monotonic() - t0
+    check(status == 200 and len(body) == n, "download %d" % status)
+    t.close()
+    return n / dt / 1e6
+
+
+def stall():
+    c = Chain("door-stall")
+    failed = True
+    try:
+        n = 64 << 20
+        throughput(c, 8 << 20)  # warm-up
+        solo = throughput(c, n)
+        # A CONNECT whose apiserver side reads nothing: the kubelet streams into it.
+        st = tunnel(c, "tls")
+        st.sendall(("GET /stream HTTP/1.1\r\nHost: %s\r\n\r\n" % NODE_IP).encode())
+        time.sleep(1.0)  # its window fills, and stays full
+        import urllib.request
+        rows = urllib.request.urlopen("http://127.0.0.1:%d/streams" % c.cloud.ports["admin"],
+                                      timeout=5).read().decode().splitlines()
+        cols = rows[0].lstrip("# ").split("\t")
+        stalled = [dict(zip(cols, r.split("\t"))) for r in rows[1:] if "\tconnect\t" in r]
+        check(len(stalled) == 1, "streams: %r" % rows)
+        held = int(stalled[0].get("QUEUED", stalled[0].get("queued", "0")))
+        print("     the stalled CONNECT holds %d bytes in cloudstream (its window)" % held)
+        check(held > 0, "the stalled CONNECT holds nothing: not stalled? %r" % stalled)
+        both = throughput(c, n)
+        st.close()
+        ratio = both / solo
+        print("     solo %.1f MB/s, beside a stalled CONNECT %.1f MB/s: %.2fx" % (
+            solo, both, ratio))
+        check(ratio >= 0.9, "active CONNECT at %.2fx of its solo throughput" % ratio)
+        failed = False
+    finally:
+        close_env(c.env, failed)
+
+
+GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors], "stall": [stall]}
+
+if __name__ == "__main__":
+    group = sys.argv[1] if len(sys.argv) > 1 else None
+    tests = GROUPS.get(group) if group in GROUPS else [t for g in GROUPS.values() for t in g]
+    sys.argv = sys.argv[:1]
+    sys.exit(run(tests))
