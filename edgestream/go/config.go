@@ -65,8 +65,8 @@ func (c *Config) SetMap(opts map[string]string) error {
 	return nil
 }
 
-// LoadFile applies a JSON file of options (keys as the option names; lists replace what was
-// set before). Errors carry the library's message, which names the file and the key.
+// LoadFile applies a YAML or JSON file of options (keys as the option names; lists replace what was
+// set before; ../FLAGS.md). Errors carry the library's message, which names the file, line and key.
 func (c *Config) LoadFile(path string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

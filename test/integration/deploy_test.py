@@ -213,8 +213,8 @@ class Mounts:
                 cm = find(self.objs, "ConfigMap", vol["configMap"]["name"])
                 os.makedirs(d, exist_ok=True)
                 for k, text in cm["data"].items():
-                    if k.endswith(".json"):  # paths in it move under root too
-                        text = json.dumps(self.remap_json(json.loads(text)), indent=1)
+                    if k.endswith(".json"):  # a config file: its paths move under root too
+                        text = dump_config(text, self.remap_json(load_config(text)))
                     with open(os.path.join(d, k), "w") as f:
                         f.write(text)
             elif "secret" in vol:
@@ -261,6 +261,18 @@ class Mounts:
     def close(self):
         for s in self.socks:
             s.close()
+
+
+def load_config(text):
+    """A daemon's config file, YAML or JSON (JSON is YAML to python3-yaml)."""
+    return yaml.safe_load(text)
+
+
+def dump_config(orig, cfg):
+    """@cfg in the format @orig was in (the daemons tell them apart by the first character)."""
+    if orig.lstrip().startswith("{"):
+        return json.dumps(cfg, indent=1)
+    return yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False)
 
 
 def print_config(binary, args):
@@ -490,9 +502,13 @@ def test_cloudstream(env, net, objs):
     raw = os.path.join(env.dir, "cloudstream.json")
     with open(raw, "w") as f:
         f.write(cm["data"]["cloudstream.json"])
-    file_cfg = json.loads(cm["data"]["cloudstream.json"])
+    file_cfg = load_config(cm["data"]["cloudstream.json"])
+    check(file_cfg.get("apiVersion") == "cloudstream.io/v1alpha1" and
+          file_cfg.get("kind") == "CloudStreamConfig", "the ConfigMap's file has no version")
     eff = print_config(CLOUD_BIN, ["--config", raw])
     for k, v in file_cfg.items():
+        if k in ("apiVersion", "kind"):
+            continue
         if isinstance(v, (str, list)) and not re.fullmatch(r"[\d.]+(ms|s|m|h|KiB|MiB|GiB)?",
                                                            str(v)):
             check(eff[k] == v, "config %s: file %r, effective %r" % (k, v, eff[k]))
@@ -714,18 +730,20 @@ def test_systemd(env, net, cloud, kubelet, edge_mounts):
     uenv = parse_env_file(os.path.join(SYSTEMD, "edgestream.env"))
     argv = expand_exec(one("ExecStart"), uenv)
     check(argv[0] == "/usr/local/bin/edgestream", "ExecStart binary %s" % argv[0])
-    check(argv[1:3] == ["--config", "/etc/edgestream/edgestream.json"], "ExecStart %s" % argv)
+    check(argv[1:3] == ["--config", "/etc/edgestream/edgestream.yaml"], "ExecStart %s" % argv)
     # Without the EnvironmentFile, the unit still starts (it is optional: "-").
     check(expand_exec(one("ExecStart"), {})[1:] == argv[1:3], "ExecStart without the env file")
-    # The example config as /etc/edgestream/edgestream.json; its certificate paths are those
+    # The example config as /etc/edgestream/edgestream.yaml; its certificate paths are those
     # the edge host holds (the same /etc/edgestream/pki as the DaemonSet's hostPath).
-    with open(os.path.join(SYSTEMD, "edgestream.json")) as f:
-        example = json.load(f)
+    with open(os.path.join(SYSTEMD, "edgestream.yaml")) as f:
+        text = f.read()
+    example = load_config(text)
+    check(example.get("kind") == "EdgeStreamConfig", "the example config has no kind")
     root = edge_mounts.root
     os.makedirs(root + "/etc/edgestream", exist_ok=True)
-    with open(root + "/etc/edgestream/edgestream.json", "w") as f:
-        json.dump(edge_mounts.remap_json(example), f)
-    args = [edge_mounts.local(a) if a == "/etc/edgestream/edgestream.json" else a
+    with open(root + "/etc/edgestream/edgestream.yaml", "w") as f:
+        f.write(dump_config(text, edge_mounts.remap_json(example)))
+    args = [edge_mounts.local(a) if a == "/etc/edgestream/edgestream.yaml" else a
             for a in argv[1:]]
     if not args[1].startswith(root):
         args[1] = root + args[1]

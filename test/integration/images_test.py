@@ -147,7 +147,7 @@ def test_images(env, tars, objs):
             check("usr/bin/cloudstream-ctl" in files, "cloudstream: no cloudstream-ctl")
         check(not files & {"bin/sh", "usr/bin/sh", "bin/busybox", "usr/bin/dash"},
               "%s: a shell in a distroless image" % name)
-        for p in ("libc6", "libssl3", "libwebsockets17", "libjson-c5", "libcurl4",
+        for p in ("libc6", "libssl3", "libwebsockets17", "libjson-c5", "libyaml-0-2", "libcurl4",
                   "libseccomp2", name):
             check("var/lib/dpkg/status.d/" + p in files, "%s: no status.d/%s" % (name, p))
         size = os.path.getsize(tars[c["image"]])

@@ -10,7 +10,8 @@ a time on the machine (a lock in /run/lock), waiting for dpkg's lock when apt ho
 
 Checked:
 - the four packages install together; versions are the project's; the daemons' Depends are
-  exactly Debian 12's libc6 libcurl4 libev4 libjson-c5 libseccomp2 libssl3 libwebsockets17
+  exactly Debian 12's libc6 libcurl4 libev4 libjson-c5 libyaml-0-2 libseccomp2 libssl3
+  libwebsockets17
   (with the bounds dpkg-shlibdeps computed) and libwebsockets-evlib-ev (lws dlopens it);
   conffiles are the example config and the env file;
 - certificates from the installed stream-certs, put where deploy/README.md says (mode 0600 in
@@ -51,8 +52,9 @@ from deploy_test import EDGE_HOST_FILES, NODE, parse_env_file, expand_exec, pars
 PKG_DIR = os.environ.get("ST_PKG_DIR", os.path.join(h.BIN, "packages-release", "packages"))
 PKGS = ("cloudstream", "edgestream", "stream-tools", "libedgestream-dev")
 # libev4 and lws's libev plugin: the loop the daemons run on (stream/loop.h).
-RUNTIME_DEPS = {"libc6", "libcurl4", "libjson-c5", "libseccomp2", "libssl3", "libwebsockets17",
-                "libev4", "libwebsockets-evlib-ev"}
+# libyaml-0-2: the YAML config files.
+RUNTIME_DEPS = {"libc6", "libcurl4", "libjson-c5", "libyaml-0-2", "libseccomp2", "libssl3",
+                "libwebsockets17", "libev4", "libwebsockets-evlib-ev"}
 UNIT_DIR = "/lib/systemd/system"
 CLOUD_PKI = ("cloudstream-tunnel.crt", "cloudstream-tunnel.key", "tunnel-ca.crt",
              "cloudstream-stream.crt", "cloudstream-stream.key", "stream-ca.crt")
@@ -181,7 +183,7 @@ def test_install(files):
         names = {x.split()[0] for x in deps.split(", ")}
         check(names == RUNTIME_DEPS, "%s Depends: %s" % (d, deps))
         conf = {line.split()[0] for line in query(d, "Conffiles").splitlines() if line.strip()}
-        check(conf == {"/etc/%s/%s.json" % (d, d), "/etc/default/" + d},
+        check(conf == {"/etc/%s/%s.yaml" % (d, d), "/etc/default/" + d},
               "%s conffiles %s" % (d, conf))
         out = subprocess.run(["/usr/bin/" + d, "--version"], capture_output=True, text=True)
         check(out.returncode == 0 and out.stdout.strip() == "%s %s" % (d, ver),
@@ -229,7 +231,7 @@ def test_cloudstream(env):
     os.chown(cred, uid, uid)
     argv = expand_exec(one("ExecStart").replace("%d", cred), uenv)
     check(argv[0] == "/usr/bin/cloudstream" and argv[1:3] == ["--config",
-                                                              "/etc/cloudstream/cloudstream.json"],
+                                                              "/etc/cloudstream/cloudstream.yaml"],
           "cloudstream ExecStart %s" % argv)
     run = os.path.join(env.dir, "cloud-run")
     os.makedirs(run)
@@ -252,7 +254,7 @@ def test_edgestream(env, cloud):
     svc, one, uenv = unit("edgestream")
     check("User" not in svc and "DynamicUser" not in svc, "edgestream runs as root (CRI socket)")
     argv = expand_exec(one("ExecStart"), uenv)
-    check(argv[:3] == ["/usr/bin/edgestream", "--config", "/etc/edgestream/edgestream.json"],
+    check(argv[:3] == ["/usr/bin/edgestream", "--config", "/etc/edgestream/edgestream.yaml"],
           "edgestream ExecStart %s" % argv)
     ready = os.path.join(env.dir, "edgestream.ready")
     argv += ["--cloud-url", "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
@@ -265,9 +267,11 @@ def test_edgestream(env, cloud):
     check(st == 200, "edgestream /readyz: %d %s" % (st, body))
     st, body = get(cloud.ports["admin"], "/metrics")
     check("cloudstream_sessions 1" in body, "the tunnel did not register: %s" % body[:300])
-    # ExecReload: SIGHUP checks the certificates; the daemon stays up.
+    # ExecReload: SIGHUP reads the installed YAML config again and checks the certificates;
+    # the daemon stays up.
     p.send_signal(signal.SIGHUP)
-    wait_for(lambda: "SIGHUP" in env.tail(p, 50), "SIGHUP logged")
+    wait_for(lambda: "configuration reloaded: nothing changed" in env.tail(p, 50),
+             "SIGHUP: the configuration read again")
     check(p.poll() is None, "edgestream died on SIGHUP")
     return p
 
@@ -333,7 +337,7 @@ def test_remove_purge(before):
         check(not os.path.exists("/usr/bin/" + b), "/usr/bin/%s after dpkg -r" % b)
     for d in ("cloudstream", "edgestream"):
         check(status(d) == "deinstall ok config-files", "%s after -r: %s" % (d, status(d)))
-        check(os.path.exists("/etc/%s/%s.json" % (d, d)), "%s: conffile gone after -r" % d)
+        check(os.path.exists("/etc/%s/%s.yaml" % (d, d)), "%s: conffile gone after -r" % d)
     for p in ("stream-tools", "libedgestream-dev"):
         check(status(p) in ("deinstall ok not-installed", "not-installed",
                             "unknown ok not-installed"), "%s after -r: %s" % (p, status(p)))
