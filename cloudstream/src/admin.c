@@ -16,11 +16,35 @@
 #include <stream/admin.h>
 #include <stream/certreload.h>
 #include <stream/log.h>
+#include <stream/query.h>
 
 #include "denylist.h"
 #include "servecert.h"
 
-static const char *const kind_names[6] = {"other", "exec", "attach", "portforward", "logs", "run"};
+static void render_histograms(struct st_text *t, const struct cs_metrics *m)
+{
+	char labels[32];
+	st_text_metric(t, "cloudstream_request_ttfb_seconds", "histogram",
+	               "Time from a request's head on the stream port to the first byte of its "
+	               "answer queued toward the apiserver (the edge's, or cloudstream's own "
+	               "error), by request kind.");
+	for (int k = 0; k < 6; k++) {
+		snprintf(labels, sizeof labels, "kind=\"%s\"",
+		         st_kubelet_kind_label((enum st_kubelet_kind)k));
+		st_text_hist(t, "cloudstream_request_ttfb_seconds", labels, &m->ttfb[k]);
+	}
+	st_text_metric(t, "cloudstream_pod_lookup_duration_seconds", "histogram",
+	               "Pod lookups through the apiserver (the request's node by its pod): from "
+	               "submitting the call to a worker to its answer on the loop.");
+	st_text_hist(t, "cloudstream_pod_lookup_duration_seconds", "", &m->pod_lookup);
+	st_text_metric(t, "cloudstream_apiserver_review_duration_seconds", "histogram",
+	               "TokenReview and SubjectAccessReview calls to the apiserver: from "
+	               "submitting the call to a worker to its answer on the loop.");
+	st_text_hist(t, "cloudstream_apiserver_review_duration_seconds", "review=\"TokenReview\"",
+	             &m->review[0]);
+	st_text_hist(t, "cloudstream_apiserver_review_duration_seconds",
+	             "review=\"SubjectAccessReview\"", &m->review[1]);
+}
 
 static void render_metrics(struct st_text *t, void *user)
 {
@@ -76,12 +100,14 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->node_ip_unlisted);
 	st_text_metric(t, "cloudstream_streams", "gauge", "Streams open now, by request kind.");
 	for (int k = 0; k < 6; k++)
-		st_text_put(t, "cloudstream_streams{kind=\"%s\"} %llu\n", kind_names[k],
+		st_text_put(t, "cloudstream_streams{kind=\"%s\"} %llu\n",
+		            st_kubelet_kind_label((enum st_kubelet_kind)k),
 		            (unsigned long long)m->streams_open[k]);
 	st_text_metric(t, "cloudstream_streams_total", "counter",
 	               "Streams opened, by request kind.");
 	for (int k = 0; k < 6; k++)
-		st_text_put(t, "cloudstream_streams_total{kind=\"%s\"} %llu\n", kind_names[k],
+		st_text_put(t, "cloudstream_streams_total{kind=\"%s\"} %llu\n",
+		            st_kubelet_kind_label((enum st_kubelet_kind)k),
 		            (unsigned long long)m->streams_total[k]);
 	st_text_metric(t, "cloudstream_stream_bytes_total", "counter",
 	               "Stream payload bytes relayed, by direction.");
@@ -141,6 +167,8 @@ static void render_metrics(struct st_text *t, void *user)
 	cs_join_metrics(t, srv);
 	cs_door_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
+	render_histograms(t, m);
+	st_text_process(t);
 	st_text_metric(t, "cloudstream_certificate_expiry_seconds", "gauge",
 	               "notAfter of the certificate each listener serves now (unix time; follows "
 	               "SIGHUP reloads). A WARN is logged when one has less than a third of its "
@@ -219,21 +247,27 @@ static size_t list_sessions(struct cs_server *srv, const char *want, size_t wlen
 	uint64_t now = cs_now_ms();
 	put(out, cap, LIST_KEEP, &len,
 	    "NODE\tPROTOCOL\tREPLICA\tREMOTE\tCONNECTED\tSTREAMS\tBYTES_IN\tBYTES_OUT\t"
-	    "LAST_RX_MS_AGO\n");
+	    "LAST_RX_MS_AGO\tRTT_MS\n");
 	for (struct cs_tunnel *t = cs_tunnel_next(srv, NULL); t; t = cs_tunnel_next(srv, t)) {
 		struct cs_tunnel_info ti;
 		cs_tunnel_get_info(t, &ti);
 		if (!node_matches(ti.node, want, wlen))
 			continue;
-		char since[32];
+		char since[32], rtt[24];
 		wall_time(ti.connected_ms, since, sizeof since);
+		if (ti.rtt_us)
+			snprintf(rtt, sizeof rtt, "%llu.%llu",
+			         (unsigned long long)(ti.rtt_us / 1000u),
+			         (unsigned long long)(ti.rtt_us % 1000u / 100u));
+		else
+			snprintf(rtt, sizeof rtt, "-");
 		if (more ||
-		    !put(out, cap, LIST_KEEP, &len, "%s\t%s\t%s\t%s\t%s\t%zu\t%llu\t%llu\t%llu\n",
-		         ti.node, ti.extended ? "extended" : "base",
-		         ti.replica[0] ? ti.replica : "-", ti.remote[0] ? ti.remote : "-", since,
-		         ti.streams, (unsigned long long)ti.bytes_in,
-		         (unsigned long long)ti.bytes_out,
-		         (unsigned long long)(now - ti.last_rx_ms)))
+		    !put(out, cap, LIST_KEEP, &len,
+		         "%s\t%s\t%s\t%s\t%s\t%zu\t%llu\t%llu\t%llu\t%s\n", ti.node,
+		         ti.extended ? "extended" : "base", ti.replica[0] ? ti.replica : "-",
+		         ti.remote[0] ? ti.remote : "-", since, ti.streams,
+		         (unsigned long long)ti.bytes_in, (unsigned long long)ti.bytes_out,
+		         (unsigned long long)(now - ti.last_rx_ms), rtt))
 			more++;
 	}
 	if (more)
@@ -329,6 +363,11 @@ static int action(void *user, const char *method, size_t mlen, const char *path,
 
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv)
 {
+	for (int k = 0; k < 6; k++)
+		st_hist_init(&srv->m.ttfb[k], &st_hist_spec_ttfb);
+	st_hist_init(&srv->m.pod_lookup, &st_hist_spec_call);
+	st_hist_init(&srv->m.review[0], &st_hist_spec_call);
+	st_hist_init(&srv->m.review[1], &st_hist_spec_call);
 	ops->render_metrics = render_metrics;
 	ops->ready = ready;
 	ops->action = action;

@@ -28,6 +28,7 @@
 struct pod_job {
 	struct cs_server *srv;
 	uint64_t front_ordinal;
+	uint64_t submitted_us; /* cs_now_us() at submit: the pod lookup histogram */
 	char ns[64];
 	char pod[CS_NODE_NAME_MAX_BYTES + 1];
 	/* results (worker → loop) */
@@ -173,6 +174,8 @@ static void pod_done(void *arg, int status)
 	struct cs_server *srv = j->srv;
 	uint64_t now = cs_now_ms();
 	bool ok = false;
+	if (status == 0) /* not cancelled by the shutdown */
+		st_hist_observe(&srv->m.pod_lookup, cs_now_us() - j->submitted_us);
 	if (status == 0 && j->error[0] == '\0' &&
 	    (j->http_status == 200 || j->http_status == 404)) {
 		/* 404, or a pod not scheduled yet: cached as absent, briefly as well. */
@@ -200,6 +203,7 @@ int cs_pod_lookup_start(struct cs_server *srv, uint64_t front_ordinal, const cha
 	j->front_ordinal = front_ordinal;
 	memcpy(j->ns, ns, ns_len);
 	memcpy(j->pod, pod, pod_len);
+	j->submitted_us = cs_now_us();
 	int rc = st_workq_submit(srv->wq, pod_work, pod_done, j);
 	if (rc < 0)
 		free(j);

@@ -50,7 +50,8 @@ struct cs_authz {
 struct az_job {
 	struct cs_server *srv;
 	uint64_t id;
-	bool sar; /* else a TokenReview */
+	bool sar;              /* else a TokenReview */
+	uint64_t submitted_us; /* cs_now_us() at submit: the review histogram */
 	uint8_t key[CS_AUTHZ_KEY_BYTES];
 	char *body; /* the review we POST (a TokenReview holds the token: wiped after) */
 	size_t body_len;
@@ -239,6 +240,8 @@ static void job_done(void *arg, int status)
 	char reason[CS_AUTHZ_MAX_REASON_BYTES] = "";
 	struct cs_authz_user *user = NULL;
 	int fail = j->sar ? 500 : 401, rc = -EIO;
+	if (status == 0) /* not cancelled by the shutdown */
+		st_hist_observe(&srv->m.review[j->sar ? 1 : 0], cs_now_us() - j->submitted_us);
 	if (status == 0 && j->error[0] == '\0' &&
 	    (j->http_status == 201 || j->http_status == 200)) {
 		if (j->sar) {
@@ -286,6 +289,7 @@ static int job_start(struct cs_front *f, struct az_job *j)
 	struct cs_server *srv = f->srv;
 	j->srv = srv;
 	j->id = ++srv->authz->next_job;
+	j->submitted_us = cs_now_us();
 	int rc = st_workq_submit(srv->wq, job_work, job_done, j);
 	if (rc < 0) {
 		job_free(j);

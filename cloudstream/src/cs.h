@@ -20,6 +20,7 @@
 #include <stream/drain.h>
 #include <stream/ext.h>
 #include <stream/heaptrim.h>
+#include <stream/hist.h>
 #include <stream/liveness.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
@@ -54,6 +55,10 @@ struct cs_metrics {
 	uint64_t budget_refusals; /* streams refused: their first window did not fit a budget */
 	uint64_t fronts_total, fronts_refused_tls;
 	struct st_session_totals sessions; /* every tunnel session's REMOVE bookkeeping */
+	/* Latency histograms (stream/hist.h), loop thread; set up by cs_metrics_init(). */
+	struct st_hist ttfb[6];    /* request head in → first answer byte queued, by kind */
+	struct st_hist pod_lookup; /* a pod's node asked of the apiserver, submit → answer */
+	struct st_hist review[2];  /* [0] TokenReview, [1] SubjectAccessReview, submit → answer */
 };
 
 struct cs_front;
@@ -131,10 +136,13 @@ struct st_text;
 void cs_authz_metrics(struct st_text *t, const struct cs_server *srv);
 
 /* ---- admin.c --------------------------------------------------------------------------- */
+/* Also sets up the histograms of srv->m (before any traffic). */
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv);
 
 /* ---- main.c ---------------------------------------------------------------------------- */
 uint64_t cs_now_ms(void);
+/* The same clock in microseconds, for the latency histograms. */
+uint64_t cs_now_us(void);
 void cs_maybe_finish_drain(struct cs_server *srv);
 /* A listener's SSL_CTX, from LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS on the vhost
  * named @vhost_name ("tunnel" or "stream"): where SIGHUP swaps new certificates in. */

@@ -60,8 +60,9 @@ struct cs_front {
 		bool active;  /* a request is in progress and not logged yet */
 		uint64_t sid; /* its stream, 0 before one opened */
 		uint64_t started_ms;
-		uint64_t to_edge;   /* request bytes sent into the stream */
-		uint64_t to_client; /* answer bytes queued toward the apiserver, ours included */
+		uint64_t started_us; /* for the TTFB histogram; 0 once observed */
+		uint64_t to_edge;    /* request bytes sent into the stream */
+		uint64_t to_client;  /* answer bytes queued toward the apiserver, ours included */
 		char method[16];
 		char path[192]; /* without the query: exec's command= may carry secrets */
 	} acc;

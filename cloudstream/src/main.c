@@ -38,6 +38,13 @@ uint64_t cs_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t cs_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* Fills the listener fields of @info from @addr; logs and returns -EINVAL when it is bad. */
 static int set_listen(struct lws_context_creation_info *info, const char *flag, const char *addr,
                       char *host, size_t cap)

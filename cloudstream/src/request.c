@@ -19,6 +19,7 @@
 #include <stream/err.h>
 #include <stream/frame.h>
 #include <stream/log.h>
+#include <stream/query.h>
 #include <stream/status.h>
 
 #include "apiserver.h"
@@ -49,6 +50,7 @@ static void access_begin(struct cs_front *f, const struct st_http_request *req)
 	memset(&f->acc, 0, sizeof f->acc);
 	f->acc.active = true;
 	f->acc.started_ms = cs_now_ms();
+	f->acc.started_us = cs_now_us();
 	snprintf(f->acc.method, sizeof f->acc.method, "%.*s", (int)req->method_len, req->method);
 	snprintf(f->acc.path, sizeof f->acc.path, "%.*s", (int)req->path_len, req->path);
 }
@@ -83,6 +85,19 @@ static void access_end(struct cs_front *f, int status, const char *outcome)
 	       (unsigned long long)(cs_now_ms() - f->acc.started_ms));
 }
 
+/* Answer bytes were queued toward the client: the first of a request's answer (ours or the
+ * edge's) is its time to first byte, by kind (cloudstream_request_ttfb_seconds). */
+static void answer_sent(struct cs_front *f)
+{
+	if (!f->rl.answered && f->acc.started_us) {
+		unsigned kind = (unsigned)f->rl.plan.path.kind;
+		st_hist_observe(&f->srv->m.ttfb[kind < 6 ? kind : 0],
+		                cs_now_us() - f->acc.started_us);
+		f->acc.started_us = 0;
+	}
+	cs_relay_sent(&f->rl);
+}
+
 /* Ends the stream from our side: with @send_close the edge gets REMOVE (@code 0) or ERROR. */
 static void end_stream(struct cs_front *f, bool send_close, uint64_t code, const char *reason)
 {
@@ -105,7 +120,7 @@ void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, co
 	char buf[ST_MAX_STATUS_JSON_BYTES + 256];
 	ssize_t n = cs_relay_error_answer(&f->rl, status, message, buf, sizeof buf);
 	if (n > 0 && cs__front_queue(f, buf, (size_t)n) == 0)
-		cs_relay_sent(&f->rl);
+		answer_sent(f);
 	f->state = CS_FRONT_CLOSING;
 	lws_callback_on_writable(f->wsi);
 }
@@ -150,7 +165,7 @@ static int ep_data(struct cs_endpoint *ep, const uint8_t *p, size_t len)
 	if (e.head_len) {
 		if (cs__front_queue(f, e.head, e.head_len) < 0)
 			return -ENOMEM; /* the session resets the stream */
-		cs_relay_sent(&f->rl);
+		answer_sent(f);
 	}
 	if (e.chunk_len + e.take + e.trailer_len > 0) {
 		if ((e.chunk_len && cs__front_queue(f, e.chunk, e.chunk_len) < 0) ||
@@ -161,7 +176,7 @@ static int ep_data(struct cs_endpoint *ep, const uint8_t *p, size_t len)
 			end_stream(f, true, ST_EXT_ERR_LIMIT, "buffer limit");
 			return 0;
 		}
-		cs_relay_sent(&f->rl);
+		answer_sent(f);
 	}
 	if (e.take < len)
 		st_log(ST_LOG_DEBUG, cs__front_node(f), f->ep.sid,
@@ -232,10 +247,7 @@ static void ep_cut(struct cs_endpoint *ep)
 static void ep_info(const struct cs_endpoint *ep, struct cs_endpoint_info *out)
 {
 	const struct cs_front *f = lws_container_of(ep, struct cs_front, ep);
-	static const char *const kinds[] = {"other",       "exec", "attach",
-	                                    "portforward", "logs", "run"};
-	unsigned k = (unsigned)f->rl.plan.path.kind;
-	out->kind = k < sizeof kinds / sizeof kinds[0] ? kinds[k] : "other";
+	out->kind = st_kubelet_kind_label(f->rl.plan.path.kind);
 	out->method = f->acc.method;
 	out->path = f->acc.path;
 	out->caller = f->req_user ? f->req_user->name : f->cert_user ? f->cert_user->name : "-";

@@ -158,6 +158,12 @@ void cs_tunnel_get_info(struct cs_tunnel *t, struct cs_tunnel_info *out)
 		out->streams++;
 	out->bytes_in = t->bytes_in;
 	out->bytes_out = t->bytes_out;
+	struct tcp_info tcp;
+	socklen_t tlen = sizeof tcp;
+	int fd = t->wsi ? lws_get_socket_fd(t->wsi) : -1;
+	if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &tcp, &tlen) == 0 &&
+	    tlen >= offsetof(struct tcp_info, tcpi_rtt) + sizeof tcp.tcpi_rtt)
+		out->rtt_us = tcp.tcpi_rtt;
 }
 
 struct cs_endpoint *cs_tunnel_endpoint_next(struct cs_tunnel *t, struct cs_endpoint *ep)

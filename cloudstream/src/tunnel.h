@@ -176,6 +176,9 @@ struct cs_tunnel_info {
 	uint64_t connected_ms, last_rx_ms; /* cs_now_ms() clock */
 	size_t streams;
 	uint64_t bytes_in, bytes_out;
+	uint64_t rtt_us; /* the kernel's smoothed round-trip time of the tunnel's TCP connection
+	                  * (TCP_INFO tcpi_rtt, measured on every segment and so on our PINGs and
+	                  * the edge's PONGs too); 0 when unknown */
 };
 void cs_tunnel_get_info(struct cs_tunnel *t, struct cs_tunnel_info *out);
 /* cs_tunnel_endpoint_next() - the endpoints with a stream on @t: the first (@ep NULL), then

@@ -28,6 +28,7 @@
 #include <stream/certreload.h>
 #include <stream/drain.h>
 #include <stream/heaptrim.h>
+#include <stream/hist.h>
 #include <stream/session.h>
 
 #include "es_config.h"
@@ -110,14 +111,22 @@ struct edgestream {
 	struct edgestream_stats m;
 	pthread_mutex_t stats_lock;
 	struct edgestream_stats stats;
+	/* Time from a stream's open to the first byte of its answer toward the cloud (the
+	 * backend's, or our refusal), by request kind (st_kubelet_kind): loop thread. */
+	struct st_hist ttfb[6];
 };
 
 /* lib.c */
 uint64_t es_now_ms(void);
+/* The same clock in microseconds, for the latency histograms. */
+uint64_t es_now_us(void);
 /* stats.c: the admin endpoints' /metrics and /readyz (stream/admin.h ops). */
 struct st_text;
 void es_render_metrics(struct st_text *t, void *user);
 bool es_ready(void *user, const char **why);
+/* GET /tunnels and GET /streams on the admin port (stream/admin.h action). */
+int es_admin_action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
+                    const char *query, size_t qlen, char *out, size_t cap, size_t *out_len);
 /* es_maybe_finish_drain() - while draining, close the tunnels once no stream is left (or at the
  * deadline). Loop thread; call when a stream ends. */
 void es_maybe_finish_drain(struct edgestream *es);

@@ -32,6 +32,13 @@ uint64_t es_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t es_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* ---- configuration --------------------------------------------------------------------- */
 
 int edgestream_config_new(struct edgestream_config **out)
@@ -432,6 +439,9 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	es->user = user;
 	es->admin_ops.render_metrics = es_render_metrics;
 	es->admin_ops.ready = es_ready;
+	es->admin_ops.action = es_admin_action;
+	for (size_t k = 0; k < sizeof es->ttfb / sizeof es->ttfb[0]; k++)
+		st_hist_init(&es->ttfb[k], &st_hist_spec_ttfb);
 	es->admin_ops.user = es;
 	int rc = config_copy(&es->cfg, &cfg->c, err, errlen);
 	if (rc == 0)

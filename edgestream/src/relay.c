@@ -94,6 +94,15 @@ static void stream_finish(struct es_stream *st)
 	stream_free(st);
 }
 
+/* The first byte of @st's answer goes toward the cloud now: its time to first byte. */
+static void first_answer(struct es_stream *st)
+{
+	if (st->answered)
+		return;
+	st->answered = true;
+	st_hist_observe(&st->es->ttfb[st->kind < 6 ? st->kind : 0], es_now_us() - st->started_us);
+}
+
 /*
  * With ERROR negotiated the cloud gets @code and @reason; a base-protocol cloud gets an HTTP
  * error response on upgrades (what kubectl shows) and a bare REMOVE otherwise (a KubeEdge
@@ -109,6 +118,7 @@ void es_stream_fail(struct es_stream *st, uint64_t code, const char *reason)
 		stream_finish(st);
 		return;
 	}
+	first_answer(st); /* the refusal is the answer */
 	if (caps & ST_CAP_ERROR) {
 		es_tunnel_end_stream(t, st->id, code, reason);
 		stream_free(st);
@@ -157,7 +167,7 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 {
 	if (n == 0)
 		return 0;
-	st->answered = true;
+	first_answer(st);
 	size_t w = 0;
 	if (st_buf_len(&st->to_cloud) == 0) {
 		ssize_t r = es_tunnel_write(st->t, st->id, p, n);
@@ -346,6 +356,7 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 	st->id = id;
 	st->type = type;
 	st->started_ms = es_now_ms();
+	st->started_us = es_now_us();
 	st_buf_init(&st->to_cloud, 0); /* sized once the backend is known */
 	/* With credit the cloud never sends more than the window; without, bound it hard. */
 	bool flow = es_tunnel_caps(t) & ST_CAP_FLOW;
@@ -387,6 +398,11 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 		}
 		es_route_request(&es->allow, es->kubelet_port > 0, es->cri_enabled, req.path,
 		                 strlen(req.path), &tg);
+		struct st_kubelet_path kp;
+		const char *q = strchr(req.path, '?');
+		if (st_kubelet_path_parse(req.path, q ? (size_t)(q - req.path) : strlen(req.path),
+		                          &kp) == 0)
+			st->kind = (uint8_t)kp.kind;
 	}
 	st->port = tg.port;
 	st->local_name = tg.local_name;

@@ -44,6 +44,8 @@ struct es_stream {
 	uint64_t id;                   /* the tunnel's stream (connect) id */
 	uint64_t type;                 /* connect message type (frame.h) */
 	uint64_t started_ms;
+	uint64_t started_us;    /* for the TTFB histogram (es->ttfb) */
+	uint8_t kind;           /* enum st_kubelet_kind of its path; OTHER for TCP_CONNECT */
 	uint16_t port;          /* the route's local port (local-port backend), else 0 */
 	const char *local_name; /* its allow-list name (borrowed from es->allow) */
 	const char *tcp_host;   /* TCP_CONNECT: where the local-port backend dials, NULL for

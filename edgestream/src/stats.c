@@ -4,12 +4,19 @@
  */
 #include "es.h"
 
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include <stream/admin.h>
+#include <stream/query.h>
 
 #include "es_config.h"
+#include "relay.h"
 #include "tunnel.h"
 
 /* ---- stats and admin ------------------------------------------------------------------- */
@@ -121,6 +128,16 @@ void es_render_metrics(struct st_text *t, void *user)
 	st_text_put(t, "edgestream_stream_stall_cuts_total %llu\n",
 	            (unsigned long long)m->stall_cuts);
 	st_text_session_totals(t, "edgestream", &es->session_totals);
+	st_text_metric(t, "edgestream_request_ttfb_seconds", "histogram",
+	               "Time from a stream's open on the tunnel to the first byte of its answer "
+	               "toward the cloud (the backend's, or the edge's refusal), by request kind.");
+	for (int k = 0; k < 6; k++) {
+		char labels[32];
+		snprintf(labels, sizeof labels, "kind=\"%s\"",
+		         st_kubelet_kind_label((enum st_kubelet_kind)k));
+		st_text_hist(t, "edgestream_request_ttfb_seconds", labels, &es->ttfb[k]);
+	}
+	st_text_process(t);
 }
 
 bool es_ready(void *user, const char **why)
@@ -128,4 +145,130 @@ bool es_ready(void *user, const char **why)
 	struct edgestream *es = user;
 	*why = "the tunnel to the cloud is down";
 	return any_up(es, NULL);
+}
+
+/* ---- listings: GET /tunnels, GET /streams (tab-separated, a header line first) ---------- */
+
+/*
+ * The same shape as cloudstream's /sessions and /streams (cloudstream-ctl prints either): one
+ * line per tunnel or stream, bounded by the admin answer's size with a "more" line. The edge
+ * keeps no request path per stream (the cloud's listing has it, joined by node and stream id);
+ * it says which backend serves it.
+ */
+
+#define LIST_KEEP 128u /* room kept for the truncation line */
+
+/* UTC time of @mono_ms on es_now_ms()'s clock, ISO 8601. */
+static void wall_time(uint64_t mono_ms, char *buf, size_t cap)
+{
+	time_t now = time(NULL) - (time_t)((es_now_ms() - mono_ms) / 1000);
+	struct tm tm;
+	if (gmtime_r(&now, &tm) == NULL || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, cap, "-");
+}
+
+/* The kernel's smoothed RTT of @wsi's TCP connection, "12.3" ms, or "-". */
+static void tcp_rtt(struct lws *wsi, char *buf, size_t cap)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+	int fd = wsi ? lws_get_socket_fd(wsi) : -1;
+	if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	    len >= offsetof(struct tcp_info, tcpi_rtt) + sizeof ti.tcpi_rtt && ti.tcpi_rtt)
+		snprintf(buf, cap, "%u.%u", ti.tcpi_rtt / 1000u, ti.tcpi_rtt % 1000u / 100u);
+	else
+		snprintf(buf, cap, "-");
+}
+
+/* One line into @t, or counted in *@more when it would not fit (once one did not, none do). */
+static void line(struct st_text *t, size_t *more, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void line(struct st_text *t, size_t *more, const char *fmt, ...)
+{
+	if (*more == 0) {
+		char buf[1024];
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(buf, sizeof buf, fmt, ap);
+		va_end(ap);
+		if (n > 0 && (size_t)n < sizeof buf && t->len + (size_t)n < t->cap) {
+			memcpy(t->p + t->len, buf, (size_t)n + 1);
+			t->len += (size_t)n;
+			return;
+		}
+	}
+	(*more)++;
+}
+
+static void list_tunnels(struct edgestream *es, struct st_text *t, size_t *more)
+{
+	uint64_t now = es_now_ms();
+	st_text_put(t, "CLOUD\tPROTOCOL\tREPLICA\tREMOTE\tCONNECTED\tSTREAMS\tBYTES_IN\t"
+	               "BYTES_OUT\tLAST_RX_MS_AGO\tRTT_MS\n");
+	for (struct es_tunnel *tu = es->tunnels; tu; tu = tu->next) {
+		char since[32] = "-", remote[64] = "-", rtt[24] = "-", ago[24] = "-";
+		size_t streams = 0;
+		for (struct es_stream *st = tu->streams; st; st = st->next)
+			streams++;
+		if (tu->connected && tu->wsi) {
+			wall_time(tu->connected_ms, since, sizeof since);
+			lws_get_peer_simple(tu->wsi, remote, sizeof remote);
+			tcp_rtt(tu->wsi, rtt, sizeof rtt);
+			snprintf(ago, sizeof ago, "%llu",
+			         (unsigned long long)(now - tu->live.last_rx_ms));
+		}
+		line(t, more, "%s:%d%s\t%s\t%s\t%s\t%s\t%zu\t%llu\t%llu\t%s\t%s\n", tu->cloud_host,
+		     tu->cloud_port, tu->cloud_path,
+		     !tu->connected ? "down"
+		     : tu->extended ? "extended"
+		                    : "base",
+		     tu->connected && tu->replica[0] ? tu->replica : "-", remote, since, streams,
+		     (unsigned long long)tu->bytes_in, (unsigned long long)tu->bytes_out, ago, rtt);
+	}
+}
+
+static void list_streams(struct edgestream *es, struct st_text *t, size_t *more)
+{
+	uint64_t now = es_now_ms();
+	st_text_put(t, "NODE\tSTREAM\tKIND\tBACKEND\tAGE_MS\tTO_CLOUD\tFROM_CLOUD\tQUEUED\n");
+	for (struct es_tunnel *tu = es->tunnels; tu; tu = tu->next)
+		for (struct es_stream *st = tu->streams; st; st = st->next) {
+			char be[96];
+			line(t, more, "%s\t%llu\t%s\t%s\t%llu\t%llu\t%llu\t%zu\n", es->node,
+			     (unsigned long long)st->id,
+			     st_kubelet_kind_label((enum st_kubelet_kind)st->kind),
+			     st->ops ? es_stream_describe(st, be, sizeof be) : "-",
+			     (unsigned long long)(now - st->started_ms),
+			     (unsigned long long)st->to_cloud_bytes,
+			     (unsigned long long)st->from_cloud_bytes,
+			     st_buf_len(&st->to_cloud) + st_buf_len(&st->to_backend));
+		}
+}
+
+int es_admin_action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
+                    const char *query, size_t qlen, char *out, size_t cap, size_t *out_len)
+{
+	(void)query;
+	(void)qlen;
+	struct edgestream *es = user;
+	bool tunnels = plen == 8 && memcmp(path, "/tunnels", 8) == 0;
+	bool streams = plen == 8 && memcmp(path, "/streams", 8) == 0;
+	if (!tunnels && !streams)
+		return 0;
+	struct st_text t = {.p = out, .cap = cap > LIST_KEEP ? cap - LIST_KEEP : 0};
+	if (mlen != 3 || memcmp(method, "GET", 3) != 0) {
+		st_text_put(&t, "GET lists them\n");
+		*out_len = t.len;
+		return 405;
+	}
+	size_t more = 0;
+	if (tunnels)
+		list_tunnels(es, &t, &more);
+	else
+		list_streams(es, &t, &more);
+	t.cap = cap;
+	if (more)
+		st_text_put(&t, "# %zu more not shown\n", more);
+	*out_len = t.len;
+	return 200;
 }

@@ -297,6 +297,8 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	t->dialing = false;
 	t->rx_paused = false;
 	t->connected_ms = es_now_ms();
+	t->bytes_in = t->bytes_out = 0;
+	snprintf(t->replica, sizeof t->replica, "%s", agreed->replica_id);
 	st_liveness_init(&t->live, t->connected_ms);
 	es->m.connects_total++;
 	if (t->caps)
@@ -439,6 +441,7 @@ static int tunnel_writeable(struct es_tunnel *t)
 	if (n > 0 &&
 	    lws_write(t->wsi, tx, (size_t)n, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0)
 		return -1;
+	t->bytes_out += (uint64_t)n;
 	es_tunnel_kick(t);
 	return 0;
 }
@@ -490,6 +493,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		st_liveness_rx(&t->live, es_now_ms());
 		if (t->sess == NULL)
 			return -1;
+		t->bytes_in += len;
 		return tunnel_receive(t, in, len, lws_is_first_fragment(wsi),
 		                      lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:

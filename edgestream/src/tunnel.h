@@ -53,6 +53,8 @@ struct es_tunnel {
 	bool refusal_logged;       /* the session's first refusal of a stream was logged */
 	unsigned blocking_streams; /* streams whose queue toward the backend is over its mark */
 	uint64_t connected_ms;
+	uint64_t bytes_in, bytes_out; /* websocket payload bytes of this connection (listings) */
+	char replica[ST_MAX_REPLICA_ID_BYTES + 1]; /* the cloud replica's id, "" if it gave none */
 	char close_reason[256]; /* why we are closing it, for the log and the callback */
 	int close_err;
 	struct es_backoff backoff;

@@ -211,6 +211,14 @@ int st_kubelet_path_parse(const char *path, size_t len, struct st_kubelet_path *
 	return 0;
 }
 
+const char *st_kubelet_kind_label(enum st_kubelet_kind kind)
+{
+	static const char *const labels[] = {"other",       "exec", "attach",
+	                                     "portforward", "logs", "run"};
+	unsigned k = (unsigned)kind;
+	return k < sizeof labels / sizeof labels[0] ? labels[k] : "other";
+}
+
 const char *st_kubelet_kind_name(enum st_kubelet_kind kind)
 {
 	switch (kind) {

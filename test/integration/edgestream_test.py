@@ -858,8 +858,9 @@ def ctl_lists_sessions_and_streams(_env):
     try:
         kubelet = h.start_kubelet(env, name="kubelet-ctl")
         cloud = h.start_cloudstream(env, name="cloud-ctl")
+        edges = {}
         for node in ("edge-1", "edge-2", "edge-3"):
-            h.start_edgestream(env, cloud, kubelet, node=node)
+            edges[node] = h.start_edgestream(env, cloud, kubelet, node=node)
         api = h.Api(env, cloud.ports["stream"])
         ctl = os.path.join(h.BIN, "cloudstream", "cloudstream-ctl")
         admin = "127.0.0.1:%d" % cloud.ports["admin"]
@@ -907,6 +908,53 @@ def ctl_lists_sessions_and_streams(_env):
         check(len(one) == 2 and one[1].startswith("edge-2 "), "streams edge-2: %r" % one)
         table = run_ctl("sessions")
         check(re.search(r"^edge-3 +extended ", table, re.M), "table: %r" % table)
+        # Last RTT per session: the kernel's smoothed RTT of the tunnel (loopback: under 50 ms).
+        rows = [ln.split("\t") for ln in run_ctl("--tsv", "sessions").splitlines()]
+        check(rows[0][9] == "RTT_MS", "sessions header %r" % rows[0])
+        rtts = {r[0]: float(r[9]) for r in rows[1:]}
+        check(all(0 <= v < 50 for v in rtts.values()), "rtt %r" % rtts)
+        # The edges' own listings: same shape, and the stream ids the cloud listed.
+        for node, edge in edges.items():
+            st, text = admin_get(edge.ports["admin"], "/tunnels")
+            tl = [ln.split("\t") for ln in text.splitlines()]
+            check(st == 200 and tl[0][:2] == ["CLOUD", "PROTOCOL"] and len(tl) == 2,
+                  "%s /tunnels %d %r" % (node, st, text))
+            want = "1" if node in got else "0"
+            check(tl[1][1] == "extended" and tl[1][5] == want and float(tl[1][9]) < 50 and
+                  int(tl[1][6]) > 0 and int(tl[1][7]) > 0, "%s tunnel %r" % (node, tl[1]))
+            st, text = admin_get(edge.ports["admin"], "/streams")
+            sl = [ln.split("\t") for ln in text.splitlines()]
+            check(st == 200 and sl[0][:3] == ["NODE", "STREAM", "KIND"],
+                  "%s /streams %d %r" % (node, st, text))
+            if node in got:
+                check(len(sl) == 2 and sl[1][0] == node and sl[1][1] == streams[node][1] and
+                      sl[1][2] == "logs" and int(sl[1][5]) > 0,
+                      "%s edge streams %r, cloud's %r" % (node, sl, streams[node]))
+            else:
+                check(len(sl) == 1, "%s edge streams %r" % (node, sl))
+            st, _ = admin_get(edge.ports["admin"], "/nodes/x/close")
+            check(st == 404, "edge admin: an unknown action is 404, got %d" % st)
+        # Latency histograms: one answer per follow on each side, and the process metrics.
+        st, text = admin_get(cloud.ports["admin"], "/metrics")
+        cloud_text = text
+        check('cloudstream_request_ttfb_seconds_count{kind="logs"} 2\n' in text and
+              'cloudstream_request_ttfb_seconds_bucket{kind="logs",le="+Inf"} 2\n' in text,
+              "cloud ttfb: %r" % re.findall(r"cloudstream_request_ttfb.*logs.*", text))
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes",
+                     "process_open_fds", "process_max_fds", "process_start_time_seconds"):
+            m = re.search(r"^%s ([0-9.]+)$" % name, text, re.M)
+            check(m and float(m.group(1)) > 0, "cloud %s: %r" % (name, m))
+        start = float(re.search(r"^process_start_time_seconds (\S+)$", text, re.M).group(1))
+        check(time.time() - 600 < start <= time.time() + 1, "start time %r" % start)
+        for node, edge in edges.items():
+            st, text = admin_get(edge.ports["admin"], "/metrics")
+            n = 1 if node in got else 0
+            check('edgestream_request_ttfb_seconds_count{kind="logs"} %d\n' % n in text and
+                  re.search(r"^process_open_fds [1-9]", text, re.M),
+                  "%s ttfb: %r" % (node, re.findall(r"edgestream_request_ttfb.*logs.*", text)))
+        print("     rtt ms %r; the cloud's logs TTFB reached 2 at le=%r" % (
+            rtts, re.findall(r'ttfb_seconds_bucket\{kind="logs",le="([0-9.+Inf]+)"\} 2',
+                             cloud_text)[:1]))
         bad = subprocess.run([ctl, "--admin", admin, "streams", "Bad/Name"],
                              capture_output=True, text=True, timeout=10)
         check(bad.returncode == 2 and "not a node name" in bad.stderr, "bad name: %r" % (bad,))

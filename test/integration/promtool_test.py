@@ -63,6 +63,9 @@ def main():
             exported = set()
             for text in texts.values():
                 exported |= set(re.findall(r"^# TYPE (\S+)", text.decode(), re.M))
+            # a histogram's series are its family's name plus _bucket, _sum or _count
+            used = {re.sub(r"_(bucket|sum|count)$", "", u)
+                    if re.sub(r"_(bucket|sum|count)$", "", u) in exported else u for u in used}
             missing = sorted(used - exported)
             check(used and not missing, "alert rules use metrics nobody exports: %r" % missing)
 

@@ -40,6 +40,17 @@ struct st_session_totals;
 void st_text_session_totals(struct st_text *t, const char *daemon,
                             const struct st_session_totals *tot);
 
+struct st_hist;
+/* Append the sample lines of histogram @h as family @name with @labels ("" or pairs without
+ * braces, already escaped); the family's # HELP/# TYPE come from st_text_metric(.., "histogram",
+ * ..) once before its first label set (stream/hist.h st_hist_render). */
+void st_text_hist(struct st_text *t, const char *name, const char *labels, const struct st_hist *h);
+
+/* Append the process_* families of Prometheus' client libraries: process_cpu_seconds_total,
+ * process_resident_memory_bytes, process_open_fds, process_max_fds, process_start_time_seconds,
+ * read from /proc now (a family whose source cannot be read is left out). Loop thread. */
+void st_text_process(struct st_text *t);
+
 struct st_admin_ops {
 	/* Write every metric family into @t. */
 	void (*render_metrics)(struct st_text *t, void *user);

@@ -96,4 +96,8 @@ int st_kubelet_path_parse(const char *path, size_t len, struct st_kubelet_path *
 /* "exec", "attach", "portForward", "containerLogs", "run" or "other". */
 const char *st_kubelet_kind_name(enum st_kubelet_kind kind);
 
+/* The kind label both daemons' metrics and listings use, so a cloud series and an edge series
+ * join: "exec", "attach", "portforward", "logs", "run" or "other". */
+const char *st_kubelet_kind_label(enum st_kubelet_kind kind);
+
 #endif /* STREAM_QUERY_H */

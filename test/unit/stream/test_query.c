@@ -139,6 +139,10 @@ static void test_kubelet_paths(void **state)
 	assert_seg(kp.container, "loop");
 	assert_int_equal(kp.uid.len, 0);
 	assert_string_equal(st_kubelet_kind_name(kp.kind), "exec");
+	assert_string_equal(st_kubelet_kind_label(kp.kind), "exec");
+	assert_string_equal(st_kubelet_kind_label(ST_KUBELET_PORT_FORWARD), "portforward");
+	assert_string_equal(st_kubelet_kind_label(ST_KUBELET_CONTAINER_LOGS), "logs");
+	assert_string_equal(st_kubelet_kind_label((enum st_kubelet_kind)99), "other");
 
 	assert_int_equal(st_kubelet_path_parse(S("/attach/ns/p/1234-abcd/c"), &kp), 0);
 	assert_int_equal(kp.kind, ST_KUBELET_ATTACH);
