@@ -167,6 +167,7 @@ static void render_metrics(struct st_text *t, void *user)
 	cs_join_metrics(t, srv);
 	cs_door_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
+	cs_node_events_metrics(t, srv);
 	render_histograms(t, m);
 	st_text_process(t);
 	st_text_metric(t, "cloudstream_certificate_expiry_seconds", "gauge",

@@ -212,6 +212,11 @@ int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_ad
 	lws_get_peer_simple(wsi, peer, sizeof peer);
 	st_log(ST_LOG_WARN, a->node[0] ? a->node : NULL, 0, "tunnel from %s refused (%d, %s): %s",
 	       peer, a->status, cs_refusal_name(a->reason), a->detail);
+	/* On the Node, when it is known: a rollout's draining refusals are no news. */
+	if (a->reason != CS_REFUSE_DRAINING && a->reason != CS_REFUSE_PATH)
+		cs_node_event(srv, a->node, CS_EVENT_TUNNEL_REFUSED,
+		              "cloudstream %s refused the edge's tunnel from %s (%s): %s",
+		              srv->replica, peer, cs_refusal_name(a->reason), a->detail);
 	uint8_t buf[LWS_PRE + 1024];
 	uint8_t *start = buf + LWS_PRE;
 	char body[320], reason[240];

@@ -27,6 +27,7 @@
 
 #include "budget.h"
 #include "config.h"
+#include "events.h"
 #include "identity.h"
 #include "podcache.h"
 #include "registry.h"
@@ -109,6 +110,11 @@ struct cs_server {
 	struct st_heap_trimmer heap_trimmer; /* free pages back to the kernel after bursts */
 	uint32_t our_caps;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
+	/* Node events (events_post.c), loop thread: NULL without --apiserver-url */
+	struct cs_events *events;
+	lws_sorted_usec_list_t sul_events;
+	unsigned events_in_flight;
+	bool events_failing; /* the last call failed: the next failure is not logged again */
 };
 
 /* ---- front.c, request.c (front.h) ---------------------------------------------------- */
@@ -134,6 +140,18 @@ void cs_authz_stop(struct cs_server *srv);
 /* The authz counters on /metrics (admin.c). */
 struct st_text;
 void cs_authz_metrics(struct st_text *t, const struct cs_server *srv);
+
+/* ---- events_post.c: Node events for refused and flapping tunnels (events.h) ---------------- */
+/* With --apiserver-url: the correlator and its 1 s sweep. 0 or -ENOMEM. */
+int cs_node_events_start(struct cs_server *srv);
+void cs_node_events_stop(struct cs_server *srv); /* before the worker pool goes */
+void cs_node_events_free(struct cs_server *srv); /* after it */
+/* One occurrence on @node (nothing without an apiserver or a node name). */
+void cs_node_event(struct cs_server *srv, const char *node, enum cs_event_reason reason,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* @node's tunnel came up: TunnelFlapping when it keeps doing so. */
+void cs_node_events_tunnel_up(struct cs_server *srv, const char *node);
+void cs_node_events_metrics(struct st_text *t, const struct cs_server *srv);
 
 /* ---- admin.c --------------------------------------------------------------------------- */
 /* Also sets up the histograms of srv->m (before any traffic). */

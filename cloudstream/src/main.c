@@ -558,7 +558,8 @@ int main(int argc, char **argv)
 		st_err("cannot start the worker pool");
 		goto out_ctx;
 	}
-	if (cs_identity_start(&srv) < 0 || write_ready_file(&srv) < 0)
+	if (cs_identity_start(&srv) < 0 || cs_node_events_start(&srv) < 0 ||
+	    write_ready_file(&srv) < 0)
 		goto out_ctx;
 	srv.ready = true;
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
@@ -576,12 +577,14 @@ int main(int argc, char **argv)
 
 out_ctx:
 	cs_identity_stop(&srv);
+	cs_node_events_stop(&srv);
 	lws_sul_cancel(&srv.sul_drain);
 	st_heap_trimmer_stop(&srv.heap_trimmer);
 	cs_tunnels_stop(&srv);
 	cs_servecert_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */
 	srv.wq = NULL;
+	cs_node_events_free(&srv);     /* the pool's cancelled jobs are gone */
 	st_certreload_free(srv.certs); /* its SSL_CTXs go with the context */
 	srv.certs = NULL;
 	cs_listener_free(&srv);

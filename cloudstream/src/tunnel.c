@@ -257,6 +257,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	st_log(ST_LOG_INFO, t->node, 0, "tunnel up from %s (%s protocol%s%s, %zu IPs)", peer,
 	       t->caps ? "extended" : "base", named ? ", edge replica " : "",
 	       named ? a.offer.replica_id : "", a.n_ips);
+	cs_node_events_tunnel_up(srv, t->node);
 	if (old != NULL) {
 		/* A reconnect replaces the old session: its streams end now, clearly. */
 		struct cs_tunnel *o = old;

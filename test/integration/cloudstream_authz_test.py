@@ -10,6 +10,7 @@ stand-in.
 """
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -369,13 +370,142 @@ def main():
                           "spec": {"user": "x"}})
             check(st == 422 and o["reason"] == "Invalid", "no attributes: %d %r" % (st, o))
 
+            # Events, as kube-apiserver takes them on core/v1
+            def call(method, path, obj, ctype="application/json"):
+                req = urllib.request.Request(kube.url + path, json.dumps(obj).encode(),
+                                             {"Content-Type": ctype,
+                                              "Authorization": "Bearer " + t.caller_token},
+                                             method=method)
+                try:
+                    with urllib.request.urlopen(req, context=ctx) as r:
+                        return r.status, json.loads(r.read())
+                except urllib.error.HTTPError as e:
+                    return e.code, json.loads(e.read())
+            evs = "/api/v1/namespaces/default/events"
+            ev = {"metadata": {"name": "shape.1"}, "involvedObject": {"kind": "Node",
+                                                                      "name": "n"},
+                  "reason": "R", "message": "m", "count": 1, "type": "Warning"}
+            st, o = call("POST", evs, ev)
+            check(st == 201 and o["metadata"]["namespace"] == "default" and
+                  o["metadata"]["resourceVersion"], "create: %d %r" % (st, o))
+            st, o = call("POST", evs, ev)
+            check(st == 409 and o["reason"] == "AlreadyExists", "again: %d %r" % (st, o))
+            st, o = call("POST", "/api/v1/namespaces/kube-system/events",
+                         dict(ev, metadata={"name": "shape.2"}))
+            check(st == 422 and o["reason"] == "Invalid" and
+                  "does not match event.namespace" in o["message"],
+                  "a Node's event outside default: %d %r" % (st, o))
+            st, o = call("POST", evs, dict(ev, metadata={"name": "x", "namespace": "other"}))
+            check(st == 400 and o["reason"] == "BadRequest", "namespace: %d %r" % (st, o))
+            st, o = call("POST", "/api/v1/namespaces/nope/events", dict(ev, metadata={}))
+            check(st == 404 and o["reason"] == "NotFound", "no namespace: %d %r" % (st, o))
+            st, o = call("POST", evs, dict(ev, metadata={}))
+            check(st == 422 and "name or generateName is required" in o["message"],
+                  "no name: %d %r" % (st, o))
+            smp = "application/strategic-merge-patch+json"
+            st, o = call("PATCH", evs + "/shape.1", {"count": 2}, "application/json")
+            check(st == 415 and o["reason"] == "UnsupportedMediaType", "ctype: %d %r" % (st, o))
+            st, o = call("PATCH", evs + "/shape.9", {"count": 2}, smp)
+            check(st == 404 and o["reason"] == "NotFound", "patch missing: %d %r" % (st, o))
+            st, o = call("PATCH", evs + "/shape.1", {"count": 7, "message": "m2"}, smp)
+            check(st == 200 and o["count"] == 7 and o["message"] == "m2" and
+                  o["involvedObject"]["name"] == "n", "patch: %d %r" % (st, o))
+            kube.expire_events()
+
+        def node_events():
+            """Refused and flapping tunnels become Events on their Node, folded: a repeat
+            raises the count of the Event already there (a PATCH), it does not make another."""
+            cloud = h.start_cloudstream(env, t.webhook_flags() + [
+                "--replica-id", "cs-events", "--max-sessions", "1"], name="cloud-events")
+            try:
+                for i in range(4):  # edge-2 comes and goes: flapping
+                    e = h.start_kubeedge_edge(env, cloud, t.kubelet, node="edge-2",
+                                              name="flap-%d" % i)
+                    env.stop(e)
+                e1 = h.start_kubeedge_edge(env, cloud, t.kubelet, node="edge-1",
+                                           name="events-e1")
+
+                def knock():
+                    ctx = ssl.create_default_context(cafile=env.path("tunnel-ca.crt"))
+                    ctx.check_hostname = False
+                    ctx.load_cert_chain(env.path("node-edge-2.crt"), env.path("node-edge-2.key"))
+                    raw = socket.create_connection(("127.0.0.1", cloud.ports["tunnel"]), 5)
+                    s = ctx.wrap_socket(raw, server_hostname="localhost")
+                    s.sendall(h.head("GET", "/v1/kubeedge/connect", [
+                        ("Host", "localhost"), ("Upgrade", "websocket"),
+                        ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
+                        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")]))
+                    st, _, _ = h.read_head(s)
+                    s.close()
+                    check(st == 503, "edge-2 past --max-sessions: %d" % st)
+
+                # edge-2 again, while edge-1 holds the only session: refused (limit), 5 times
+                for _ in range(5):
+                    knock()
+                deadline = time.monotonic() + 30
+                while True:
+                    got = {e["reason"]: e for e in kube.events_about("edge-2", "cs-events")}
+                    if got.get("TunnelRefused", {}).get("count") == 5 and \
+                            "TunnelFlapping" in got:
+                        break
+                    check(time.monotonic() < deadline, "events %r" % got)
+                    time.sleep(0.2)
+                refused, flap = got["TunnelRefused"], got["TunnelFlapping"]
+                check(refused["involvedObject"] == {"kind": "Node", "name": "edge-2",
+                                                    "uid": "edge-2", "apiVersion": "v1"} and
+                      refused["metadata"]["namespace"] == "default" and
+                      refused["type"] == "Warning" and
+                      refused["source"] == {"component": "cloudstream", "host": "cs-events"} and
+                      "(limit): session limit reached" in refused["message"] and
+                      refused["firstTimestamp"] <= refused["lastTimestamp"],
+                      "TunnelRefused %r" % refused)
+                check(flap["message"] == "the node's tunnel came up 4 times within 5 minutes",
+                      "TunnelFlapping %r" % flap)
+                with kube.lock:
+                    calls = [c for c in kube.event_calls if c[1] == refused["metadata"]["name"]]
+                check(calls == [("POST", refused["metadata"]["name"]),
+                                ("PATCH", refused["metadata"]["name"])],
+                      "one create and one patch for 5 refusals: %r" % calls)
+                # --event-ttl expired it: the next refusal's PATCH finds nothing (404) and a
+                # new Event is created with what was not told yet
+                kube.expire_events()
+                knock()
+                deadline = time.monotonic() + 30
+                while True:
+                    again = [e for e in kube.events_about("edge-2", "cs-events")
+                             if e["reason"] == "TunnelRefused"]
+                    if again:
+                        break
+                    check(time.monotonic() < deadline, "no Event after the expiry")
+                    time.sleep(0.2)
+                check(len(again) == 1 and again[0]["count"] == 1 and
+                      again[0]["metadata"]["name"] != refused["metadata"]["name"],
+                      "after the expiry: %r" % again)
+                with kube.lock:
+                    tail = kube.event_calls[-2:]
+                check(tail == [("PATCH", refused["metadata"]["name"]),
+                               ("POST", again[0]["metadata"]["name"])],
+                      "expired: a PATCH (404), then a POST: %r" % tail)
+                cloud_m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" %
+                                                 cloud.ports["admin"], timeout=10).read().decode()
+                check('cloudstream_node_events_total{result="created"} 3\n' in cloud_m and
+                      'cloudstream_node_events_total{result="patched"} 1\n' in cloud_m and
+                      'cloudstream_node_events_total{result="failed"} 0\n' in cloud_m,
+                      "metrics: %r" % [ln for ln in cloud_m.splitlines() if "node_events" in ln])
+                print("     5 refusals -> 1 Event count=5 (%s .. %s), calls %r" % (
+                    refused["firstTimestamp"], refused["lastTimestamp"], calls))
+                env.stop(e1)
+            finally:
+                code = env.stop(cloud)
+            check(code == 0, "cloud-events exit %s" % code)
+
         rc = h.run([
             no_credential_401, metrics_token_reads_metrics, metrics_token_cannot_exec,
             proxy_token_as_the_kubelet_maps_it, apiserver_cert_system_masters,
             node_cert_cannot_exec_other_node, token_not_forwarded,
             one_review_per_identity_and_attributes, refuses_start_without_authorization,
             refused_subject_403, node_ca_warned_and_refused, metrics_match_the_stand_in,
-            stand_in_shapes,
+            stand_in_shapes, node_events,
         ])
         code = env.stop(t.cloud)
         check(code == 0, "cloudstream exit %s" % code)

@@ -53,6 +53,8 @@ EXPECTED = {
     ("v1", "ServiceAccount", "cloudstream"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", "cloudstream-pod-lookup"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "cloudstream-pod-lookup"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "cloudstream-node-events"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "cloudstream-node-events"),
     ("v1", "ConfigMap", "cloudstream-config"),
     ("v1", "ConfigMap", "edgestream-config"),
     ("apps/v1", "Deployment", "cloudstream"),
@@ -427,17 +429,26 @@ def test_rbac(objs):
     serving_only = {"/apis/certificates.k8s.io/v1/certificatesigningrequests",
                     "/apis/certificates.k8s.io/v1/certificatesigningrequests/%s",
                     "/apis/certificates.k8s.io/v1/certificatesigningrequests/%s/approval"}
-    check(paths - webhook_only - nodes_only - serving_only == {"/api/v1/namespaces/%s/pods/%s"},
+    # Node events (events_post.c): POST .../events, PATCH .../events/<name>.
+    events = {"/api/v1/namespaces/%s/events", "/api/v1/namespaces/%s/events/%s"}
+    check(events <= paths, "the Node events' calls moved: %s" % sorted(paths))
+    check(paths - webhook_only - nodes_only - serving_only - events ==
+          {"/api/v1/namespaces/%s/pods/%s"},
           "cloudstream's API calls changed: %s; update the ClusterRole and this test"
           % sorted(paths))
-    role = find(objs, "ClusterRole", "cloudstream-pod-lookup")
-    check(role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
-          "ClusterRole grants more or less than get pods: %s" % role["rules"])
-    b = find(objs, "ClusterRoleBinding", "cloudstream-pod-lookup")
-    check(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                           "name": "cloudstream-pod-lookup"}, "roleRef %s" % b["roleRef"])
-    check(b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream",
-                             "namespace": "cloudstream"}], "subjects %s" % b["subjects"])
+    for name, rules in (
+            ("cloudstream-pod-lookup",
+             [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
+            ("cloudstream-node-events",
+             [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}])):
+        role = find(objs, "ClusterRole", name)
+        check(role["rules"] == rules, "ClusterRole %s grants more or less than %s: %s" % (
+            name, rules, role["rules"]))
+        b = find(objs, "ClusterRoleBinding", name)
+        check(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": name}, "roleRef %s" % b["roleRef"])
+        check(b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream",
+                                 "namespace": "cloudstream"}], "subjects %s" % b["subjects"])
     spec = find(objs, "Deployment", "cloudstream")["spec"]["template"]["spec"]
     check(spec.get("serviceAccountName") == "cloudstream", "Deployment's service account")
     with open(os.path.join(h.SRC, "deploy", "kubernetes", "optional",

@@ -6,6 +6,9 @@ run time, the caller authenticated by a bearer token).
     POST /apis/authentication.k8s.io/v1/tokenreviews       TokenReview (201)
     POST /apis/authorization.k8s.io/v1/subjectaccessreviews SubjectAccessReview (201)
     GET  /api/v1/namespaces/NS/pods/NAME                    a Pod with spec.nodeName (200/404)
+    POST /api/v1/namespaces/NS/events                       a core/v1 Event (201)
+    PATCH /api/v1/namespaces/NS/events/NAME                 a strategic-merge patch of it (200)
+    GET  /api/v1/namespaces/NS/events                       an EventList
 
 and, with csr=kube_csr.CsrApi(...), the CertificateSigningRequest API and Node objects (see
 kube_csr.py); the caller is @caller_user, allowed to approve kubelet-serving CSRs when
@@ -29,6 +32,25 @@ pkg/apis/authorization/validation, staging apimachinery errors):
  - a body that is not JSON: 400 BadRequest; a kind or apiVersion other than the endpoint's:
    400 BadRequest.
 
+Events as kube-apiserver v1.33 takes them on the core/v1 API (pkg/registry/core/event/
+strategy.go, pkg/apis/core/validation/events.go legacyValidateEvent, staging apiserver
+pkg/registry/rest/create.go BeforeCreate and pkg/endpoints/handlers/patch.go):
+ - the body's metadata.namespace, when set, must be the URL's: else 400 BadRequest "the
+   namespace of the provided object does not match the namespace sent on the request";
+ - only existing namespaces (default, kube-system; the NamespaceLifecycle admission plugin):
+   else 404 NotFound 'namespaces "NS" not found';
+ - legacy validation (no eventTime): an involvedObject without a namespace (a Node) needs the
+   Event in "" or "default", one with a namespace the same one: else 422 Invalid
+   "involvedObject.namespace ... does not match event.namespace";
+ - metadata.name (or generateName) is required: 422 Invalid "name or generateName is
+   required"; an existing name is 409 AlreadyExists 'events "NAME" already exists';
+ - the stored object gets uid, resourceVersion and creationTimestamp; 201 with it;
+ - PATCH needs Content-Type application/strategic-merge-patch+json, merge-patch+json or
+   json-patch+json (415 UnsupportedMediaType otherwise; we model the first two: maps merged,
+   null deletes), 404 NotFound 'events "NAME" not found' for a missing Event (a patch never
+   creates), and the result is validated again (422); 200 with it.
+Every Event call is recorded (method, name) so tests can count creates and patches.
+
 Policy: tokens → users ({"token": {"username":…, "uid":…, "groups": […], "extra": {…}}}) and
 RBAC-like rules ({"user" or "group": NAME, "verbs": [...], "resources": ["nodes/proxy", ...]},
 "*" matches any verb). Every review is recorded (kind, the key a kubelet's cache would use:
@@ -39,6 +61,7 @@ import json
 import ssl
 import threading
 import urllib.parse
+import time
 
 AUDIENCES = ["https://kubernetes.default.svc.cluster.local"]
 
@@ -65,6 +88,9 @@ class KubeReviews:
         self.pods = dict(pods or {})
         self.calls = []  # (kind, key) per review, in order
         self.user_agents = set()  # every User-Agent a request came with
+        self.events = {}  # (namespace, name) -> Event
+        self.event_calls = []  # ("POST" | "PATCH", name) per Event call, in order
+        self.rv = 5000
         self.lock = threading.Lock()
         outer = self
 
@@ -143,6 +169,15 @@ class KubeReviews:
                 if not self.caller_ok():
                     return
                 parts = self.path.split("?")[0].strip("/").split("/")
+                if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and \
+                        parts[4] == "events":
+                    with outer.lock:
+                        items = [e for (ns, _), e in sorted(outer.events.items())
+                                 if ns == parts[3]]
+                    self.answer(200, {"kind": "EventList", "apiVersion": "v1",
+                                      "metadata": {"resourceVersion": str(outer.rv)},
+                                      "items": items})
+                    return
                 query = dict(kv.split("=", 1) for kv in self.path.partition("?")[2].split("&")
                              if "=" in kv)
                 query = {k: urllib.parse.unquote(v) for k, v in query.items()}
@@ -175,9 +210,13 @@ class KubeReviews:
                     self.answer(*status(400, "BadRequest", "the body of the request was in an "
                                         "unknown format: %s" % e))
                     return
-                r = self.csr_route("POST", path.strip("/").split("/"), {}, obj)
+                parts = path.strip("/").split("/")
+                r = self.csr_route("POST", parts, {}, obj)
                 if r is not None:
                     self.answer(*r)
+                elif len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and \
+                        parts[4] == "events":
+                    self.answer(*outer.create_event(parts[3], obj))
                 elif path == "/apis/authentication.k8s.io/v1/tokenreviews":
                     self.answer(*outer.token_review(obj))
                 elif path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
@@ -204,6 +243,35 @@ class KubeReviews:
                 self.answer(*(r or status(404, "NotFound", "the server could not find the "
                                           "requested resource")))
 
+            def do_PATCH(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(n)
+                if not self.caller_ok():
+                    return
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if not (len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and
+                        parts[4] == "events"):
+                    self.answer(*status(405, "MethodNotAllowed", "the server does not allow "
+                                        "this method on the requested resource"))
+                    return
+                ctype = self.headers.get("Content-Type", "").split(";")[0].strip()
+                if ctype not in ("application/strategic-merge-patch+json",
+                                 "application/merge-patch+json"):
+                    self.answer(*status(415, "UnsupportedMediaType", "the body of the "
+                                        "request was in an unknown format - accepted media "
+                                        "types include: application/json-patch+json, "
+                                        "application/merge-patch+json, "
+                                        "application/apply-patch+yaml"))
+                    return
+                try:
+                    patch = json.loads(raw)
+                    if not isinstance(patch, dict):
+                        raise ValueError("not an object")
+                except ValueError as e:
+                    self.answer(*status(400, "BadRequest", "error decoding patch: %s" % e))
+                    return
+                self.answer(*outer.patch_event(parts[3], parts[5], patch))
+
             def log_message(self, *a):
                 pass
 
@@ -220,6 +288,106 @@ class KubeReviews:
             self.csr.close()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    # ---- Events --------------------------------------------------------------------------
+
+    NAMESPACES = ("default", "kube-system", "kube-public")
+
+    @staticmethod
+    def _invalid_event(obj, name, causes):
+        return status(422, "Invalid", 'Event "%s" is invalid: %s' % (
+            name, ", ".join("%s: %s" % (f, m) for f, m in causes)),
+            {"name": name, "kind": "Event",
+             "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f}
+                        for f, m in causes]})
+
+    def _validate_event(self, obj, ns):
+        """legacyValidateEvent for an Event without eventTime (core/v1 clients)."""
+        inv_ns = (obj.get("involvedObject") or {}).get("namespace", "")
+        causes = []
+        if not obj.get("eventTime"):
+            if inv_ns == "" and ns not in ("", "default"):
+                causes.append(("involvedObject.namespace",
+                               'Invalid value: "": does not match event.namespace'))
+            elif inv_ns != "" and inv_ns != ns:
+                causes.append(("involvedObject.namespace",
+                               'Invalid value: "%s": does not match event.namespace' % inv_ns))
+        return causes
+
+    def create_event(self, ns, obj):
+        with self.lock:
+            self.event_calls.append(("POST", (obj.get("metadata") or {}).get("name", "")))
+        if obj.get("kind", "Event") != "Event" or obj.get("apiVersion", "v1") != "v1":
+            return status(400, "BadRequest", "the API version in the data (%s) does not match "
+                          "the expected API version (v1)" % obj.get("apiVersion"))
+        meta = obj.setdefault("metadata", {})
+        if meta.get("namespace", ns) != ns:
+            return status(400, "BadRequest", "the namespace of the provided object does not "
+                          "match the namespace sent on the request")
+        if ns not in self.NAMESPACES:
+            return status(404, "NotFound", 'namespaces "%s" not found' % ns,
+                          {"name": ns, "kind": "namespaces"})
+        meta["namespace"] = ns
+        name = meta.get("name", "")
+        causes = self._validate_event(obj, ns)
+        if not name and not meta.get("generateName"):
+            causes.append(("metadata.name",
+                           "Required value: name or generateName is required"))
+        if causes:
+            return self._invalid_event(obj, name, causes)
+        with self.lock:
+            if not name:
+                name = meta["generateName"] + "%05x" % (self.rv & 0xfffff)
+                meta["name"] = name
+            if (ns, name) in self.events:
+                return status(409, "AlreadyExists", 'events "%s" already exists' % name,
+                              {"name": name, "kind": "events"})
+            self.rv += 1
+            meta["uid"] = "e0e0e0e0-0000-4000-8000-%012d" % self.rv
+            meta["resourceVersion"] = str(self.rv)
+            meta["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            obj["kind"], obj["apiVersion"] = "Event", "v1"
+            self.events[(ns, name)] = obj
+            return 201, json.loads(json.dumps(obj))
+
+    @staticmethod
+    def _merge(dst, patch):
+        for k, v in patch.items():
+            if v is None:
+                dst.pop(k, None)
+            elif isinstance(v, dict) and isinstance(dst.get(k), dict):
+                KubeReviews._merge(dst[k], v)
+            else:
+                dst[k] = v
+
+    def patch_event(self, ns, name, patch):
+        with self.lock:
+            self.event_calls.append(("PATCH", name))
+            old = self.events.get((ns, name))
+            if old is None:
+                return status(404, "NotFound", 'events "%s" not found' % name,
+                              {"name": name, "kind": "events"})
+            new = json.loads(json.dumps(old))
+            self._merge(new, patch)
+            new["metadata"]["name"], new["metadata"]["namespace"] = name, ns
+            causes = self._validate_event(new, ns)
+            if causes:
+                return self._invalid_event(new, name, causes)
+            self.rv += 1
+            new["metadata"]["resourceVersion"] = str(self.rv)
+            self.events[(ns, name)] = new
+            return 200, json.loads(json.dumps(new))
+
+    def expire_events(self):
+        """What --event-ttl does an hour later: every Event is gone."""
+        with self.lock:
+            self.events.clear()
+
+    def events_about(self, node, source_host=None):
+        with self.lock:
+            return [json.loads(json.dumps(e)) for e in self.events.values()
+                    if e.get("involvedObject", {}).get("name") == node and
+                    (source_host is None or e.get("source", {}).get("host") == source_host)]
 
     # ---- the reviews ---------------------------------------------------------------------
 
