@@ -106,6 +106,7 @@ static const struct st_opt options[] = {
          .help = "How often --deny-list is checked for changes (a stat on a worker; the file "
                  "is read only when it changed, so a ConfigMap update applies without a "
                  "SIGHUP).",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.2"},
         {.name = "join-tokens",
          .type = ST_OPT_STRING,
@@ -238,6 +239,7 @@ static const struct st_opt options[] = {
                  "start otherwise); with Webhook it is optional and narrows certificates before "
                  "the SubjectAccessReview.",
          .example = "--stream-allowed-subjects kube-apiserver-kubelet-client",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "authorization-mode",
          .type = ST_OPT_ENUM,
@@ -323,6 +325,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "How long a TokenReview's answer (authenticated or not) is reused for the "
                  "same token. 0: ask every time.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.3"},
         {.name = "authorization-webhook-cache-authorized-ttl",
          .type = ST_OPT_DURATION_MS,
@@ -333,6 +336,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "How long an allowing SubjectAccessReview answer is reused for the same user, "
                  "groups, extra and attributes. 0: ask every time.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.3"},
         {.name = "authorization-webhook-cache-unauthorized-ttl",
          .type = ST_OPT_DURATION_MS,
@@ -343,6 +347,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "How long a SubjectAccessReview answer that does not allow is reused. Errors "
                  "are never cached.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.3"},
         {.name = "edge-target-host",
          .type = ST_OPT_STRING,
@@ -585,6 +590,7 @@ static const struct st_opt options[] = {
          .max = 3600000,
          .value_name = "DURATION",
          .help = "How long a pod's node (or its absence) is remembered.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "pod-cache-entries",
          .type = ST_OPT_U64,

@@ -198,6 +198,12 @@ static void config_done(void *arg, int status)
 	struct cs_server *srv = j->srv;
 	if (status == 0 && j->rc < 0)
 		st_err("configuration not reloaded, the running one stays: %s", j->err);
+	else if (status == 0 && srv->cfg.authorization_mode != CS_AUTHZ_MODE_WEBHOOK &&
+	         j->fresh.stream_allowed_subjects.n == 0)
+		/* the start-up rule (cs_authz_start): no list and no webhook lets any certificate
+		 * of --stream-client-ca do anything */
+		st_err("configuration not reloaded, the running one stays: stream-allowed-subjects "
+		       "is empty and authorization-mode is not Webhook");
 	else if (status == 0) {
 		st_config_apply_reload(&cs_config_spec, &srv->cfg, &j->fresh);
 		st_log_set_level((enum st_log_level)srv->cfg.log_level);

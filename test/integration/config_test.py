@@ -257,6 +257,24 @@ def cloud_sighup(env):
     acc = [o for o in json_lines(p, start) if o["msg"].startswith("access:")]
     check(acc and acc[0]["node"] == "nosuchnode" and "stream" not in acc[0] and  # never routed
           acc[0]["level"] == "info", "access line %r" % acc)
+    # stream-allowed-subjects applies to the next connection: the apiserver's CN is refused.
+    base = cloud_yaml(env, "log-format: json\n")
+    write(path, base.replace("  - kube-apiserver-kubelet-client", "  - someone-else"))
+    start = log_size(p)
+    p.send_signal(signal.SIGHUP)
+    wait_log(p, r"configuration reloaded: stream-allowed-subjects someone-else", start)
+    api = h.Api(env, p.ports["stream"])
+    status, _, _, s = api.request("GET", "/containerLogs/ns/pod/ctr",
+                                  [("Host", "nosuchnode:10350")])
+    s.close()
+    check(status == 403, "a CN no longer listed: %d" % status)
+    # An empty list without Webhook would open the port to any client certificate: refused.
+    write(path, base.replace("  - kube-apiserver-kubelet-client", "").replace(
+        "stream-allowed-subjects:", "stream-allowed-subjects: []"))
+    start = log_size(p)
+    p.send_signal(signal.SIGHUP)
+    wait_log(p, r"configuration not reloaded, the running one stays: stream-allowed-subjects "
+                r"is empty", start)
     check(env.stop(p) == 0, "exit after SIGTERM")
 
 

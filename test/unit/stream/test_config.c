@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <stream/config.h>
+#include <stream/log.h>
 
 #include "failmalloc.h"
 #include "testutil.h"
@@ -47,7 +48,8 @@ static const struct st_opt opts[] = {
          .default_value = "30s",
          .min = 100,
          .max = 3600000,
-         .help = "How long."},
+         .help = "How long.",
+         .flags = ST_OPT_F_LIVE},
         {.name = "bytes",
          .type = ST_OPT_BYTES,
          .offset = OFF(bytes),
@@ -281,6 +283,59 @@ static void test_st_config_parse_json__alloc_failure(void **state)
 	}
 }
 
+static char logged[4096];
+
+static void log_sink(enum st_log_level level, const char *line, void *user)
+{
+	(void)level;
+	(void)user;
+	size_t n = strlen(logged);
+	snprintf(logged + n, sizeof logged - n, "%s", line);
+}
+
+/* SIGHUP: the live option changes, the others are named as needing a restart and keep their
+ * running values, a secret's value is never logged. */
+static void test_st_config_apply_reload__live_and_restart(void **state)
+{
+	(void)state;
+	struct cfg run = {0}, fresh = {0};
+	assert_int_equal(st_config_defaults(&spec, &run, err, sizeof err), 0);
+	assert_int_equal(st_config_defaults(&spec, &fresh, err, sizeof err), 0);
+	st_log_set_sink(log_sink, NULL);
+	logged[0] = '\0';
+	assert_int_equal(st_config_apply_reload(&spec, &run, &fresh), 0);
+	assert_non_null(strstr(logged, "configuration reloaded: nothing changed"));
+	expect_set(&fresh, "timeout", "5s", 0);
+	expect_set(&fresh, "listen", "127.0.0.1:1", 0);
+	expect_set(&fresh, "token", "s3cr3t", 0);
+	logged[0] = '\0';
+	assert_int_equal(st_config_apply_reload(&spec, &run, &fresh), 1);
+	st_log_set_sink(NULL, NULL);
+	assert_int_equal(run.timeout_ms, 5000);           /* applied */
+	assert_string_equal(run.listen, "0.0.0.0:10004"); /* kept */
+	assert_null(run.token);                           /* kept */
+	assert_non_null(strstr(logged, "configuration reloaded: timeout 5000 ms (was 30000 ms)"));
+	assert_non_null(strstr(logged, "needs a restart: listen (runs with \"0.0.0.0:10004\", "
+	                               "the file says \"127.0.0.1:1\")"));
+	assert_non_null(strstr(logged, "needs a restart: token (runs with <redacted>"));
+	assert_null(strstr(logged, "s3cr3t"));
+	st_config_cleanup(&spec, &run);
+	st_config_cleanup(&spec, &fresh);
+}
+
+/* --check-config is an action; the other flags still apply. */
+static void test_st_config_load__check_config(void **state)
+{
+	(void)state;
+	struct cfg c = {0};
+	enum st_config_action act;
+	char *argv[] = {(char *)"t", (char *)"--check-config", (char *)"--n", (char *)"4", NULL};
+	assert_int_equal(st_config_load(&spec, &c, 4, argv, &act, err, sizeof err), 0);
+	assert_int_equal(act, ST_CONFIG_CHECK);
+	assert_int_equal(c.n, 4);
+	st_config_cleanup(&spec, &c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -290,6 +345,8 @@ int main(void)
 	        cmocka_unit_test(test_st_config_load__file_then_flags),
 	        cmocka_unit_test(test_st_config_print__help_markdown_json),
 	        cmocka_unit_test(test_st_config_parse_json__alloc_failure),
+	        cmocka_unit_test(test_st_config_apply_reload__live_and_restart),
+	        cmocka_unit_test(test_st_config_load__check_config),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
