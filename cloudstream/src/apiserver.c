@@ -23,7 +23,6 @@
 #include "podcache.h"
 
 #define POD_BODY_MAX (1u << 20) /* a Pod object is a few KiB; refuse anything absurd */
-#define TOKEN_MAX    16384u
 
 struct pod_job {
 	struct cs_server *srv;
@@ -37,86 +36,6 @@ struct pod_job {
 	char error[CURL_ERROR_SIZE + 64];
 	struct cs_api_body body;
 };
-
-size_t cs_apiserver_collect(char *p, size_t size, size_t n, void *user)
-{
-	struct cs_api_body *b = user;
-	size_t len = size * n;
-	if (b->len + len > b->max) {
-		b->overflow = true;
-		return 0; /* aborts the transfer */
-	}
-	char *grown = realloc(b->p, b->len + len + 1);
-	if (grown == NULL)
-		return 0;
-	b->p = grown;
-	memcpy(b->p + b->len, p, len);
-	b->len += len;
-	b->p[b->len] = '\0';
-	return len;
-}
-
-/* The bearer token, read each time: projected service-account tokens rotate. */
-static int read_token(const char *path, char *out, size_t cap)
-{
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -errno;
-	size_t n = fread(out, 1, cap - 1, f);
-	fclose(f);
-	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
-		n--;
-	out[n] = '\0';
-	return n > 0 ? 0 : -EINVAL;
-}
-
-int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *url,
-                       struct curl_slist **hdrs, char *errbuf, char *err, size_t err_cap)
-{
-	CURL *h = curl;
-	struct curl_slist *l = curl_slist_append(*hdrs, "Accept: application/json");
-	if (l == NULL) {
-		snprintf(err, err_cap, "out of memory");
-		return -ENOMEM;
-	}
-	*hdrs = l;
-	if (c->apiserver_token_file && c->apiserver_token_file[0]) {
-		char token[TOKEN_MAX], auth[TOKEN_MAX + 32];
-		int rc = read_token(c->apiserver_token_file, token, sizeof token);
-		if (rc < 0) {
-			snprintf(err, err_cap, "--apiserver-token-file %s: %s",
-			         c->apiserver_token_file, strerror(-rc));
-			return rc;
-		}
-		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-		l = curl_slist_append(*hdrs, auth);
-		explicit_bzero(token, sizeof token);
-		explicit_bzero(auth, sizeof auth);
-		if (l == NULL) {
-			snprintf(err, err_cap, "out of memory");
-			return -ENOMEM;
-		}
-		*hdrs = l;
-	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	/* kube-apiserver's audit log and its access control by user agent see who asks. */
-	char ua[64];
-	snprintf(ua, sizeof ua, "cloudstream/%s", cs_config_spec.version);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, ua); /* curl copies it */
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->apiserver_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-	if (c->apiserver_ca && c->apiserver_ca[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->apiserver_ca);
-	if (c->apiserver_cert && c->apiserver_cert[0]) {
-		curl_easy_setopt(h, CURLOPT_SSLCERT, c->apiserver_cert);
-		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
-	}
-	return 0;
-}
 
 static void pod_work(void *arg)
 {

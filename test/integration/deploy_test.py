@@ -466,6 +466,23 @@ def test_rbac(objs):
         {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
          "resourceNames": ["kubernetes.io/kubelet-serving"], "verbs": ["approve"]}],
         "serving-certs approver rules: %s" % role["rules"])
+    # The DNAT controller's DaemonSet: list/watch nodes only, host network, NET_ADMIN.
+    with open(os.path.join(h.SRC, "deploy", "kubernetes", "optional",
+                           "dnat-controller.yaml")) as f:
+        dn = [d for d in yaml.safe_load_all(f) if d]
+    check(find(dn, "ClusterRole", "cloudstream-dnat")["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}],
+        "dnat controller rules")
+    b = find(dn, "ClusterRoleBinding", "cloudstream-dnat")
+    check(b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream-dnat",
+                             "namespace": "cloudstream"}], "dnat binding %s" % b)
+    pod = find(dn, "DaemonSet", "cloudstream-dnat")["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    check(pod.get("hostNetwork") is True and pod.get("serviceAccountName") == "cloudstream-dnat"
+          and c["securityContext"]["capabilities"] == {"drop": ["ALL"],
+                                                       "add": ["NET_ADMIN", "NET_RAW"]} and
+          c["command"] == ["cloudstream-dnat-controller"] and
+          any(a.startswith("--to=") for a in c["args"]), "dnat DaemonSet %s" % pod)
     for n in ("cloudstream-serving-certs", "cloudstream-serving-certs-approver"):
         b = find(sv, "ClusterRoleBinding", n)
         check(b["roleRef"]["name"] == n and b["subjects"] == [

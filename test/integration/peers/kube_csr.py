@@ -19,6 +19,11 @@ signer's maximum, at least 10 minutes; notBefore backdated) and the apimachinery
     PUT  .../certificatesigningrequests/NAME/approval                        200 / 403 / 404 / 409 / 422
     PUT  .../certificatesigningrequests/NAME/status                          200 / 404 / 409 / 422
     GET  /api/v1/nodes/NAME                                                   200 / 404
+    GET  /api/v1/nodes?labelSelector=S[&watch=1&resourceVersion=R&timeoutSeconds=T]
+         a NodeList, or watch events: ADDED/MODIFIED/DELETED as the selector sees them (an
+         object that stops matching is DELETED for that watch, one that starts ADDED), a
+         410 ERROR event for a resourceVersion older than the compaction point
+    PATCH /api/v1/nodes/NAME/status   (merge or strategic merge patch)       200 / 404 / 415
 """
 import base64
 import copy
@@ -82,7 +87,11 @@ class CsrApi:
         self.sign_delay = sign_delay
         self.signer_max_s = signer_max_s
         self.nodes = dict(nodes or {})  # name -> [{"type":..., "address":...}]
-        self.node_status_patches = []   # (name, patch) per PATCH nodes/NAME/status
+        self.node_labels = {n: {"node-role.kubernetes.io/edge": ""} for n in self.nodes}
+        self.node_ports = {n: 10250 for n in self.nodes}  # kubeletEndpoint.Port
+        self.node_status_patches = []   # (name, patch, content type) per PATCH .../status
+        self.node_events = []           # (rv, type, old object or None, new object or None)
+        self.node_compacted = 0         # watches from before this resourceVersion get 410
         self.csrs = {}                  # name -> object
         self.events = []                # (rv, type, object) for watches
         self.rv = 100
@@ -106,9 +115,137 @@ class CsrApi:
             return {"kind": "Node", "apiVersion": "v1",
                     "metadata": {"name": name, "uid": "node-uid-" + name,
                                  "resourceVersion": str(self.rv),
-                                 "labels": {"node-role.kubernetes.io/edge": ""}},
+                                 "labels": dict(self.node_labels.get(
+                                     name, {"node-role.kubernetes.io/edge": ""}))},
                     "status": {"addresses": copy.deepcopy(addrs),
-                               "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}}
+                               "daemonEndpoints": {"kubeletEndpoint": {
+                                   "Port": self.node_ports.get(name, 10250)}}}}
+
+    def set_node(self, name, addresses, labels=None, port=None):
+        """Creates or changes a Node (an ADDED or MODIFIED event)."""
+        with self.cond:
+            old = self.node_object(name)
+            self.nodes[name] = copy.deepcopy(addresses)
+            if labels is not None:
+                self.node_labels[name] = dict(labels)
+            else:
+                self.node_labels.setdefault(name, {"node-role.kubernetes.io/edge": ""})
+            if port is not None:
+                self.node_ports[name] = port
+            else:
+                self.node_ports.setdefault(name, 10250)
+            self.rv += 1
+            self.node_events.append((self.rv, "MODIFIED" if old else "ADDED", old,
+                                     self.node_object(name)))
+            self.cond.notify_all()
+
+    def delete_node(self, name):
+        with self.cond:
+            old = self.node_object(name)
+            if old is None:
+                return
+            del self.nodes[name]
+            self.rv += 1
+            old["metadata"]["resourceVersion"] = str(self.rv)
+            self.node_events.append((self.rv, "DELETED", old, None))
+            self.cond.notify_all()
+
+    def compact_nodes(self):
+        """Watches from before now get 410 Gone (etcd compaction)."""
+        with self.cond:
+            self.node_compacted = self.rv
+
+    @staticmethod
+    def selector_matches(sel, labels):
+        for term in [t.strip() for t in (sel or "").split(",") if t.strip()]:
+            if term.startswith("!"):
+                if term[1:] in labels:
+                    return False
+            elif "!=" in term:
+                k, v = term.split("!=", 1)
+                if labels.get(k) == v:
+                    return False
+            elif "=" in term:
+                k, v = term.split("=", 1)
+                k = k.rstrip("=")
+                if labels.get(k) != v.lstrip("="):
+                    return False
+            elif term not in labels:
+                return False
+        return True
+
+    def list_nodes(self, sel):
+        with self.cond:
+            items = [self.node_object(n) for n in sorted(self.nodes)]
+            items = [o for o in items if self.selector_matches(sel, o["metadata"]["labels"])]
+            return 200, {"kind": "NodeList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+
+    def watch_nodes(self, since_rv, sel, timeout_s, emit):
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            if since_rv < self.node_compacted:
+                emit({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "too old resource version: %d (%d)" % (since_rv,
+                                                                       self.node_compacted),
+                    "reason": "Expired", "code": 410}})
+                return
+        pos = since_rv
+        while True:
+            with self.cond:
+                todo = [e for e in self.node_events if e[0] > pos]
+                if not todo:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self.stopping:
+                        return
+                    self.cond.wait(min(left, 0.5))
+                    continue
+            for rv, typ, old, new in todo:
+                pos = rv
+                om = old is not None and self.selector_matches(sel, old["metadata"]["labels"])
+                nm = new is not None and self.selector_matches(sel, new["metadata"]["labels"])
+                if typ == "DELETED":
+                    ev = {"type": "DELETED", "object": old} if om else None
+                elif om and nm:
+                    ev = {"type": "MODIFIED", "object": new}
+                elif nm:
+                    ev = {"type": "ADDED", "object": new}
+                elif om:  # stopped matching: gone for this watch
+                    ev = {"type": "DELETED", "object": new}
+                else:
+                    ev = None
+                if ev and not emit(ev):
+                    return
+
+    def patch_node_status(self, name, patch, content_type):
+        """PATCH nodes/NAME/status: merge and strategic merge patches of
+        status.daemonEndpoints (what cloudstream sends) and status.addresses."""
+        if content_type not in ("application/merge-patch+json",
+                                "application/strategic-merge-patch+json"):
+            return status(415, "UnsupportedMediaType", "the body of the request was in an "
+                          "unknown format - accepted media types include: application/json-"
+                          "patch+json, application/merge-patch+json, application/apply-patch+"
+                          "yaml, application/strategic-merge-patch+json")
+        with self.cond:
+            if name not in self.nodes:
+                return status(404, "NotFound", 'nodes "%s" not found' % name,
+                              {"name": name, "kind": "nodes"})
+            self.node_status_patches.append((name, copy.deepcopy(patch), content_type))
+            old = self.node_object(name)
+            st = patch.get("status") or {}
+            port = (((st.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {})
+                    .get("Port"))
+            if port is not None:
+                self.node_ports[name] = port
+            if "addresses" in st:
+                self.nodes[name] = copy.deepcopy(st["addresses"])
+            self.rv += 1
+            new = self.node_object(name)
+            if new != old:
+                self.node_events.append((self.rv, "MODIFIED", old, new))
+            self.cond.notify_all()
+            return 200, new
 
     def get_node(self, name):
         o = self.node_object(name)

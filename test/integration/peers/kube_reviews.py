@@ -113,7 +113,7 @@ class KubeReviews:
                 self.answer(*status(401, "Unauthorized", "Unauthorized"))
                 return False
 
-            def watch(self, query):
+            def watch(self, query, run=None):
                 """A watch answer: chunked JSON lines, one event each, until timeoutSeconds."""
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -130,8 +130,11 @@ class KubeReviews:
                         return False
                 sel = query.get("fieldSelector", "")
                 name = sel[len("metadata.name="):] if sel.startswith("metadata.name=") else ""
-                outer.csr.watch(int(query.get("resourceVersion") or 0), name,
-                                float(query.get("timeoutSeconds") or 30), emit)
+                if run:
+                    run(emit)
+                else:
+                    outer.csr.watch(int(query.get("resourceVersion") or 0), name,
+                                    float(query.get("timeoutSeconds") or 30), emit)
                 try:
                     self.wfile.write(b"0\r\n\r\n")
                 except OSError:
@@ -143,6 +146,20 @@ class KubeReviews:
                     return None
                 if len(parts) == 4 and parts[:3] == ["api", "v1", "nodes"] and method == "GET":
                     return outer.csr.get_node(parts[3])
+                if parts == ["api", "v1", "nodes"] and method == "GET":
+                    with outer.lock:
+                        outer.calls.append(("Nodes", "watch" if query.get("watch") else "list"))
+                    sel = query.get("labelSelector", "")
+                    if query.get("watch") in ("1", "true"):
+                        self.watch(query, lambda emit: outer.csr.watch_nodes(
+                            int(query.get("resourceVersion") or 0), sel,
+                            float(query.get("timeoutSeconds") or 30), emit))
+                        return ()
+                    return outer.csr.list_nodes(sel)
+                if len(parts) == 5 and parts[:3] == ["api", "v1", "nodes"] and \
+                        parts[4] == "status" and method == "PATCH":
+                    return outer.csr.patch_node_status(parts[3], body,
+                                                       self.headers.get("Content-Type", ""))
                 base = ["apis", "certificates.k8s.io", "v1", "certificatesigningrequests"]
                 if parts[:4] != base:
                     return None
@@ -225,7 +242,10 @@ class KubeReviews:
                     self.answer(*status(404, "NotFound", "the server could not find the "
                                         "requested resource"))
 
-            def do_PUT(self):
+            def do_PATCH(self):
+                self.do_PUT("PATCH")
+
+            def do_PUT(self, method="PUT"):
                 n = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(n)
                 if not self.caller_ok():
@@ -238,7 +258,7 @@ class KubeReviews:
                     self.answer(*status(400, "BadRequest", "the body of the request was in an "
                                         "unknown format: %s" % e))
                     return
-                r = self.csr_route("PUT", self.path.split("?")[0].strip("/").split("/"), {},
+                r = self.csr_route(method, self.path.split("?")[0].strip("/").split("/"), {},
                                    obj)
                 self.answer(*(r or status(404, "NotFound", "the server could not find the "
                                           "requested resource")))
