@@ -592,8 +592,25 @@ int edgestream_config_check(const struct edgestream_config *cfg, char *err, size
 	pthread_mutex_init(&es->stats_lock, NULL);
 	err[0] = '\0';
 	int rc = config_copy(&es->cfg, &cfg->c, err, errlen);
-	if (rc == 0)
+	const struct es_config *c = &es->cfg;
+	char why[256];
+	if (rc == 0 && c->join_token && c->join_token[0] &&
+	    certs_check_pair(c->tunnel_cert, c->tunnel_key, why, sizeof why) < 0) {
+		/* Not joined yet: the join at start makes the tunnel files, and a check must not
+		 * spend the token (check_config would join). The cloud's URL is checked. */
+		st_info("not joined yet (%s): the tunnel certificate comes from --join-token at "
+		        "start; --check-config does not join",
+		        why);
+		if (c->cloud_url == NULL ||
+		    es_parse_url(c->cloud_url, "wss", 443, es->cloud_host, sizeof es->cloud_host,
+		                 &es->cloud_port, es->cloud_path, sizeof es->cloud_path) < 0) {
+			snprintf(err, errlen, "cloud-url %.200s: expected wss://HOST[:PORT][/PATH]",
+			         c->cloud_url ? c->cloud_url : "(none)");
+			rc = -EINVAL;
+		}
+	} else if (rc == 0) {
 		rc = check_config(es, err, errlen);
+	}
 	es->cri_enabled = false; /* curl was never initialised */
 	const char *admin = cfg->c.admin_listen;
 	if (admin && admin[0]) {

@@ -338,6 +338,14 @@ def edge_check_and_bad_files(env, cloud, kubelet):
     check(rc == 2 and "does not match" in err and
           "admin-listen 192.0.2.1:10354: not an address of this host" in err,
           "bad: %d %r" % (rc, err))
+    # A node that joins at start: its tunnel files do not exist yet, and the check must not
+    # spend the token by joining.
+    missing = os.path.join(env.dir, "not-joined")
+    rc, out, err = run([EDGE, "--config", path, "--check-config",
+                        "--join-token", "abcdef.0123456789abcdef",
+                        "--tunnel-cert", missing + ".crt", "--tunnel-key", missing + ".key"])
+    check(rc == 0 and "not joined yet" in err and "--check-config does not join" in err and
+          not os.path.exists(missing + ".crt"), "join: %d %r" % (rc, err))
     rc, out, err = run([EDGE, "--config", path, "--check-config", "--cloud-url", "http://x"])
     check(rc == 2 and "cloud-url http://x: expected wss://" in err, "url: %d %r" % (rc, err))
     for text, want in [
