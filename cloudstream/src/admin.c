@@ -164,6 +164,7 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->fronts_refused_tls);
 	cs_authz_metrics(t, srv);
 	cs_servecert_metrics(t, srv);
+	cs_advertise_metrics(t, srv);
 	cs_join_metrics(t, srv);
 	cs_door_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);

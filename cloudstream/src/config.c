@@ -307,6 +307,21 @@ static const struct st_opt options[] = {
                  "the CA's; csr: spec.expirationSeconds, at least 10 min as the API requires, "
                  "which the signer may shorten).",
          .since = "0.3"},
+        {.name = "advertise-kubelet-port",
+         .type = ST_OPT_U64,
+         .offset = OFF(advertise_kubelet_port),
+         .default_value = "0",
+         .min = 0,
+         .max = 65535,
+         .value_name = "PORT",
+         .help = "When an edge node's tunnel comes up, set its Node's "
+                 "status.daemonEndpoints.kubeletEndpoint.Port to PORT (as KubeEdge's cloudcore "
+                 "does), the port kube-apiserver then dials and cloudstream-dnat-controller "
+                 "captures; one PATCH of nodes/<name>/status on the worker pool (needs "
+                 "--apiserver-url and patch on nodes/status). A real kubelet on the node writes "
+                 "its own port back: for edges without one. 0: off.",
+         .example = "--advertise-kubelet-port 10350",
+         .since = "0.3"},
         {.name = "authentication-token-webhook",
          .type = ST_OPT_BOOL,
          .offset = OFF(authentication_token_webhook),

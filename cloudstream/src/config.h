@@ -88,6 +88,7 @@ struct cs_config {
 	char *serving_ca_cert, *serving_ca_key;
 	bool serving_csr_approve;
 	uint64_t serving_cert_validity_ms;
+	uint64_t advertise_kubelet_port; /* 0: off (advertise.c) */
 };
 
 extern const struct st_config_spec cs_config_spec;

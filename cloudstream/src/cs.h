@@ -153,6 +153,13 @@ void cs_node_event(struct cs_server *srv, const char *node, enum cs_event_reason
 void cs_node_events_tunnel_up(struct cs_server *srv, const char *node);
 void cs_node_events_metrics(struct st_text *t, const struct cs_server *srv);
 
+/* ---- advertise.c: --advertise-kubelet-port ------------------------------------------- */
+/* @node's tunnel came up: PATCH its Node's kubelet port on the worker pool (when on). */
+void cs_advertise_node_up(struct cs_server *srv, const char *node);
+/* Start-up: the option needs --apiserver-url. 0, or -EINVAL after logging. */
+int cs_advertise_check(const struct cs_server *srv);
+void cs_advertise_metrics(struct st_text *t, const struct cs_server *srv);
+
 /* ---- admin.c --------------------------------------------------------------------------- */
 /* Also sets up the histograms of srv->m (before any traffic). */
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv);

@@ -523,7 +523,8 @@ int main(int argc, char **argv)
 	}
 	if (cs_authz_start(&srv) < 0) /* the stream port's secure default, CA warnings */
 		goto out_config;
-	if (cs_identity_new(&srv) < 0 || cs_servecert_new(&srv) < 0 || cs_join_new(&srv) < 0)
+	if (cs_identity_new(&srv) < 0 || cs_servecert_new(&srv) < 0 ||
+	    cs_advertise_check(&srv) < 0 || cs_join_new(&srv) < 0)
 		goto out_config;
 
 	struct lws_context_creation_info info;

@@ -281,6 +281,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 			       a.header_ip, st_strerror(vrc));
 	}
 	cs_servecert_node_up(srv, t->node);
+	cs_advertise_node_up(srv, t->node);
 	cs__tunnel_kick(t);
 }
 

@@ -432,6 +432,8 @@ def test_rbac(objs):
     # Node events (events_post.c): POST .../events, PATCH .../events/<name>.
     events = {"/api/v1/namespaces/%s/events", "/api/v1/namespaces/%s/events/%s"}
     check(events <= paths, "the Node events' calls moved: %s" % sorted(paths))
+    # --advertise-kubelet-port: optional/advertise-port-rbac.yaml (checked below).
+    serving_only |= {"/api/v1/nodes/%s/status"}
     check(paths - webhook_only - nodes_only - serving_only - events ==
           {"/api/v1/namespaces/%s/pods/%s"},
           "cloudstream's API calls changed: %s; update the ClusterRole and this test"
@@ -483,8 +485,15 @@ def test_rbac(objs):
                                                        "add": ["NET_ADMIN", "NET_RAW"]} and
           c["command"] == ["cloudstream-dnat-controller"] and
           any(a.startswith("--to=") for a in c["args"]), "dnat DaemonSet %s" % pod)
-    for n in ("cloudstream-serving-certs", "cloudstream-serving-certs-approver"):
-        b = find(sv, "ClusterRoleBinding", n)
+    with open(os.path.join(h.SRC, "deploy", "kubernetes", "optional",
+                           "advertise-port-rbac.yaml")) as f:
+        ap = [d for d in yaml.safe_load_all(f) if d]
+    check(find(ap, "ClusterRole", "cloudstream-advertise-port")["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}],
+        "advertise-port rules")
+    for n in ("cloudstream-serving-certs", "cloudstream-serving-certs-approver",
+              "cloudstream-advertise-port"):
+        b = find(sv + ap, "ClusterRoleBinding", n)
         check(b["roleRef"]["name"] == n and b["subjects"] == [
             {"kind": "ServiceAccount", "name": "cloudstream", "namespace": "cloudstream"}],
             "binding %s: %s" % (n, b))

@@ -242,9 +242,6 @@ class KubeReviews:
                     self.answer(*status(404, "NotFound", "the server could not find the "
                                         "requested resource"))
 
-            def do_PATCH(self):
-                self.do_PUT("PATCH")
-
             def do_PUT(self, method="PUT"):
                 n = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(n)
@@ -269,6 +266,15 @@ class KubeReviews:
                 if not self.caller_ok():
                     return
                 parts = self.path.split("?")[0].strip("/").split("/")
+                if len(parts) == 5 and parts[:3] == ["api", "v1", "nodes"] and \
+                        parts[4] == "status" and outer.csr is not None:
+                    try:
+                        patch = json.loads(raw)
+                    except ValueError as e:
+                        self.answer(*status(400, "BadRequest", "error decoding patch: %s" % e))
+                        return
+                    self.answer(*self.csr_route("PATCH", parts, {}, patch))
+                    return
                 if not (len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and
                         parts[4] == "events"):
                     self.answer(*status(405, "MethodNotAllowed", "the server does not allow "
