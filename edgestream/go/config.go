@@ -80,6 +80,21 @@ func (c *Config) LoadFile(path string) error {
 	return cError("config load "+path, rc, C.GoString(&msg[0]))
 }
 
+// Check checks what New would, without starting anything: the URLs, the certificate, key and
+// CA files (loaded, each key matching its certificate), the node identity, the local ports,
+// and that admin-listen is an address of this host (as the daemon's --check-config does). A
+// node that joins with join-token is not joined. Errors: an *Error with the library's reason.
+func (c *Config) Check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == nil {
+		return ErrClosed
+	}
+	var msg [errBytes]C.char
+	rc := int(C.edgestream_config_check(c.c, &msg[0], C.size_t(len(msg))))
+	return cError("config check", rc, C.GoString(&msg[0]))
+}
+
 // Close frees the Config. Tunnels made from it keep their own copy. Closing twice is fine.
 func (c *Config) Close() error {
 	c.mu.Lock()

@@ -295,6 +295,24 @@ func (t *Tunnel) Reload() {
 	}
 }
 
+// Reconfigure hands the loop a new configuration (copied: the caller keeps cfg), as SIGHUP
+// does for the daemon: the options ../FLAGS.md marks "SIGHUP | a new value is applied" take
+// their new values, every other change is logged as "needs a restart: NAME" and keeps its
+// running value. Any goroutine; it does not wait. A closed Tunnel returns ErrClosed.
+func (t *Tunnel) Reconfigure(cfg *Config) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.st == stateClosed {
+		return ErrClosed
+	}
+	cfg.mu.Lock()
+	defer cfg.mu.Unlock()
+	if cfg.c == nil {
+		return ErrClosed
+	}
+	return cError("reconfigure", int(C.edgestream_reconfigure(t.es, cfg.c)), "")
+}
+
 // Stats returns a snapshot of the counters; after Close, the last ones.
 func (t *Tunnel) Stats() Stats {
 	t.mu.RLock()

@@ -104,6 +104,32 @@ func TestConfigLoadFile(t *testing.T) {
 	}
 }
 
+func TestConfigLoadFile__yaml(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("apiVersion: cloudstream.io/v1alpha1\nkind: EdgeStreamConfig\n"+
+		"# a comment\nping-interval: 3s\nlocal-port:\n  - a=1\n"), 0o600)
+	if err := newConfig(t).LoadFile(good); err != nil {
+		t.Fatalf("good file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: cloudstream.io/v1alpha1\nkind: EdgeStreamConfig\n"+
+		"ping-interval: 3s\nping-interval: 4s\n"), 0o600)
+	err := newConfig(t).LoadFile(bad)
+	if !errors.Is(err, syscall.EINVAL) ||
+		!strings.Contains(err.Error(), "bad.yaml:4: key \"ping-interval\" appears more than once") {
+		t.Fatalf("bad file: %v", err)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	c := newConfig(t)
+	err := c.Check()
+	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "cloud-url is required") {
+		t.Fatalf("no cloud-url: %v", err)
+	}
+}
+
 func TestConfigClose(t *testing.T) {
 	cfg, err := NewConfig()
 	if err != nil {
@@ -323,6 +349,14 @@ func TestTunnel__connects_stops_closes(t *testing.T) {
 	if !st.Connected || !st.Extended || st.ConnectsTotal != 1 || st.DialsTotal < 1 {
 		t.Fatalf("stats while up: %+v", st)
 	}
+	// a good configuration checks clean; a new one is taken while running
+	next := l.config(t, "edge-1", "")
+	if err := next.Check(); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if err := next.Set("backend-dial-timeout", "7s"); err != nil {
+		t.Fatal(err)
+	}
 	// the thread-safe calls from many goroutines at once
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
@@ -332,6 +366,9 @@ func TestTunnel__connects_stops_closes(t *testing.T) {
 			for j := 0; j < 50; j++ {
 				tn.Stats()
 				tn.Reload()
+				if err := tn.Reconfigure(next); err != nil {
+					t.Errorf("Reconfigure: %v", err)
+				}
 			}
 		}()
 	}
@@ -347,6 +384,9 @@ func TestTunnel__connects_stops_closes(t *testing.T) {
 	}
 	tn.Close()
 	tn.Reload() // ignored once closed
+	if err := tn.Reconfigure(next); err != ErrClosed {
+		t.Fatalf("Reconfigure after Close: %v", err)
+	}
 	final := tn.Stats()
 	if final.Connected || final.ConnectsTotal != 1 || final.DisconnectsTotal != 1 {
 		t.Fatalf("stats after Close: %+v", final)

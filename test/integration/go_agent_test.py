@@ -235,9 +235,23 @@ def stats_printed(c):
 
 
 def sighup_reloads(c):
+    """SIGHUP: the agent re-checks the certificate files and reads its -config again, handing
+    it to the running tunnel (Tunnel.Reconfigure): a live option changes, another is named as
+    needing a restart."""
+    path = os.path.join(c.env.dir, "go-agent.json")
+    with open(path) as f:
+        opts = json.load(f)
+    opts.update({"backend-dial-timeout": "7s", "max-streams": "10"})
+    with open(path + ".tmp", "w") as f:
+        json.dump(opts, f)
+    os.rename(path + ".tmp", path)
     c.agent.send_signal(signal.SIGHUP)
     wait_log(c.agent, r"^reload: checking the certificate files$", "SIGHUP")
     wait_log(c.agent, r"certificate files unchanged", "the library's reload")
+    wait_log(c.agent, r"configuration reloaded: backend-dial-timeout 7000 ms \(was 5000 ms\)",
+             "the new configuration applied")
+    wait_log(c.agent, r"needs a restart: max-streams \(runs with 1024, the file says 10\)",
+             "the restart-only option named")
 
 
 def cloud_gone(c):

@@ -2,11 +2,13 @@
 // with several modules) would: the stream tunnel is one module, configured from the agent's
 // own file, started with the agent, reporting up/down into the agent's log, stopped on SIGTERM.
 //
-//	example-agent -config /etc/agent/edgestream.json [-set NAME=VALUE]... [-stats-every 30s]
+//	example-agent -config /etc/agent/edgestream.yaml [-set NAME=VALUE]... [-stats-every 30s]
 //
-// -config is a JSON file of edgestream options (edgestream/FLAGS.md, names without "--");
-// each -set applies one option after it (as a flag would). Signals: SIGTERM/SIGINT close the
-// tunnel, print the final counters and exit 0; SIGHUP re-checks the certificate files.
+// -config is a YAML or JSON file of edgestream options (edgestream/FLAGS.md, names without
+// "--"); each -set applies one option after it (as a flag would). Signals: SIGTERM/SIGINT close
+// the tunnel, print the final counters and exit 0; SIGHUP re-checks the certificate files and
+// reads -config and -set again (what can change live does; a file that does not load changes
+// nothing).
 // Exit status: 0 after a signal, 2 for a configuration the library refuses (the message names
 // the option or file, as the daemon's start-up errors), 1 otherwise.
 //
@@ -51,9 +53,31 @@ func main() {
 	os.Exit(run())
 }
 
+// loadConfig makes the tunnel's configuration: the file, then each -set.
+func loadConfig(path string, sets setFlags) (*edgestream.Config, error) {
+	cfg, err := edgestream.NewConfig()
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := cfg.LoadFile(path); err != nil {
+			cfg.Close()
+			return nil, err
+		}
+	}
+	for _, kv := range sets {
+		name, value, _ := strings.Cut(kv, "=")
+		if err := cfg.Set(name, value); err != nil {
+			cfg.Close()
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
 func run() int {
 	var sets setFlags
-	configPath := flag.String("config", "", "JSON file of edgestream options")
+	configPath := flag.String("config", "", "YAML or JSON file of edgestream options")
 	statsEvery := flag.Duration("stats-every", 0, "print the counters this often (0: only at exit)")
 	stopTimeout := flag.Duration("stop-timeout", 10*time.Second, "how long SIGTERM waits for the tunnel to close")
 	flag.Var(&sets, "set", "edgestream option NAME=VALUE, after -config (repeatable)")
@@ -63,25 +87,12 @@ func run() int {
 		return 2
 	}
 
-	cfg, err := edgestream.NewConfig()
+	cfg, err := loadConfig(*configPath, sets)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "example-agent:", err)
-		return 1
+		return 2
 	}
 	defer cfg.Close()
-	if *configPath != "" {
-		if err := cfg.LoadFile(*configPath); err != nil {
-			fmt.Fprintln(os.Stderr, "example-agent:", err)
-			return 2
-		}
-	}
-	for _, kv := range sets {
-		name, value, _ := strings.Cut(kv, "=")
-		if err := cfg.Set(name, value); err != nil {
-			fmt.Fprintln(os.Stderr, "example-agent:", err)
-			return 2
-		}
-	}
 
 	// Signals first: a SIGTERM that arrives while the tunnel is being set up still stops it
 	// cleanly.
@@ -134,6 +145,14 @@ func run() int {
 			if sig == syscall.SIGHUP {
 				fmt.Println("reload: checking the certificate files")
 				tunnel.Reload()
+				next, err := loadConfig(*configPath, sets)
+				if err == nil {
+					err = tunnel.Reconfigure(next)
+					next.Close()
+				}
+				if err != nil {
+					fmt.Println("reload: configuration kept:", err)
+				}
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), *stopTimeout)
