@@ -24,6 +24,7 @@
 #include <stream/liveness.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
+#include <stream/tunnelwrite.h>
 
 #include "budget.h"
 #include "config.h"
@@ -97,7 +98,8 @@ struct cs_server {
 	struct cs_servecert *sc;        /* --serving-certs (servecert.h); NULL: off */
 	struct cs_join *join;           /* joins and renewals, when signing is on (join_srv.c) */
 	struct st_admin_ops admin_ops;
-	uint8_t *tx;   /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
+	uint8_t *tx; /* one write buffer for the loop: LWS_PRE + ST_MAX_MESSAGE_BYTES */
+	struct st_tunnel_writer tunnel_writer; /* every tunnel's frames (stream/tunnelwrite.h) */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */
 	struct cs_tunnel_set tun;
 	size_t n_fronts;         /* apiserver connections (front.c) */

@@ -515,6 +515,7 @@ int main(int argc, char **argv)
 	}
 	cs_tunnels_init(&srv);
 	if (srv.tx == NULL || srv.scratch == NULL ||
+	    st_tunnel_writer_init(&srv.tunnel_writer, false) < 0 ||
 	    cs_registry_new(&srv.reg, (size_t)srv.cfg.max_sessions, seed) < 0 ||
 	    (srv.cfg.apiserver_url && srv.cfg.apiserver_url[0] &&
 	     cs_podcache_new(&srv.pods, (size_t)srv.cfg.pod_cache_entries) < 0)) {
@@ -607,6 +608,7 @@ out_config:
 	cs_door_free(&srv);
 	curl_global_cleanup();
 	free(srv.tx);
+	st_tunnel_writer_free(&srv.tunnel_writer);
 	free(srv.scratch);
 	st_config_cleanup(&cs_config_spec, &srv.cfg);
 	if (exit_code == 0)

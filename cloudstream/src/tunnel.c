@@ -358,19 +358,15 @@ static int tunnel_writeable(struct cs_tunnel *t)
 		cs__tunnel_kick(t);
 		return 0;
 	}
-	bool binary;
-	ssize_t n = st_session_pack(t->sess, srv->tx + LWS_PRE, ST_MAX_MESSAGE_BYTES, &binary);
+	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
+	if (n == -EIO)
+		return -1;
 	if (n < 0) {
 		st_log(ST_LOG_ERROR, t->node, 0, "tunnel dropped: %s packing a message",
 		       st_strerror((int)n));
 		return -1;
 	}
-	if (n > 0) {
-		if (lws_write(t->wsi, srv->tx + LWS_PRE, (size_t)n,
-		              binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0)
-			return -1;
-		t->bytes_out += (uint64_t)n;
-	}
+	t->bytes_out += (uint64_t)n;
 	cs__tunnel_kick(t);
 	return 0;
 }
@@ -482,7 +478,7 @@ const struct lws_protocols cs_tunnel_protocols[2] = {
                 .callback = cb_tunnel,
                 .per_session_data_size = sizeof(struct cs_tunnel_pss),
                 .rx_buffer_size = 16384, /* see README: per-tunnel memory vs. relay speed */
-                .tx_packet_size = 65536,
+                .tx_packet_size = ST_TUNNEL_BATCH_BYTES, /* one batch per write */
         },
         {0}, /* terminator */
 };

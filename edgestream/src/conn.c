@@ -24,7 +24,8 @@
 #include "relay.h"
 #include "tunnel.h"
 
-#define RELAY_WRITE_MAX (64u * 1024u) /* plaintext per lws_write, and per TLS read */
+#define RELAY_WRITE_MAX  (64u * 1024u) /* plaintext per lws_write, and per TLS read */
+#define BACKEND_RX_BYTES 16384u        /* the most lws hands us per read callback */
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
@@ -368,8 +369,12 @@ static int rx_tls(struct es_conn *c, const uint8_t *in, size_t len)
 		if (r != 0)
 			return r < 0 ? -1 : 0; /* gone, or kept for the next request */
 	}
-	/* Read to the end of what came: between bursts hold no buffer (a quiet follower). */
-	es_tls_trim(&c->tls);
+	/* Read to the end of what came. Between bursts hold no buffer (a quiet follower): a read
+	 * that did not fill lws's buffer drained the socket, so the burst is over for now. Not
+	 * after every read: each trim frees (and OpenSSL wipes) the buffers the next read of a
+	 * bulk transfer would allocate again. */
+	if (len < BACKEND_RX_BYTES)
+		es_tls_trim(&c->tls);
 	if (es_tls_pending(&c->tls) > 0)
 		lws_callback_on_writable(c->wsi);
 	return 0;
@@ -534,7 +539,7 @@ static int cb_backend(struct lws *wsi, enum lws_callback_reasons reason, void *u
 const struct lws_protocols es_backend_protocol = {
         .name = "es-backend",
         .callback = cb_backend,
-        .rx_buffer_size = 16384,
+        .rx_buffer_size = BACKEND_RX_BYTES,
         .tx_packet_size = 65536,
 };
 

@@ -30,6 +30,7 @@
 #include <stream/heaptrim.h>
 #include <stream/hist.h>
 #include <stream/session.h>
+#include <stream/tunnelwrite.h>
 
 #include "es_config.h"
 #include "es_route.h"
@@ -91,7 +92,8 @@ struct edgestream {
 	struct lws *inotify_wsi; /* its adoption into the loop */
 	struct es_logs *logs;    /* the containerLogs streams' states (logs.c) */
 	/* loop-thread scratch, used within one callback */
-	uint8_t *tx;      /* LWS_PRE + one message or one TLS flight */
+	uint8_t *tx;                           /* LWS_PRE + one message or one TLS flight */
+	struct st_tunnel_writer tunnel_writer; /* every tunnel's frames (stream/tunnelwrite.h) */
 	uint8_t *scratch; /* plaintext from a backend (one read) and its body (body-only) */
 	char connect_error
 	        [400]; /* why a backend connect failed inside lws's connect call (conn.c) */

@@ -450,7 +450,8 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	if (rc == 0) {
 		es->tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES + 4096);
 		es->scratch = malloc(2 * 64 * 1024);
-		if (es->tx == NULL || es->scratch == NULL) {
+		if (es->tx == NULL || es->scratch == NULL ||
+		    st_tunnel_writer_init(&es->tunnel_writer, true) < 0) {
 			snprintf(err, errlen, "out of memory");
 			rc = -ENOMEM;
 		}
@@ -673,6 +674,7 @@ void edgestream_free(struct edgestream *es)
 	if (es->kubelet_ctx)
 		SSL_CTX_free(es->kubelet_ctx);
 	free(es->tx);
+	st_tunnel_writer_free(&es->tunnel_writer);
 	free(es->scratch);
 	st_config_cleanup(&es_config_spec, &es->cfg);
 	pthread_mutex_destroy(&es->stats_lock);

@@ -432,15 +432,13 @@ static int tunnel_writeable(struct es_tunnel *t)
 		es_tunnel_kick(t);
 		return 0;
 	}
-	bool binary;
-	ssize_t n = st_session_pack(t->sess, tx, ST_MAX_MESSAGE_BYTES, &binary);
+	ssize_t n = st_tunnel_write(&t->es->tunnel_writer, t->wsi, t->sess);
+	if (n == -EIO)
+		return -1;
 	if (n < 0) {
 		es_tunnel_close(t, (int)n, "cannot pack a message");
 		return -1;
 	}
-	if (n > 0 &&
-	    lws_write(t->wsi, tx, (size_t)n, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0)
-		return -1;
 	t->bytes_out += (uint64_t)n;
 	es_tunnel_kick(t);
 	return 0;
@@ -518,7 +516,7 @@ const struct lws_protocols es_tunnel_protocol = {
         .name = "es-tunnel",
         .callback = cb_tunnel,
         .rx_buffer_size = 16384,
-        .tx_packet_size = 65536,
+        .tx_packet_size = ST_TUNNEL_BATCH_BYTES, /* one batch per write (stream/tunnelwrite.h) */
 };
 
 int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed)

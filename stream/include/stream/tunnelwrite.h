@@ -1,0 +1,53 @@
+/*
+ * stream/tunnelwrite.h — the tunnel's writer, one for both daemons: several session messages
+ * per writable callback, framed by us (stream/wsframe.h), handed to libwebsockets as raw bytes.
+ *
+ * Each writable callback packs messages from the session (st_session_pack: control first, then
+ * round-robin over the streams) until ST_TUNNEL_BATCH_BYTES are framed or nothing is left, and
+ * writes them with one lws_write: one TLS write of up to eight 16 KiB records instead of one
+ * message, one record and one loop round each. On the edge (a websocket client) every frame is
+ * masked with its own key, eight bytes per step; keys come from OpenSSL's DRBG (RAND_bytes, in
+ * process), drawn 256 frames at a time, never from a read of /dev/urandom per frame.
+ *
+ * The batch is no larger than the tunnel protocol's tx_packet_size, so lws sends it in one go
+ * and copies nothing to its output list unless the socket is full. Control frames lws makes
+ * itself (PING, PONG, CLOSE) still go through lws: they are rare and tiny.
+ *
+ * Thread-safety: none; the loop thread owns the writer.
+ */
+#ifndef STREAM_TUNNELWRITE_H
+#define STREAM_TUNNELWRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct lws;
+struct st_session;
+
+#define ST_TUNNEL_BATCH_BYTES (128u * 1024u) /* also the tunnel protocols' tx_packet_size */
+
+struct st_tunnel_writer {
+	uint8_t *buf;        /* LWS_PRE + batch + one largest message + its header */
+	bool mask;           /* a client: mask every frame */
+	uint8_t keys[1024];  /* mask keys not used yet (4 bytes each) */
+	size_t keys_left;    /* bytes of @keys still unused, from the end */
+	uint64_t frames_out; /* read-only: frames written */
+	uint64_t writes_out; /* read-only: lws_write calls (batches) */
+};
+
+/* st_tunnel_writer_init() - @mask: we are the websocket client. 0 or -ENOMEM. */
+int st_tunnel_writer_init(struct st_tunnel_writer *w, bool mask);
+void st_tunnel_writer_free(struct st_tunnel_writer *w);
+
+/*
+ * st_tunnel_write() - pack, frame and write what @sess has to send on @wsi (in its writable
+ * callback). Returns the message bytes written (frame headers not counted; 0 when there was
+ * nothing to send), or a negative errno: what st_session_pack returned (the session cannot go
+ * on), -EIO when lws refused the write (the connection is going), -ENOMEM when no mask key
+ * could be drawn.
+ */
+ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess);
+
+#endif

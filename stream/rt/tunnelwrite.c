@@ -1,0 +1,89 @@
+/* The tunnel's batched, self-framed writer (stream/tunnelwrite.h). */
+#include <stream/tunnelwrite.h>
+
+#include <errno.h>
+#include <libwebsockets.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stream/limits.h>
+#include <stream/session.h>
+#include <stream/wsframe.h>
+
+/* A message is packed behind room for the header a 126..65535-byte payload has (every full
+ * DATA message): its frame then needs no move. A smaller message (control, a short DATA) is
+ * moved down over the few bytes of its shorter header; a larger one (over 64 KiB) is moved up
+ * to make room for the longer header, into the slack at the end of the buffer. */
+#define BUF_BYTES                                                                                  \
+	(LWS_PRE + ST_TUNNEL_BATCH_BYTES + 2 * ST_WS_MAX_HEADER_BYTES + ST_MAX_MESSAGE_BYTES)
+
+int st_tunnel_writer_init(struct st_tunnel_writer *w, bool mask)
+{
+	memset(w, 0, sizeof *w);
+	w->buf = malloc(BUF_BYTES);
+	if (w->buf == NULL)
+		return -ENOMEM;
+	w->mask = mask;
+	return 0;
+}
+
+void st_tunnel_writer_free(struct st_tunnel_writer *w)
+{
+	free(w->buf);
+	w->buf = NULL;
+}
+
+static const uint8_t *next_key(struct st_tunnel_writer *w)
+{
+	if (w->keys_left < 4) {
+		if (RAND_bytes(w->keys, (int)sizeof w->keys) != 1)
+			return NULL;
+		w->keys_left = sizeof w->keys;
+	}
+	w->keys_left -= 4;
+	return w->keys + w->keys_left;
+}
+
+ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess)
+{
+	uint8_t *base = w->buf + LWS_PRE;
+	size_t room = st_ws_header_len(126, w->mask);
+	size_t off = 0, payload_total = 0, frames = 0;
+	while (off < ST_TUNNEL_BATCH_BYTES) {
+		uint8_t *payload = base + off + room;
+		bool binary;
+		ssize_t n = st_session_pack(sess, payload, ST_MAX_MESSAGE_BYTES, &binary);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		size_t len = (size_t)n, hl = st_ws_header_len(len, w->mask);
+		if (hl > room) { /* over 64 KiB: rare */
+			memmove(base + off + hl, payload, len);
+			payload = base + off + hl;
+		}
+		const uint8_t *key = NULL;
+		if (w->mask) {
+			key = next_key(w);
+			if (key == NULL)
+				return -ENOMEM;
+			st_ws_mask(payload, len, key);
+		}
+		uint8_t *frame = payload - hl;
+		st_ws_header_encode(frame, binary ? ST_WS_BINARY : ST_WS_TEXT, len, key);
+		if (frame != base + off) /* a short message: a few bytes to close the gap */
+			memmove(base + off, frame, hl + len);
+		off += hl + len;
+		payload_total += len;
+		frames++;
+	}
+	if (off == 0)
+		return 0;
+	/* LWS_WRITE_HTTP: lws's websocket role sends it as it is (no framing, no masking). */
+	if (lws_write(wsi, base, off, LWS_WRITE_HTTP) < 0)
+		return -EIO;
+	w->frames_out += frames;
+	w->writes_out++;
+	return (ssize_t)payload_total;
+}

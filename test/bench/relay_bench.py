@@ -1,0 +1,217 @@
+#!/usr/bin/python3
+"""Bulk throughput and CPU per GiB of each relay, against a direct connection and one nginx TLS
+proxy hop measured in the same run.
+
+    test/bench/relay_bench.py [--build build/rel] [--mib 1024] [--runs 3]
+
+Everything real, on 127.0.0.1, with curl as the client (it is not the bound: it reads a GiB
+over TLS in well under a CPU-second):
+  - direct:    curl → nginx playing the node's kubelet (TLS, client certificate required)
+  - nginx hop: curl → nginx TLS proxy (a second nginx, set up like an apiserver's proxy hop:
+               TLS in, TLS with a client certificate out) → the kubelet nginx
+  - chain:     curl → cloudstream's stream port → tunnel (wss) → edgestream → the kubelet nginx
+For the chain, the CPU time each daemon spent (utime + stime from /proc, read before and after)
+is divided by the bytes moved. Prints the median of --runs per path and the ratios. A program,
+not a test: it asserts nothing about speed. Use a Release build.
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
+
+KUBELET_CONF = """
+user root;
+worker_processes 1;
+daemon off;
+pid {d}/kubelet.pid;
+error_log {d}/kubelet-error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {pki}/kubelet.crt;
+    ssl_certificate_key {pki}/kubelet.key;
+    ssl_client_certificate {pki}/kubelet-ca.crt;
+    ssl_verify_client on;
+    location /containerLogs/ {{ root {d}; default_type text/plain; rewrite ^ /big.txt break; }}
+  }}
+}}
+"""
+
+PROXY_CONF = """
+user root;
+worker_processes 1;
+daemon off;
+pid {d}/proxy.pid;
+error_log {d}/proxy-error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {pki}/cloudstream-stream.crt;
+    ssl_certificate_key {pki}/cloudstream-stream.key;
+    location / {{
+      proxy_pass https://127.0.0.1:{kport};
+      proxy_ssl_certificate {pki}/edgestream-kubelet-client.crt;
+      proxy_ssl_certificate_key {pki}/edgestream-kubelet-client.key;
+      proxy_buffering off;
+      proxy_http_version 1.1;
+    }}
+  }}
+}}
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, log):
+    deadline = time.monotonic() + 10
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit("nginx did not start: " + open(log).read())
+        time.sleep(0.05)
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def syscalls(pid):
+    """read-like and write-like system calls so far (/proc/PID/io: syscr, syscw)."""
+    with open("/proc/%d/io" % pid) as f:
+        io = dict(line.split(": ") for line in f.read().splitlines())
+    return int(io["syscr"]), int(io["syscw"])
+
+
+def curl(url, args, host=None):
+    argv = ["curl", "-sS", "-k", "-o", "/dev/null", "-w", "%{http_code} %{size_download}"]
+    if host:
+        argv += ["-H", "Host: " + host]
+    t0 = time.perf_counter()
+    out = subprocess.run(argv + list(args) + [url], check=True, capture_output=True,
+                         text=True).stdout.split()
+    return time.perf_counter() - t0, int(out[0]), int(out[1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "rel"))
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--perf", metavar="DIR",
+                    help="record each daemon with `perf record` during the chain runs into DIR")
+    args = ap.parse_args()
+    os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
+    import harness as h
+
+    nbytes = args.mib << 20
+    env = h.Env("relay-bench")
+    procs = []
+    try:
+        d = os.path.join(env.dir, "www")
+        os.makedirs(os.path.join(d, "tmp"))
+        line = b"2026-11-22T10:00:00.000000000Z a log line of some typical length, " \
+               b"with a counter and a few words\n"
+        block = (line * (4 << 20 // len(line) + 1))[:4 << 20]
+        with open(os.path.join(d, "big.txt"), "wb") as f:
+            for _ in range(nbytes // len(block)):
+                f.write(block)
+            f.write(block[:nbytes % len(block)])
+        kport, pport = free_port(), free_port()
+        for name, conf in (("kubelet", KUBELET_CONF), ("proxy", PROXY_CONF)):
+            path = os.path.join(d, name + ".conf")
+            with open(path, "w") as f:
+                f.write(conf.format(d=d, port=kport if name == "kubelet" else pport,
+                                    kport=kport, pki=env.pki))
+            p = subprocess.Popen(["nginx", "-c", path, "-p", d], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            procs.append(p)
+            wait_port(kport if name == "kubelet" else pport, p,
+                      os.path.join(d, name + "-error.log"))
+
+        cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
+        kubelet = type("K", (), {"port": kport})()
+        edge = h.start_edgestream(env, cloud, kubelet, extra=["--log-level", "warn"])
+        target = "/containerLogs/default/x/y"
+        api = ["--cert", env.path("apiserver-kubelet-client.crt"),
+               "--key", env.path("apiserver-kubelet-client.key")]
+        kub = ["--cert", env.path("edgestream-kubelet-client.crt"),
+               "--key", env.path("edgestream-kubelet-client.key")]
+
+        def measure(name, url, cargs, host=None, pids=()):
+            times, cpus, calls = [], [], []
+            perfs = []
+            if args.perf and pids:
+                os.makedirs(args.perf, exist_ok=True)
+                for who, pid in zip(("cloudstream", "edgestream"), pids):
+                    perfs.append(subprocess.Popen(
+                        ["perf", "record", "-q", "-o", os.path.join(args.perf, who + ".data"),
+                         "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                time.sleep(0.5)
+            for _ in range(args.runs):
+                before = [cpu_seconds(p) for p in pids]
+                sys_before = [syscalls(p) for p in pids]
+                t, status, size = curl(url, cargs, host)
+                after = [cpu_seconds(p) for p in pids]
+                sys_after = [syscalls(p) for p in pids]
+                calls.append([(a[0] - b[0], a[1] - b[1]) for a, b in zip(sys_after, sys_before)])
+                if status != 200 or size != nbytes:
+                    raise SystemExit("%s: status %d, %d bytes of %d" % (name, status, size,
+                                                                      nbytes))
+                times.append(t)
+                cpus.append([a - b for a, b in zip(after, before)])
+            for p in perfs:
+                p.send_signal(2)
+                p.wait()
+            t = statistics.median(times)
+            cpu = [statistics.median(c[i] for c in cpus) for i in range(len(pids))]
+            measure.calls = calls[len(calls) // 2] if calls else None
+            return t, cpu
+
+        gib = nbytes / float(1 << 30)
+        t_direct, _ = measure("direct", "https://127.0.0.1:%d%s" % (kport, target), kub)
+        t_hop, _ = measure("nginx hop", "https://127.0.0.1:%d%s" % (pport, target), api)
+        t_chain, (c_cloud, c_edge) = measure(
+            "chain", "https://127.0.0.1:%d%s" % (cloud.ports["stream"], target), api,
+            host="edge-1:10350", pids=(cloud.pid, edge.pid))
+        mbps = lambda t: nbytes / t / 1e6  # noqa: E731
+        print("%d MiB, median of %d runs, curl as the client" % (args.mib, args.runs))
+        print("  direct      %8.1f MB/s" % mbps(t_direct))
+        print("  nginx hop   %8.1f MB/s  = %.2fx direct" % (mbps(t_hop), t_direct / t_hop))
+        print("  chain       %8.1f MB/s  = %.2fx direct, %.2fx the nginx hop" %
+              (mbps(t_chain), t_direct / t_chain, t_hop / t_chain))
+        print("  CPU per GiB: cloudstream %.2f s, edgestream %.2f s (edge/cloud %.2f)" %
+              (c_cloud / gib, c_edge / gib, c_edge / c_cloud if c_cloud else float("inf")))
+        (cr, cw), (er, ew) = measure.calls
+        print("  system calls per MiB (reads/writes, one run): cloudstream %.0f/%.0f, "
+              "edgestream %.0f/%.0f" % (cr / args.mib, cw / args.mib, er / args.mib,
+                                        ew / args.mib))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait()
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
