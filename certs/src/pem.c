@@ -98,7 +98,7 @@ int certs_check_cert(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "no file given");
 		return -EINVAL;
 	}
-	X509 *x;
+	X509 *x = NULL;
 	int rc = certs_load(path, &x, err, errlen);
 	if (rc == 0)
 		X509_free(x);
@@ -107,7 +107,7 @@ int certs_check_cert(const char *path, char *err, size_t errlen)
 
 int certs_check_pair(const char *cert_path, const char *key_path, char *err, size_t errlen)
 {
-	X509 *x;
+	X509 *x = NULL;
 	int rc = certs_check_cert(cert_path, err, errlen);
 	if (rc < 0 || (rc = certs_load(cert_path, &x, err, errlen)) < 0)
 		return rc;
