@@ -122,7 +122,8 @@ static int check_listen(const char *flag, const char *addr)
  * --check-config: everything start-up checks, without starting — the configuration (already
  * loaded), the certificates, keys and CAs (readable, parsed, each key matching its
  * certificate), the deny list, the apiserver URL, token, CA and client certificate, the stream
- * port's authorization settings and the listen addresses. Every problem is reported, not only
+ * port's authorization settings, the front door's, the serving certificates' and the join
+ * signer's settings, and the listen addresses. A check added to start-up belongs here too. Every problem is reported, not only
  * the first. Returns the number of problems.
  */
 static int check_config(struct cs_server *srv)
@@ -138,10 +139,24 @@ static int check_config(struct cs_server *srv)
 	bad += check_listen("stream-listen", c->stream_listen) < 0;
 	if (c->admin_listen && c->admin_listen[0])
 		bad += check_listen("admin-listen", c->admin_listen) < 0;
+	if (c->front_door_listen && c->front_door_listen[0])
+		bad += check_listen("front-door-listen", c->front_door_listen) < 0;
+	if (c->front_door_cert && c->front_door_cert[0])
+		bad += check_files("front-door-cert/--front-door-key", c->front_door_cert,
+		                   c->front_door_key) < 0;
+	if (c->front_door_client_ca && c->front_door_client_ca[0])
+		bad += check_files("front-door-client-ca", c->front_door_client_ca, NULL) < 0;
+	bad += cs_door_setup(srv) < 0; /* its ports and the socket's mode */
+	cs_door_free(srv);
 	bad += cs_authz_start(srv) < 0;
 	cs_authz_stop(srv);
 	bad += cs_identity_new(srv) < 0; /* the deny list, the IP policy's needs */
 	cs_identity_free(srv);
+	bad += cs_servecert_new(srv) < 0; /* the serving CA, what its mode needs */
+	cs_servecert_free(srv);
+	bad += cs_advertise_check(srv) < 0;
+	bad += cs_join_new(srv) < 0; /* the signer pair, the join tokens file */
+	cs_join_free(srv);
 	return bad;
 }
 

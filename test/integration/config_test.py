@@ -199,6 +199,11 @@ def cloud_check_config(env):
                  "--apiserver-url kubernetes.default.svc: expected https://",
                  "--tunnel-ca: ", "4 problems in the configuration"]:
         check(want in err, "%r not in %r" % (want, err))
+    # The checks other options brought to start-up are run too.
+    rc, out, err = run([CLOUD, "--config", path, "--check-config",
+                        "--front-door-socket-mode", "9x", "--signer-cert", env.path("ca.crt")])
+    check(rc == 2 and "--front-door-socket-mode 9x: expected octal" in err and
+          "signing needs both" in err and "2 problems" in err, "start-up checks: %r" % err)
 
 
 def cloud_sighup(env):
