@@ -336,7 +336,8 @@ int st_config_parse_yaml(const struct st_config_spec *spec, void *cfg, const cha
 	        .spec = spec, .cfg = cfg, .source = source, .err = err, .err_len = err_len};
 	if (!yaml_parser_initialize(&in.parser))
 		return -ENOMEM;
-	yaml_parser_set_input_string(&in.parser, (const unsigned char *)yaml, len);
+	/* libyaml asserts a non-NULL input, even an empty one */
+	yaml_parser_set_input_string(&in.parser, (const unsigned char *)(yaml ? yaml : ""), len);
 	int rc = parse_stream(&in);
 	yaml_parser_delete(&in.parser);
 	if (rc == 0 && spec->kind && (!in.have_api_version || !in.have_kind)) {

@@ -234,6 +234,11 @@ static void test_st_config_parse_yaml__limits(void **state)
 		st_config_cleanup(&spec, &c);
 	}
 	free(big);
+	/* No bytes at all (a NULL pointer): empty, not a crash in libyaml. */
+	struct cfg e = {0};
+	assert_int_equal(st_config_parse_yaml(&spec, &e, NULL, 0, "t.yaml", err, sizeof err),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "empty"));
 	/* The file's size: one byte over is refused before parsing. */
 	struct cfg c = {0};
 	assert_int_equal(st_config_parse_yaml(&spec, &c, "", ST_CONFIG_MAX_FILE_BYTES + 1u,
