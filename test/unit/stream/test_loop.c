@@ -13,6 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <stream/err.h>
 #include <stream/loop.h>
 
@@ -177,6 +181,31 @@ static void run_loop_kind(enum st_loop_kind kind)
 	st_loop_destroy(NULL);
 }
 
+/* --check-config's listen check: the host's address with its port free, the same with the port
+ * taken (no error: the running daemon holds it), an address the host lacks, not an address. */
+static void test_st_loop_check_listen__cases(void **state)
+{
+	(void)state;
+	bool port_free = false;
+	assert_int_equal(st_loop_check_listen("127.0.0.1:0", &port_free), 0);
+	assert_true(port_free);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof a;
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	char addr[32];
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+	assert_int_equal(st_loop_check_listen(addr, &port_free), 0);
+	assert_false(port_free);
+	close(fd);
+	assert_int_equal(st_loop_check_listen("192.0.2.1:10350", &port_free), -EADDRNOTAVAIL);
+	assert_int_equal(st_loop_check_listen("nonsense", &port_free), -EINVAL);
+	assert_int_equal(st_loop_check_listen("127.0.0.1:70000", &port_free), -EINVAL);
+}
+
 static void test_epoll_loop_timers_and_bound(void **state)
 {
 	(void)state;
@@ -194,6 +223,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_signals_and_port),
 	        cmocka_unit_test(test_ready_file),
+	        cmocka_unit_test(test_st_loop_check_listen__cases),
 	        cmocka_unit_test(test_epoll_loop_timers_and_bound),
 	        cmocka_unit_test(test_poll_loop_timers_and_bound),
 	};
