@@ -17,6 +17,7 @@ not a test: it asserts nothing about speed. Use a Release build.
 import argparse
 import os
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,9 @@ http {{
     ssl_certificate_key {pki}/kubelet.key;
     ssl_client_certificate {pki}/kubelet-ca.crt;
     ssl_verify_client on;
+    keepalive_requests 1000000;
     location /containerLogs/ {{ root {d}; default_type text/plain; rewrite ^ /big.txt break; }}
+    location = /metrics {{ root {d}; default_type text/plain; rewrite ^ /small.txt break; }}
   }}
 }}
 """
@@ -118,6 +121,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "rel"))
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=2000,
+                    help="keep-alive GETs of a 4 KiB answer, on one connection, per path")
     ap.add_argument("--perf", metavar="DIR",
                     help="record each daemon with `perf record` during the chain runs into DIR")
     args = ap.parse_args()
@@ -137,6 +142,8 @@ def main():
             for _ in range(nbytes // len(block)):
                 f.write(block)
             f.write(block[:nbytes % len(block)])
+        with open(os.path.join(d, "small.txt"), "wb") as f:
+            f.write((line * 64)[:4096])
         kport, pport = free_port(), free_port()
         for name, conf in (("kubelet", KUBELET_CONF), ("proxy", PROXY_CONF)):
             path = os.path.join(d, name + ".conf")
@@ -194,6 +201,35 @@ def main():
         t_chain, (c_cloud, c_edge) = measure(
             "chain", "https://127.0.0.1:%d%s" % (cloud.ports["stream"], target), api,
             host="edge-1:10350", pids=(cloud.pid, edge.pid))
+        def latency(port, certfile, keyfile, host):
+            ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.load_cert_chain(certfile, keyfile)
+            raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s = ctx.wrap_socket(raw)
+            req = ("GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode()
+            times = []
+            for i in range(args.requests + 50):
+                t0 = time.perf_counter()
+                s.sendall(req)
+                status, hdrs, rest = h.read_head(s)
+                body = h.read_body(s, hdrs, rest)
+                dt = time.perf_counter() - t0
+                if status != 200 or len(body) != 4096:
+                    raise SystemExit("GET /metrics on %d: %d, %d bytes" % (port, status,
+                                                                          len(body)))
+                if i >= 50:  # the first ones warm the connections up
+                    times.append(dt)
+            s.close()
+            times.sort()
+            return times[len(times) // 2], times[int(len(times) * 0.99)]
+
+        d50, d99 = latency(kport, env.path("edgestream-kubelet-client.crt"),
+                           env.path("edgestream-kubelet-client.key"), "127.0.0.1")
+        c50, c99 = latency(cloud.ports["stream"], env.path("apiserver-kubelet-client.crt"),
+                           env.path("apiserver-kubelet-client.key"), "edge-1:10350")
         mbps = lambda t: nbytes / t / 1e6  # noqa: E731
         print("%d MiB, median of %d runs, curl as the client" % (args.mib, args.runs))
         print("  direct      %8.1f MB/s" % mbps(t_direct))
@@ -206,6 +242,10 @@ def main():
         print("  system calls per MiB (reads/writes, one run): cloudstream %.0f/%.0f, "
               "edgestream %.0f/%.0f" % (cr / args.mib, cw / args.mib, er / args.mib,
                                         ew / args.mib))
+        print("keep-alive GET of 4 KiB, %d on one connection: direct p50 %.0f µs p99 %.0f µs; "
+              "chain p50 %.0f µs p99 %.0f µs; the chain adds %.0f µs at p50, %.0f µs at p99" %
+              (args.requests, d50 * 1e6, d99 * 1e6, c50 * 1e6, c99 * 1e6, (c50 - d50) * 1e6,
+               (c99 - d99) * 1e6))
     finally:
         for p in procs:
             p.terminate()
