@@ -175,8 +175,8 @@ static void render_metrics(struct st_text *t, void *user)
 	               "notAfter of the certificate each listener serves now (unix time; follows "
 	               "SIGHUP reloads). A WARN is logged when one has less than a third of its "
 	               "lifetime or 30 days left.");
-	static const char *const certs[2] = {"tunnel", "stream"};
-	for (size_t i = 0; i < 2; i++) {
+	static const char *const certs[3] = {"tunnel", "stream", "front_door"};
+	for (size_t i = 0; i < 3; i++) {
 		int64_t nb, na;
 		if (st_certreload_validity(srv->certs, i, &nb, &na) == 0)
 			st_text_put(t, "cloudstream_certificate_expiry_seconds{cert=\"%s\"} %lld\n",

@@ -91,7 +91,8 @@ struct cs_server {
 	struct st_workq *wq;
 	struct st_loop_signals *sig;
 	struct st_certreload *certs; /* SIGHUP: both listeners' certificates, keys and CAs */
-	void *ssl_ctx[2];            /* the tunnel and stream listeners' SSL_CTXs (lws owns them) */
+	void *ssl_ctx[3]; /* the tunnel, stream and front-door listeners' SSL_CTXs (lws owns them;
+	                   * [2] NULL without --front-door-listen) */
 	struct cs_metrics m;
 	struct cs_identity *ident;      /* the deny list, Node answers (identity.c) */
 	struct cs_nodewatch *nodewatch; /* --node-watch (nodewatch.c) */

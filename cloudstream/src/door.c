@@ -112,6 +112,8 @@ static void access_line(struct door *d, const char *outcome)
 	if (d->logged || d->target[0] == '\0')
 		return;
 	d->logged = true;
+	if (!d->srv->cfg.access_log) /* --access-log off */
+		return;
 	st_log(ST_LOG_INFO, d->node[0] ? d->node : NULL, d->ep.sid,
 	       "access: CONNECT %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms", d->target,
 	       d->status, outcome, d->caller[0] ? d->caller : "-", (unsigned long long)d->to_edge,
@@ -668,8 +670,11 @@ static int cb_door(struct lws *wsi, enum lws_callback_reasons reason, void *user
 {
 	if (reason == LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION)
 		return !len; /* fail closed (libwebsockets-notes §1) */
-	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS)
+	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS) {
+		struct lws_vhost *vh = in; /* SIGHUP swaps the reloaded files in there */
+		cs_certs_note_ctx(lws_get_vhost_user(vh), lws_get_vhost_name(vh), user);
 		return 0;
+	}
 	struct cs_server *srv = lws_context_user(lws_get_context(wsi));
 	struct door **slot = user;
 	struct door *d = slot ? *slot : NULL;

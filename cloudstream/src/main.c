@@ -272,12 +272,13 @@ static void on_signal(int signo, void *user)
 
 /* ---- certificate reload (stream/certreload.h) ------------------------------------------ */
 
-/* The listeners, in the order of the reload helper's contexts. */
-static const char *const tls_vhosts[2] = {"tunnel", "stream"};
+/* The listeners, in the order of the reload helper's contexts (the front door's TLS listener
+ * only when it is on). */
+static const char *const tls_vhosts[3] = {"tunnel", "stream", "door"};
 
 void cs_certs_note_ctx(struct cs_server *srv, const char *vhost_name, void *ssl_ctx)
 {
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < 3; i++)
 		if (strcmp(vhost_name, tls_vhosts[i]) == 0)
 			srv->ssl_ctx[i] = ssl_ctx;
 }
@@ -289,16 +290,26 @@ static void on_certs_reloaded(int rc, const char *reason, void *user)
 		st_err("reload failed, old certificates kept: %s", reason);
 }
 
-/* Once the worker pool runs: SIGHUP reloads both listeners' files into their SSL_CTXs. */
+/* The front door's files default to the stream port's. */
+static const char *or_stream(const char *v, const char *stream)
+{
+	return v && v[0] ? v : stream;
+}
+
+/* Once the worker pool runs: SIGHUP reloads the listeners' files into their SSL_CTXs. */
 static int certs_reload_new(struct cs_server *srv)
 {
 	const struct cs_config *c = &srv->cfg;
-	const struct st_certreload_files files[2] = {
+	const struct st_certreload_files files[3] = {
 	        {tls_vhosts[0], c->tunnel_cert, c->tunnel_key, c->tunnel_ca},
 	        {tls_vhosts[1], c->stream_cert, c->stream_key, c->stream_client_ca},
+	        {tls_vhosts[2], or_stream(c->front_door_cert, c->stream_cert),
+	         or_stream(c->front_door_key, c->stream_key),
+	         or_stream(c->front_door_client_ca, c->stream_client_ca)},
 	};
-	int rc = st_certreload_new(&srv->certs, srv->wq, files, 2, on_certs_reloaded, srv);
-	for (size_t i = 0; rc == 0 && i < 2; i++)
+	size_t n = srv->ssl_ctx[2] ? 3 : 2;
+	int rc = st_certreload_new(&srv->certs, srv->wq, files, n, on_certs_reloaded, srv);
+	for (size_t i = 0; rc == 0 && i < n; i++)
 		st_certreload_set_ctx(srv->certs, i, srv->ssl_ctx[i]);
 	return rc;
 }
