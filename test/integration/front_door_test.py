@@ -420,31 +420,49 @@ def throughput(chain, n):
     return n / dt / 1e6
 
 
-def stall():
-    c = Chain("door-stall")
-    failed = True
-    try:
-        n = 64 << 20
-        throughput(c, 8 << 20)  # warm-up
-        solo = throughput(c, n)
-        # A CONNECT whose apiserver side reads nothing: the kubelet streams into it.
-        st = tunnel(c, "tls")
-        st.sendall(("GET /stream HTTP/1.1\r\nHost: %s\r\n\r\n" % NODE_IP).encode())
-        time.sleep(1.0)  # its window fills, and stays full
-        import urllib.request
+def stalled_connect(c):
+    """A CONNECT whose apiserver side reads nothing while the kubelet streams into it; returns
+    once cloudstream holds bytes for it (its window fills and stays full)."""
+    import urllib.request
+    st = tunnel(c, "tls")
+    st.sendall(("GET /stream HTTP/1.1\r\nHost: %s\r\n\r\n" % NODE_IP).encode())
+    deadline = time.monotonic() + 10
+    while True:
         rows = urllib.request.urlopen("http://127.0.0.1:%d/streams" % c.cloud.ports["admin"],
                                       timeout=5).read().decode().splitlines()
         cols = rows[0].lstrip("# ").split("\t")
         stalled = [dict(zip(cols, r.split("\t"))) for r in rows[1:] if "\tconnect\t" in r]
         check(len(stalled) == 1, "streams: %r" % rows)
-        held = int(stalled[0].get("QUEUED", stalled[0].get("queued", "0")))
-        print("     the stalled CONNECT holds %d bytes in cloudstream (its window)" % held)
-        check(held > 0, "the stalled CONNECT holds nothing: not stalled? %r" % stalled)
-        both = throughput(c, n)
-        st.close()
-        ratio = both / solo
-        print("     solo %.1f MB/s, beside a stalled CONNECT %.1f MB/s: %.2fx" % (
-            solo, both, ratio))
+        held = int(stalled[0].get("QUEUED", "0"))
+        if held > 512 * 1024:  # most of its first window: the edge stopped on credit
+            time.sleep(0.3)  # and stays stopped
+            return st, held
+        check(time.monotonic() < deadline, "the stalled CONNECT never filled: %r" % stalled)
+        time.sleep(0.05)
+
+
+def stall():
+    c = Chain("door-stall")
+    failed = True
+    try:
+        n = 32 << 20
+        throughput(c, 8 << 20)  # warm-up
+        solo, both = [], []
+        # Alternated, best of five each: the machine is shared, and a moment's load from
+        # elsewhere should not decide the figure.
+        for r in range(5):
+            if r % 2 == 0:  # the order alternates too
+                solo.append(throughput(c, n))
+            st, held = stalled_connect(c)
+            both.append(throughput(c, n))
+            st.close()
+            if r % 2 == 1:
+                solo.append(throughput(c, n))
+        ratio = max(both) / max(solo)
+        print("     a stalled CONNECT holds %d bytes in cloudstream (its window)" % held)
+        print("     solo %s MB/s, beside a stalled CONNECT %s MB/s: best %.1f vs %.1f, %.2fx" % (
+            " ".join("%.1f" % x for x in solo), " ".join("%.1f" % x for x in both),
+            max(both), max(solo), ratio))
         check(ratio >= 0.9, "active CONNECT at %.2fx of its solo throughput" % ratio)
         failed = False
     finally:
