@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """deploy/kubernetes and deploy/systemd checked against the real daemons.
 
-The manifests are read as Kubernetes would read them (YAML, kustomization resources, $(VAR)
-expansion from the container's env), then every volume a container mounts is built in a temp
+The manifests are built as `kubectl apply -k` builds them (kubectl kustomize: the generated
+ConfigMaps with their hashed names, the components in temporary overlays), then read as
+Kubernetes would read them ($(VAR) expansion from the container's env), then every volume a container mounts is built in a temp
 directory (the ConfigMaps' files, the Secret's keys as `stream-certs quick` names them, the edge
 host's /etc/edgestream/pki as deploy/README.md installs it, the service-account files, a real
 unix socket for the CRI socket), and the daemons run with exactly the manifests' args, paths
@@ -12,7 +13,13 @@ Services and probes name; the probes are then made as the kubelet makes them. Wi
 listen addresses are moved to 127.0.0.1:0 and the port checks compare the effective
 configuration instead.
 
-Checked: kinds, apiVersions, names, selectors and Service ports; security contexts; RBAC is
+Checked: kinds, apiVersions, names, namespaces, selectors and Service ports; that a config edit
+renames its ConfigMap and so changes the pod templates (a rollout); the DaemonSet rolls by a
+percentage and only past ready (tunnel up) pods; the namespaces' Pod Security labels against
+the pods' specs (restricted checked field by field); the admin port closed to the cluster by
+the NetworkPolicy and on no Service; each component (cri-k3s, cri-crio, kubeedge, openyurt,
+monitoring) built and its flags accepted by the real edgestream, and the monitoring
+component's scrape path for edgestream carried through the chain; security contexts; RBAC is
 what cloudstream's apiserver calls need; every arg and config key is accepted by the binary
 (--print-config); every file path in the effective configuration is inside a mount; the
 DaemonSet mounts the CRI socket and /var/log/pods (read-only); memory limits above the
@@ -48,8 +55,19 @@ EDGE_BIN = os.path.join(h.BIN, "edgestream", "edgestream")
 NODE = "edge-1"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
+KUBECTL = next((k for k in ("/usr/lib/google-cloud-sdk/bin/kubectl.1.33", shutil.which("kubectl"))
+               if k and os.access(k, os.X_OK)), None)
+COMPONENTS = ("cri-k3s", "cri-crio", "kubeedge", "openyurt", "monitoring")
+CRI_SOCKETS = {"cri-k3s": "/run/k3s/containerd/containerd.sock",
+               "cri-crio": "/var/run/crio/crio.sock"}
+HOST_NS = "cloudstream-host"  # Pod Security privileged: edgestream, the DNAT controller
+# Generated ConfigMaps are named <name>-<hash of the contents>; EXPECTED names them without it.
+GENERATED = ("cloudstream-config", "edgestream-config")
+
 EXPECTED = {
     ("v1", "Namespace", "cloudstream"),
+    ("v1", "Namespace", HOST_NS),
+    ("networking.k8s.io/v1", "NetworkPolicy", "cloudstream"),
     ("v1", "ServiceAccount", "cloudstream"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", "cloudstream-pod-lookup"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "cloudstream-pod-lookup"),
@@ -103,6 +121,35 @@ sys.stdout.write(data.decode(errors="replace"))
 
 # ---- reading the manifests ----
 
+def kustomize(path):
+    """`kubectl kustomize @path`: the objects `kubectl apply -k` would send."""
+    check(KUBECTL, "no kubectl (the machine image's /usr/lib/google-cloud-sdk/bin/kubectl.1.33)")
+    r = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "kubectl kustomize %s: %s" % (path, r.stderr))
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def overlay(tmp, component, base=K8S):
+    """The objects of an overlay of @base with @component (what deploy/README.md tells users to
+    write), built in @tmp (kustomize wants relative paths)."""
+    d = os.path.join(tmp, "overlay-" + component)
+    os.makedirs(d, exist_ok=True)
+    rel = os.path.relpath(base, d)
+    with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+        yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                        "resources": [rel], "components": [rel + "/components/" + component]}, f)
+    return kustomize(d)
+
+
+def base_name(o):
+    n = o["metadata"]["name"]
+    if o["kind"] == "ConfigMap":
+        for g in GENERATED:
+            if re.fullmatch(re.escape(g) + r"-[a-z0-9]{10}", n):
+                return g
+    return n
+
+
 def load_manifests():
     with open(os.path.join(K8S, "kustomization.yaml")) as f:
         kust = yaml.safe_load(f)
@@ -112,19 +159,16 @@ def load_manifests():
     present = sorted(n for n in os.listdir(K8S)
                      if n.endswith((".yaml", ".yml")) and n != "kustomization.yaml")
     check(sorted(listed) == present, "kustomization resources %s != files %s" % (listed, present))
-    objs = []
-    for name in listed:
-        with open(os.path.join(K8S, name)) as f:
-            for doc in yaml.safe_load_all(f):
-                if doc is not None:
-                    doc["_file"] = name
-                    objs.append(doc)
+    objs = kustomize(K8S)
+    for o in objs:
+        o["_base"] = base_name(o)
     return kust, objs
 
 
 def find(objs, kind, name):
+    """@name as written (or, for a generated ConfigMap, without its hash)."""
     for o in objs:
-        if o["kind"] == kind and o["metadata"]["name"] == name:
+        if o["kind"] == kind and name in (o["metadata"]["name"], o.get("_base")):
             return o
     raise h.Fail("no %s %s" % (kind, name))
 
@@ -215,7 +259,7 @@ class Mounts:
                 cm = find(self.objs, "ConfigMap", vol["configMap"]["name"])
                 os.makedirs(d, exist_ok=True)
                 for k, text in cm["data"].items():
-                    if k.endswith(".json"):  # a config file: its paths move under root too
+                    if k.endswith((".json", ".yaml")):  # a config file: its paths move too
                         text = dump_config(text, self.remap_json(load_config(text)))
                     with open(os.path.join(d, k), "w") as f:
                         f.write(text)
@@ -368,14 +412,18 @@ def project_version():
 
 
 def test_objects(objs, kust):
-    got = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in objs}
+    got = {(o["apiVersion"], o["kind"], o["_base"]) for o in objs}
     check(got == EXPECTED, "objects: missing %s, unexpected %s" % (
         sorted(EXPECTED - got), sorted(got - EXPECTED)))
-    ns = kust.get("namespace")
+    check("namespace" not in kust, "kustomization.yaml namespace: would move every object into "
+          "one namespace (two Pod Security levels need two)")
+    host = {("DaemonSet", "edgestream"), ("ConfigMap", "edgestream-config")}
     for o in objs:
         if o["kind"] not in CLUSTER_SCOPED:
-            check(o["metadata"].get("namespace") == "cloudstream" and ns == "cloudstream",
-                  "%s %s: namespace" % (o["kind"], o["metadata"]["name"]))
+            want = HOST_NS if (o["kind"], o["_base"]) in host else "cloudstream"
+            check(o["metadata"].get("namespace") == want,
+                  "%s %s: namespace %s, want %s" % (o["kind"], o["metadata"]["name"],
+                                                     o["metadata"].get("namespace"), want))
     for kind, name in (("Deployment", "cloudstream"), ("DaemonSet", "edgestream")):
         w = find(objs, kind, name)
         sel = w["spec"]["selector"]["matchLabels"]
@@ -392,19 +440,296 @@ def test_objects(objs, kust):
         (sp,) = svc["spec"]["ports"]
         check(sp["port"] == port and sp["targetPort"] in cports and
               cports[sp["targetPort"]] == port, "%s ports %s" % (svc_name, sp))
-    # kubectl's kustomize builds the same objects, when kubectl is there.
-    if shutil.which("kubectl"):
-        r = subprocess.run(["kubectl", "kustomize", K8S], capture_output=True, text=True,
-                           timeout=60)
-        check(r.returncode == 0, "kubectl kustomize: %s" % r.stderr)
-        built = [d for d in yaml.safe_load_all(r.stdout) if d]
-        check({(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in built} == EXPECTED,
-              "kubectl kustomize built other objects")
+    # Every generated ConfigMap is what a workload mounts, by its hashed name.
+    for kind, name, cm in (("Deployment", "cloudstream", "cloudstream-config"),
+                           ("DaemonSet", "edgestream", "edgestream-config")):
+        vols = find(objs, kind, name)["spec"]["template"]["spec"]["volumes"]
+        names = [v["configMap"]["name"] for v in vols if "configMap" in v]
+        check(names == [find(objs, "ConfigMap", cm)["metadata"]["name"]] and names[0] != cm,
+              "%s %s mounts %s, not the generated %s-<hash>" % (kind, name, names, cm))
     # kustomization.yaml's images: keep the names the workloads use, at the project version.
     imgs = {i["name"]: i for i in kust.get("images", [])}
     for n in ("cloudstream", "edgestream"):
         i = imgs.get("localhost/" + n, {})
         check(i.get("newTag") == project_version(), "kustomization images: %s %s" % (n, i))
+
+
+def pod_workloads(objs):
+    return [o for o in objs if o["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job")]
+
+
+def test_config_rollout(objs, tmp):
+    """A config edit renames its ConfigMap (the hash of its contents), so the pod templates
+    change and `kubectl apply -k` rolls the pods; an unchanged copy builds the same names."""
+    def templates(built):
+        return {(o["kind"], o["metadata"]["name"]): o["spec"]["template"]
+                for o in pod_workloads(built)}
+    for edited in (None, "cloudstream", "edgestream"):
+        d = os.path.join(tmp, "rollout-%s" % edited)
+        shutil.copytree(K8S, d)
+        if edited:
+            with open(os.path.join(d, "config", edited + ".yaml"), "a") as f:
+                f.write("# an edit\n")
+        built = kustomize(d)
+        for o in built:
+            o["_base"] = base_name(o)
+        old, new = templates(objs), templates(built)
+        for g in GENERATED:
+            same = find(built, "ConfigMap", g)["metadata"]["name"] == \
+                find(objs, "ConfigMap", g)["metadata"]["name"]
+            check(same == (not edited or not g.startswith(edited)),
+                  "edit %s: ConfigMap %s renamed: %s" % (edited, g, not same))
+        for key in old:
+            rolls = edited is not None and key[1] == edited
+            check((old[key] != new[key]) == rolls,
+                  "edit of %s: the pod template of %s %s %s" % (
+                      edited, key[0], key[1], "did not change" if rolls else "changed"))
+
+
+def test_rollout_strategy(objs):
+    ds = find(objs, "DaemonSet", "edgestream")["spec"]
+    ru = ds["updateStrategy"]["rollingUpdate"]
+    m = re.fullmatch(r"(\d+)%", str(ru.get("maxUnavailable")))
+    check(ds["updateStrategy"]["type"] == "RollingUpdate" and m and 1 <= int(m.group(1)) <= 25,
+          "DaemonSet maxUnavailable %r: a percentage of the fleet (1-25 %%)" %
+          ru.get("maxUnavailable"))
+    check(str(ru.get("maxSurge", 0)) in ("0", "0%"), "maxSurge %r: hostNetwork pods cannot "
+          "surge (the admin port)" % ru.get("maxSurge"))
+    (c,) = ds["template"]["spec"]["containers"]
+    check(ds.get("minReadySeconds", 0) > 0 and c["readinessProbe"]["httpGet"]["path"] ==
+          "/readyz", "a pod counts once /readyz (tunnel up) held for minReadySeconds")
+    dep = find(objs, "Deployment", "cloudstream")["spec"]
+    check(dep["strategy"]["type"] == "Recreate", "cloudstream: Recreate (one replica)")
+    # At 2,000 nodes the rollout goes in waves of maxUnavailable:
+    waves = -(-2000 // max(1, 2000 * int(m.group(1)) // 100))
+    print("     edgestream rolls %s at a time: %d waves over 2,000 nodes (maxUnavailable 1: 2,000)"
+          % (ru["maxUnavailable"], waves))
+
+
+# Pod Security Standards (v1.33), the checks that apply to our specs.
+BASELINE_CAPS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                 "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                      "persistentVolumeClaim", "projected", "secret"}
+
+
+def pss_violations(pod):
+    """{level: [why]} for a pod spec: what keeps it out of baseline and out of restricted."""
+    out = {"baseline": [], "restricted": []}
+    b, r = out["baseline"], out["restricted"]
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(f):
+            b.append(f)
+    psc = pod.get("securityContext", {})
+    if psc.get("sysctls"):
+        b.append("sysctls")
+    for v in pod.get("volumes", []):
+        kinds = set(v) - {"name"}
+        if "hostPath" in kinds:
+            b.append("hostPath volume " + v["name"])
+        elif not kinds <= RESTRICTED_VOLUMES:
+            r.append("volume type %s" % sorted(kinds))
+    cs = pod.get("initContainers", []) + pod["containers"]
+    for c in cs:
+        sc = c.get("securityContext", {})
+        if sc.get("privileged"):
+            b.append("privileged " + c["name"])
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            b.append("hostPort " + c["name"])
+        caps = sc.get("capabilities", {})
+        extra = set(caps.get("add", [])) - BASELINE_CAPS
+        if extra:
+            b.append("capabilities %s" % sorted(extra))
+        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            r.append("capabilities of %s: drop ALL, add at most NET_BIND_SERVICE" % c["name"])
+        if sc.get("allowPrivilegeEscalation") is not False:
+            r.append("allowPrivilegeEscalation of " + c["name"])
+        if not sc.get("runAsNonRoot", psc.get("runAsNonRoot")):
+            r.append("runAsNonRoot of " + c["name"])
+        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
+            r.append("runAsUser 0 in " + c["name"])
+        seccomp = sc.get("seccompProfile", psc.get("seccompProfile", {})).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            r.append("seccompProfile of " + c["name"])
+        if sc.get("seccompProfile", {}).get("type") == "Unconfined":
+            b.append("seccomp Unconfined")
+    r.extend(b)  # restricted includes baseline
+    return out
+
+
+def test_pod_security(objs):
+    """The namespaces' Pod Security labels hold their pods: cloudstream passes restricted;
+    cloudstream-host needs privileged, for exactly hostNetwork and hostPath (edgestream) and
+    hostNetwork, the xtables lock and NET_ADMIN/NET_RAW (the optional DNAT controller), nothing
+    else."""
+    levels = {}
+    for ns in (o for o in objs if o["kind"] == "Namespace"):
+        lab = ns["metadata"].get("labels", {})
+        level = lab.get("pod-security.kubernetes.io/enforce")
+        check(level in ("restricted", "baseline", "privileged"),
+              "namespace %s: no enforce label" % ns["metadata"]["name"])
+        for mode in ("enforce", "audit", "warn"):
+            check(lab.get("pod-security.kubernetes.io/%s" % mode) == level and
+                  re.fullmatch(r"v1\.\d+|latest",
+                               lab.get("pod-security.kubernetes.io/%s-version" % mode, "")),
+                  "namespace %s: %s label and version" % (ns["metadata"]["name"], mode))
+        levels[ns["metadata"]["name"]] = level
+    check(levels == {"cloudstream": "restricted", HOST_NS: "privileged"}, "levels %s" % levels)
+    with open(os.path.join(K8S, "optional", "dnat-controller.yaml")) as f:
+        optional = [d for d in yaml.safe_load_all(f) if d]
+    expect = {("Deployment", "cloudstream"): [],
+              ("DaemonSet", "edgestream"): ["hostNetwork", "hostPath volume pki",
+                                            "hostPath volume cri-socket",
+                                            "hostPath volume pod-logs"],
+              ("DaemonSet", "cloudstream-dnat"): ["hostNetwork", "hostPath volume xtables-lock",
+                                                  "capabilities ['NET_ADMIN', 'NET_RAW']"]}
+    for o in pod_workloads(objs) + pod_workloads(optional):
+        key = (o["kind"], o["metadata"]["name"])
+        v = pss_violations(o["spec"]["template"]["spec"])
+        ns = o["metadata"]["namespace"]
+        check(ns in levels, "%s %s in namespace %s, which the manifests do not make" % (
+            key + (ns,)))
+        if levels[ns] != "privileged":
+            check(not v[levels[ns]], "%s %s breaks %s: %s" % (key + (levels[ns], v[levels[ns]])))
+        check(key in expect and v["baseline"] == expect[key],
+              "%s %s needs privileged for %s; expected only %s" % (
+                  key + (v["baseline"], expect.get(key))))
+
+
+def test_admin_closed(objs):
+    """cloudstream's admin port (no authentication of its own) is on no Service and closed by
+    the NetworkPolicy, which opens every other containerPort; edgestream's stays on loopback."""
+    dep = find(objs, "Deployment", "cloudstream")
+    pod = dep["spec"]["template"]
+    (c,) = pod["spec"]["containers"]
+    cports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    check("admin" in cports, "containerPort admin (the probes)")
+    check(not any(k.startswith("prometheus.io/") for k in pod["metadata"].get("annotations", {})),
+          "prometheus.io annotations invite scraping the closed port")
+    for svc in (o for o in objs if o["kind"] == "Service"):
+        for sp in svc["spec"]["ports"]:
+            check(sp["targetPort"] not in ("admin", cports["admin"]),
+                  "Service %s exposes the admin port" % svc["metadata"]["name"])
+    pols = [o for o in objs if o["kind"] == "NetworkPolicy" and
+            all(pod["metadata"]["labels"].get(k) == v
+                for k, v in o["spec"]["podSelector"].get("matchLabels", {}).items())]
+    check(len(pols) == 1 and pols[0]["spec"]["policyTypes"] == ["Ingress"],
+          "one Ingress NetworkPolicy selects the cloudstream pods: %s" % pols)
+    allowed = set()
+    for rule in pols[0]["spec"]["ingress"]:
+        check("from" not in rule, "the open ports are open to every source: %s" % rule)
+        for p in rule["ports"]:
+            allowed.add(p["port"] if isinstance(p["port"], str) else
+                        next(n for n, v in cports.items() if v == p["port"]))
+    check(allowed == set(cports) - {"admin"}, "the policy opens %s; want every containerPort "
+          "but admin: %s" % (sorted(allowed), sorted(set(cports) - {"admin"})))
+    ds = find(objs, "DaemonSet", "edgestream")
+    (ec,) = ds["spec"]["template"]["spec"]["containers"]
+    adm = [a for a in ec["args"] if a.startswith("--admin-listen=")]
+    check(adm and adm[0].split("=", 1)[1].startswith("127.0.0.1:"),
+          "edgestream's admin port on the node's loopback: %s" % adm)
+
+
+def ds_args(objs):
+    (c,) = find(objs, "DaemonSet", "edgestream")["spec"]["template"]["spec"]["containers"]
+    return c["args"]
+
+
+def test_components(objs, tmp):
+    """Each component in an overlay of the base: builds, changes what it says, and the real
+    edgestream accepts the DaemonSet's flags with the ConfigMap's file."""
+    cm = find(objs, "ConfigMap", "edgestream-config")
+    raw = os.path.join(tmp, "edgestream-config.yaml")
+    with open(raw, "w") as f:
+        f.write(cm["data"]["edgestream.yaml"])
+    base_ds = find(objs, "DaemonSet", "edgestream")
+    base_dep = find(objs, "Deployment", "cloudstream")
+
+    def effective(built):
+        args = [expand_vars(a, {"NODE_NAME": NODE}) for a in ds_args(built)
+                if not a.startswith("--config=")]
+        return print_config(EDGE_BIN, ["--config", raw] + args)
+
+    base_eff = effective(objs)
+    check(base_eff["cri-socket"] == "/run/containerd/containerd.sock", "base: containerd's socket")
+    for comp in COMPONENTS:
+        built = overlay(tmp, comp)
+        for o in built:
+            o["_base"] = base_name(o)
+        eff = effective(built)
+        ds = find(built, "DaemonSet", "edgestream")
+        pod = ds["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        extra = [a for a in c["args"] if a not in ds_args(objs)]
+        if comp in CRI_SOCKETS:
+            sock = CRI_SOCKETS[comp]
+            vol = next(v for v in pod["volumes"] if v["name"] == "cri-socket")
+            mnt = next(m for m in c["volumeMounts"] if m["name"] == "cri-socket")
+            check(vol["hostPath"] == {"path": sock, "type": "Socket"} and
+                  mnt["mountPath"] == sock and eff["cri-socket"] == sock and
+                  extra == ["--cri-socket=" + sock],
+                  "%s: volume %s, mount %s, --cri-socket %s, added %s" % (
+                      comp, vol, mnt, eff["cri-socket"], extra))
+        elif comp == "kubeedge":
+            check(eff["kubelet-url"] == "http://127.0.0.1:10350" and
+                  pod["nodeSelector"] == {"node-role.kubernetes.io/edge": ""},
+                  "kubeedge: kubelet-url %s, nodeSelector %s" % (eff["kubelet-url"],
+                                                                  pod["nodeSelector"]))
+        elif comp == "openyurt":
+            check(pod["nodeSelector"] == {"openyurt.io/is-edge-worker": "true"} and not extra,
+                  "openyurt: nodeSelector %s" % pod["nodeSelector"])
+            aff = find(built, "Deployment", "cloudstream")["spec"]["template"]["spec"]["affinity"]
+            terms = aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            check(terms["nodeSelectorTerms"] == [{"matchExpressions": [
+                {"key": "openyurt.io/is-edge-worker", "operator": "NotIn", "values": ["true"]}]}],
+                "openyurt: cloudstream's affinity %s" % terms)
+        elif comp == "monitoring":
+            adm = base_eff["admin-listen"]
+            check(extra == ["--local-port=edgestream=%d" % listen_port(adm)] and
+                  "edgestream=%d" % listen_port(adm) in eff["local-port"],
+                  "monitoring: edgestream's admin port allow-listed: %s %s" % (
+                      extra, eff["local-port"]))
+            pm = find(built, "PodMonitor", "cloudstream")
+            cports = {p["name"] for p in base_dep["spec"]["template"]["spec"]["containers"][0]
+                      ["ports"]}
+            (ep,) = pm["spec"]["podMetricsEndpoints"]
+            check(pm["spec"]["selector"]["matchLabels"] ==
+                  base_dep["spec"]["selector"]["matchLabels"] and ep["port"] == "admin" and
+                  "admin" in cports and ep["path"] == "/metrics" and
+                  {"targetLabel": "job", "replacement": "cloudstream"} in ep["relabelings"],
+                  "PodMonitor %s" % pm["spec"])
+            np_ = find(built, "NetworkPolicy", "cloudstream-admin-from-monitoring")
+            (rule,) = np_["spec"]["ingress"]
+            check([p["port"] for p in rule["ports"]] == ["admin"] and rule["from"],
+                  "the admin port opened to the monitoring namespace only: %s" % rule)
+            sc = find(built, "ScrapeConfig", "edgestream")["spec"]
+            path = next(r for r in sc["relabelings"] if r.get("targetLabel") == "__metrics_path__")
+            check(sc["jobName"] == "edgestream" and path["replacement"] ==
+                  "/api/v1/nodes/${1}/proxy/ports/edgestream/metrics" and
+                  sc["kubernetesSDConfigs"][0]["selectors"][0]["label"] in base_ds["spec"][
+                      "template"]["spec"]["nodeSelector"],
+                  "ScrapeConfig %s" % sc)
+            # the alert rules' jobs are the ones these make
+            with open(os.path.join(h.SRC, "deploy", "prometheus", "alerts.yaml")) as f:
+                jobs = set(re.findall(r'job="([a-z]+)"', f.read()))
+            check(jobs <= {"cloudstream", "edgestream"}, "alert jobs %s" % jobs)
+        # Nothing else in the DaemonSet changed than the component says.
+        if comp != "openyurt":
+            same = json.loads(json.dumps(ds))
+            (sc_,) = same["spec"]["template"]["spec"]["containers"]
+            sc_["args"] = [a for a in sc_["args"] if a not in extra]
+            if comp in CRI_SOCKETS:
+                for v in same["spec"]["template"]["spec"]["volumes"]:
+                    if v["name"] == "cri-socket":
+                        v["hostPath"]["path"] = "/run/containerd/containerd.sock"
+                for m in sc_["volumeMounts"]:
+                    if m["name"] == "cri-socket":
+                        m["mountPath"] = "/run/containerd/containerd.sock"
+            base = json.loads(json.dumps(base_ds))
+            for o in (same, base):
+                o.pop("_base", None)
+            check(same == base, "%s changed more of the DaemonSet than it says" % comp)
+        print("     %s: %s" % (comp, extra or "nodeSelector, affinity"))
 
 
 def test_rbac(objs):
@@ -477,7 +802,7 @@ def test_rbac(objs):
         "dnat controller rules")
     b = find(dn, "ClusterRoleBinding", "cloudstream-dnat")
     check(b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream-dnat",
-                             "namespace": "cloudstream"}], "dnat binding %s" % b)
+                             "namespace": HOST_NS}], "dnat binding %s" % b)
     pod = find(dn, "DaemonSet", "cloudstream-dnat")["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     check(pod.get("hostNetwork") is True and pod.get("serviceAccountName") == "cloudstream-dnat"
@@ -536,10 +861,10 @@ def test_cloudstream(env, net, objs):
     m = Mounts(env, os.path.join(env.dir, "cloud-root"), objs, pod, c)
     # The ConfigMap's file alone loads in the real daemon, and says what it says.
     cm = find(objs, "ConfigMap", "cloudstream-config")
-    raw = os.path.join(env.dir, "cloudstream.json")
+    raw = os.path.join(env.dir, "cloudstream.yaml")
     with open(raw, "w") as f:
-        f.write(cm["data"]["cloudstream.json"])
-    file_cfg = load_config(cm["data"]["cloudstream.json"])
+        f.write(cm["data"]["cloudstream.yaml"])
+    file_cfg = load_config(cm["data"]["cloudstream.yaml"])
     check(file_cfg.get("apiVersion") == "cloudstream.io/v1alpha1" and
           file_cfg.get("kind") == "CloudStreamConfig", "the ConfigMap's file has no version")
     eff = print_config(CLOUD_BIN, ["--config", raw])
@@ -569,10 +894,6 @@ def test_cloudstream(env, net, objs):
           "liveness %s" % c["livenessProbe"])
     check(c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"},
           "readiness %s" % c["readinessProbe"])
-    ann = tmpl["metadata"]["annotations"]
-    check(ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/path") ==
-          "/metrics" and int(ann["prometheus.io/port"]) == cports["admin"],
-          "Prometheus annotations %s" % ann)
     limit = quantity(c["resources"]["limits"]["memory"])
     check(eff["process-buffer-bytes"] < limit, "process-buffer-bytes %d >= memory limit %d" % (
         eff["process-buffer-bytes"], limit))
@@ -585,16 +906,21 @@ def test_cloudstream(env, net, objs):
     cloud = start_daemon(env, net, "cloudstream", CLOUD_BIN, margs)
     cloud.mounts = m
     if net.ns:
-        check(cloud.ports == cports, "ready file %s vs containerPorts %s" % (cloud.ports, cports))
+        # (a listener the configuration leaves off is in the ready file as port 0)
+        listening = {k: v for k, v in cloud.ports.items() if v}
+        check(listening == cports, "ready file %s vs containerPorts %s" % (cloud.ports, cports))
     for probe, want in (("livenessProbe", 200), ("readinessProbe", 200)):
         st, body = net.get("127.0.0.1", cloud.ports["admin"], c[probe]["httpGet"]["path"])
         check(st == want, "cloudstream %s: %d %s" % (probe, st, body))
-    st, body = net.get("127.0.0.1", cloud.ports["admin"], ann["prometheus.io/path"])
+    st, body = net.get("127.0.0.1", cloud.ports["admin"], "/metrics")  # the PodMonitor's path
     check(st == 200 and "cloudstream_sessions 0" in body, "metrics: %d %s" % (st, body[:200]))
     return cloud
 
 
-def test_edgestream(env, net, objs, cloud, kubelet):
+def test_edgestream(env, net, objs, cloud, kubelet, monitoring_args=()):
+    """@monitoring_args: what components/monitoring adds to the DaemonSet's args (the admin
+    port allow-listed as a local port): run with it, edgestream's /metrics is scraped as the
+    ScrapeConfig scrapes it, through the apiserver's path, cloudstream and the tunnel."""
     ds = find(objs, "DaemonSet", "edgestream")
     pod = ds["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -608,14 +934,14 @@ def test_edgestream(env, net, objs, cloud, kubelet):
     check(pod.get("automountServiceAccountToken") is False, "edgestream needs no API token")
     cenv = container_env(c)
     check(cenv.get("NODE_NAME") == NODE, "NODE_NAME from the downward API")
-    args = [expand_vars(a, cenv) for a in c["args"]]
+    args = [expand_vars(a, cenv) for a in c["args"]] + list(monitoring_args)
     check(not any("$(" in a for a in args), "unexpanded $(VAR) in %s" % args)
     check("--node-name=%s" % NODE in args, "--node-name from the downward API: %s" % args)
     m = Mounts(env, os.path.join(env.dir, "edge-root"), objs, pod, c)
     cm = find(objs, "ConfigMap", "edgestream-config")
-    raw = os.path.join(env.dir, "edgestream.json")
+    raw = os.path.join(env.dir, "edgestream.yaml")
     with open(raw, "w") as f:
-        f.write(cm["data"]["edgestream.json"])
+        f.write(cm["data"]["edgestream.yaml"])
     print_config(EDGE_BIN, ["--config", raw])
     m.build()
     margs = [m.remap_arg(a) for a in args]
@@ -658,6 +984,16 @@ def test_edgestream(env, net, objs, cloud, kubelet):
     # kube-apiserver → cloudstream → tunnel → edgestream → the kubelet.
     out = net.run_py(APISERVER, env.pki, cloud.ports["stream"], NODE + ":10250", "/healthz")
     check(out.startswith("HTTP/1.1 200") and out.endswith("ok"), "through the chain: %s" % out)
+    if monitoring_args and net.ns:  # the admin port at the manifests' own address
+        # Prometheus' GET /api/v1/nodes/<node>/proxy/ports/edgestream/metrics, as kube-apiserver
+        # passes it on to the node's kubelet port: /ports/edgestream/metrics.
+        out = net.run_py(APISERVER, env.pki, cloud.ports["stream"], NODE + ":10250",
+                         "/ports/edgestream/metrics")
+        check(out.startswith("HTTP/1.1 200") and "edgestream_tunnel_connected{" in out and
+              "edgestream_request_ttfb_seconds_bucket" in out,
+              "edgestream's /metrics through the chain: %s" % out[:300])
+        print("     edgestream /metrics through the apiserver path and the tunnel: %d bytes" %
+              len(out))
     rc = env.stop(edge, pod["terminationGracePeriodSeconds"])
     check(rc == 0, "edgestream exit %s after SIGTERM" % rc)
     m.close()
@@ -858,13 +1194,21 @@ def main():
                  if net.ns else "no network namespace: daemons on 127.0.0.1:0")
         print("note: " + where, flush=True)
         step("objects", test_objects, objs, kust)
+        step("config_rollout", test_config_rollout, objs, env.dir)
+        step("rollout_strategy", test_rollout_strategy, objs)
+        step("pod_security", test_pod_security, objs)
+        step("admin_closed", test_admin_closed, objs)
+        step("components", test_components, objs, env.dir)
+        mon = overlay(env.dir, "monitoring")
+        monitoring_args = [a for a in ds_args(mon) if a not in ds_args(objs)]
         step("rbac", test_rbac, objs)
         step("security", test_security, objs)
         kubelet = step("kubelet_stand_in", h.start_kubelet, env, "kubelet", net.prefix())
         cloud = step("cloudstream", test_cloudstream, env, net, objs)
         edge_mounts = None
         if cloud and kubelet:
-            edge_mounts = step("edgestream", test_edgestream, env, net, objs, cloud, kubelet)
+            edge_mounts = step("edgestream", test_edgestream, env, net, objs, cloud, kubelet,
+                               monitoring_args)
         if edge_mounts:
             step("edgestream_wrong_node", test_wrong_node, env, net, objs, cloud, edge_mounts)
             step("systemd", test_systemd, env, net, cloud, kubelet, edge_mounts)
@@ -873,7 +1217,8 @@ def main():
                 rc = env.stop(cloud, 45)
                 check(rc == 0, "cloudstream exit %s after SIGTERM" % rc)
             step("cloudstream_sigterm", stop_cloud)
-        want = ["objects", "rbac", "security", "kubelet_stand_in", "cloudstream", "edgestream",
+        want = ["objects", "config_rollout", "rollout_strategy", "pod_security", "admin_closed",
+                "components", "rbac", "security", "kubelet_stand_in", "cloudstream", "edgestream",
                 "edgestream_wrong_node", "systemd", "cloudstream_sigterm"]
         failed = results != want
         return 1 if failed else 0
