@@ -303,10 +303,12 @@ void st_config_print_markdown(const struct st_config_spec *spec, FILE *out)
 	fprintf(out,
 	        "`--check-config` checks the configuration without starting: the file and the "
 	        "flags, that the certificates, keys and CAs load and match, that every listen "
-	        "address is one of this host's, and the URLs. It prints what is wrong and exits 2, "
-	        "or exits 0.\n\n"
+	        "address is one of this host's (bound on port 0: its own port may be held by the "
+	        "running daemon, which is said but is no error), and the URLs. It prints what is "
+	        "wrong and exits 2, or exits 0; it starts nothing and joins nothing.\n\n"
 	        "On SIGHUP the file is read again (the flags still override it). What a new file "
-	        "changes is applied when the option says *applied on SIGHUP*; any other change "
+	        "changes is applied for the options whose table has the row `SIGHUP | a new value "
+	        "is applied`; any other change "
 	        "is logged as `needs a restart: NAME` and the running value stays. A file that "
 	        "does not load changes nothing (the error is logged).\n\n");
 	for (size_t i = 0; i < spec->num_opts; i++) {
