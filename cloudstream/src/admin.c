@@ -19,6 +19,7 @@
 #include <stream/query.h>
 
 #include "denylist.h"
+#include "listen.h"
 #include "servecert.h"
 
 static void render_histograms(struct st_text *t, const struct cs_metrics *m)
@@ -162,6 +163,27 @@ static void render_metrics(struct st_text *t, void *user)
 	               "cloudstream_request_errors_total{reason=\"forbidden\"}).");
 	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
 	            (unsigned long long)m->fronts_refused_tls);
+	struct cs_listener_stats ls;
+	cs_listener_stats(srv, &ls);
+	st_text_metric(t, "cloudstream_tunnel_accepts_total", "counter",
+	               "Connections accepted on the tunnel port (after TCP_DEFER_ACCEPT: the peer "
+	               "sent its first bytes).");
+	st_text_put(t, "cloudstream_tunnel_accepts_total %llu\n", (unsigned long long)ls.accepted);
+	st_text_metric(
+	        t, "cloudstream_tunnel_handshakes_in_flight", "gauge",
+	        "TLS handshakes under way on the tunnel port (--tunnel-handshakes-max bounds "
+	        "them; the rest wait in the kernel's accept queue).");
+	st_text_put(t, "cloudstream_tunnel_handshakes_in_flight %u\n", ls.handshakes_inflight);
+	st_text_metric(t, "cloudstream_tunnel_refused_per_source_total", "counter",
+	               "Tunnel-port connections closed at accept: their source address already had "
+	               "--tunnel-handshakes-per-source handshakes under way.");
+	st_text_put(t, "cloudstream_tunnel_refused_per_source_total %llu\n",
+	            (unsigned long long)ls.refused_per_source);
+	st_text_metric(t, "cloudstream_tunnel_accept_pauses_total", "counter",
+	               "Times accepting on the tunnel port paused for 250 ms because the process "
+	               "was out of file descriptors (EMFILE/ENFILE).");
+	st_text_put(t, "cloudstream_tunnel_accept_pauses_total %llu\n",
+	            (unsigned long long)ls.emfile_pauses);
 	cs_authz_metrics(t, srv);
 	cs_servecert_metrics(t, srv);
 	cs_advertise_metrics(t, srv);

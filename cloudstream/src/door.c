@@ -857,9 +857,9 @@ void cs_door_metrics(struct st_text *t, const struct cs_server *srv)
 	for (int r = 0; r < DOOR_R_COUNT; r++)
 		st_text_put(t, "cloudstream_front_door_connects_total{result=\"%s\"} %llu\n",
 		            result_names[r], (unsigned long long)ds->results[r]);
-	st_text_metric(t, "cloudstream_front_door_dial_milliseconds_total", "counter",
+	st_text_metric(t, "cloudstream_front_door_dial_seconds_total", "counter",
 	               "Time from CONNECT to 200 summed over the successful CONNECTs (divide by "
 	               "cloudstream_front_door_connects_total{result=\"ok\"}).");
-	st_text_put(t, "cloudstream_front_door_dial_milliseconds_total %llu\n",
-	            (unsigned long long)ds->dial_ms_sum);
+	st_text_put(t, "cloudstream_front_door_dial_seconds_total %.3f\n",
+	            (double)ds->dial_ms_sum / 1000.0);
 }

@@ -152,6 +152,11 @@ def gate(chain):
     _, took = h.wait_closed(third, 3)
     third.close()
     check(took < 1.0, "a third handshake from one source took %.2f s to be refused" % took)
+    # What /metrics shows meanwhile: two handshakes held, one refused for its source.
+    inflight = cst.metric_value(chain.cloud, "cloudstream_tunnel_handshakes_in_flight")
+    refused = cst.metric_value(chain.cloud, "cloudstream_tunnel_refused_per_source_total")
+    check(inflight == 2, "handshakes in flight by /metrics: %g, want 2" % inflight)
+    check(refused == 1, "refused per source by /metrics: %g, want 1" % refused)
     # The stalled ones hold their slots until the deadline (2 s), then end.
     for x in stalled:
         h.wait_closed(x, 6)  # raises if it outlives the deadline
@@ -188,6 +193,8 @@ def emfile(chain):
     check(len(listener) <= 25, "%d listener/lws log lines at the fd limit" % len(listener))
     check(any(b"Too many open files" in ln for ln in listener),
           "the fd limit was never reached (log: %r)" % listener[-5:])
+    pauses = cst.metric_value(chain.cloud, "cloudstream_tunnel_accept_pauses_total")
+    check(pauses >= 1, "no accept pause counted at the fd limit")
     for x in hogs:
         x.close()
     time.sleep(2.5)  # the hogs' handshakes end; accepting resumes
