@@ -232,6 +232,10 @@ static void install(struct sc_entry *e, EVP_PKEY *key, X509 *cert, const char *h
 	         na = asn1_ms(X509_get0_notAfter(cert));
 	if (nb == 0 || na <= nb)
 		nb = now, na = now + 3600000u;
+	/* Signers backdate notBefore (5 min here and in kube-controller-manager): the lifetime
+	 * that counts is what is left from now, or a short certificate renews at once. */
+	if (nb < now && now < na)
+		nb = now;
 	/* Renew at 70-90 % of the lifetime, jittered, as the kubelet's certificate manager. */
 	uint64_t life = na - nb, jitter = (uint64_t)((uint32_t)rand() % 2001u); /* 0..0.2 */
 	uint64_t at = nb + life * 7 / 10 + life * jitter / 10000;
