@@ -6,7 +6,7 @@ apiserver) → tunnel → edgestream (--cri-socket: exec, attach, port-forward a
 through containerd; node proxy to a kubelet stand-in) → a real containerd with a real
 host-network pod default/demo.
 
-    kubectl_test.py GROUP [TEST...]     GROUP: streams | logs | goagent | images
+    kubectl_test.py GROUP [TEST...]     GROUP: streams | logs | goagent | images | frontdoor
 
 goagent: the example Go agent (edgestream/go/example-agent, built by integration.go_package)
 embeds libedgestream in place of the edgestream daemon, and kubectl exec, exec -i, exec -it,
@@ -16,6 +16,15 @@ images: cloudstream and edgestream from their OCI images (deploy/build-images.sh
 packages integration.packages_build makes), run by the same containerd as the pod (host network,
 read-only root, no capabilities, uid 65532 for cloudstream), and a subset of both groups through
 them.
+
+frontdoor: nginx reaches the kubelet side the way kube-apiserver does with an
+EgressSelectorConfiguration (egress cluster, HTTPConnect over a unix socket): through
+peers/egress_shim.py, which makes the dialer's CONNECT to cloudstream's front door for every
+connection nginx opens. The lab has no kubelet of its own, so the node the shim dials
+(door-node) is an edgestream whose --kubelet-url is cloudstream's stream port: nginx's TLS with
+the apiserver's kubelet client certificate runs through the front door, the tunnel and that
+edge untouched, and the stream port then serves the request as it does after DNAT (lab-node's
+CRI backend, containerd). Every kubectl byte crosses the front door.
 
 Each group is one process with one containerd (starting it is the expensive part). Outputs are
 asserted exactly; figures (exec times, cp throughput) are printed for the record. Skipped (77)
@@ -49,6 +58,7 @@ import images_test  # noqa: E402  (the daemons from their OCI images, group imag
 KUBECTL_DIR = "/usr/lib/google-cloud-sdk/bin"
 VERSIONS = ("1.27", "1.32", "1.33")
 NODE = "lab-node"
+DOOR_NODE = "door-node"  # group frontdoor: the node the egress dialer's CONNECT names
 UID = "demo-uid-1"
 TOOL = os.path.join(h.BIN, "cri", "stream-cri")
 # lab §8: the loop container echoes a numbered line every 2 s and what it reads on stdin
@@ -125,12 +135,23 @@ class Lab:
         # cloudstream finds a pod's node through the apiserver (exec/attach/logs name no node:
         # the Host of an upgrade is the client's, 127.0.0.1). Its port must be known first.
         api_port = free_port()
+        door = self.group == "frontdoor"
+        door_sock = env.sock("front-door.sock") if door else None
         self.cloud = h.start_cloudstream(env, extra=[
             "--apiserver-url", "https://127.0.0.1:%d" % api_port,
             "--apiserver-ca", env.path("apiserver-ca.crt"),
-            "--apiserver-cert", env.path("admin.crt"), "--apiserver-key", env.path("admin.key")],
+            "--apiserver-cert", env.path("admin.crt"), "--apiserver-key", env.path("admin.key")]
+            + (["--front-door-socket", door_sock] if door else []),
             wrap=wrap("cloudstream"))
-        self.api = Apiserver(self.base, self.cloud.ports["stream"], pki, node=NODE)
+        kubelet_side = self.cloud.ports["stream"]
+        if door:  # nginx dials the kubelet side through the egress dialer's CONNECT
+            ready = os.path.join(self.base, "egress-shim.ready")
+            self.shim, text = env.start("egress-shim", [
+                h.PY, os.path.join(h.PEERS, "egress_shim.py"), "--listen", "127.0.0.1:0",
+                "--uds", door_sock, "--target", "%s:10250" % DOOR_NODE, "--ready-file", ready],
+                ready)
+            kubelet_side = int(text.strip())
+        self.api = Apiserver(self.base, kubelet_side, pki, node=NODE)
         self.api.port = api_port
         self.api.add_pod("default", "demo", ["loop", "shell", "web", "logger", "follower",
                                              "restarts", "ghost"], tty=["shell"], uid=UID)
@@ -145,6 +166,11 @@ class Lab:
             self.edge = h.start_edgestream(env, self.cloud, self.kubelet, node=NODE,
                                            extra=["--cri-socket", self.ctd.socket],
                                            wrap=wrap("edgestream"))
+        if door:  # the node the front door reaches: its "kubelet" is the stream port
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out",
+                     env.path("node-%s" % DOOR_NODE), "--node", DOOR_NODE)
+            stream_port = type("KubeletSide", (), {"port": self.cloud.ports["stream"]})()
+            self.door_edge = h.start_edgestream(env, self.cloud, stream_port, node=DOOR_NODE)
         print("setup: containerd + images %.1fs, chain up %.1fs" %
               (t_ctd, time.monotonic() - t0), flush=True)
         return self
@@ -758,6 +784,25 @@ def apiserver_rewrite(lab):
 
 # ---- main ------------------------------------------------------------------------------------
 
+def front_door_carried_it(lab):
+    """Group frontdoor, last: every kubelet-side connection nginx made was a CONNECT through the
+    front door answered 200 (the shim's dials, cloudstream's access lines), none failed, and
+    the door node's edge carried them as raw TCP to its kubelet target."""
+    shim = open(lab.shim.logpath, "rb").read().decode(errors="replace")
+    ok = len(re.findall(r"dial \d+: 200", shim))
+    bad = re.findall(r"dial \d+: failed: .*", shim)
+    cloud = open(lab.cloud.logpath, "rb").read().decode(errors="replace")
+    connects = len(re.findall(r"access: CONNECT %s:10250 200 " % DOOR_NODE, cloud))
+    edge = open(lab.door_edge.logpath, "rb").read().decode(errors="replace")
+    raw = len(re.findall(r"access: TCP_CONNECT ", edge))
+    print("     for the record: %d dials through the front door, %d CONNECT access lines, %d "
+          "raw TCP streams on %s's edge" % (ok, connects, raw, DOOR_NODE), flush=True)
+    check(ok >= 10 and not bad, "shim: %d dials answered 200, failures: %r" % (ok, bad[:3]))
+    check(connects >= ok - 2, "cloudstream logged %d CONNECTs for %d dials" % (connects, ok))
+    check(raw >= ok - 2, "%s's edge dialled its kubelet %d times for %d CONNECTs" % (
+        DOOR_NODE, raw, ok))
+
+
 GROUPS = {
     "streams": [("exec_status", exec_status, VERSIONS), ("exec_stdin", exec_stdin, VERSIONS),
                 ("exec_tty", exec_tty, VERSIONS), ("attach_stdin", attach_stdin, VERSIONS),
@@ -781,6 +826,12 @@ GROUPS = {
                ("exec_tty", exec_tty, ("1.32",)), ("attach_stdin", attach_stdin, ("1.32",)),
                ("port_forward", port_forward, ("1.32",)), ("cp", copy_both_ways, ("1.32",)),
                ("logs_options", logs_options, None), ("node_metrics", node_metrics, ("1.32",))],
+    # exec_stdin first, as above
+    "frontdoor": [("exec_stdin", exec_stdin, ("1.32",)), ("exec_status", exec_status, VERSIONS),
+                  ("exec_tty", exec_tty, ("1.32",)), ("port_forward", port_forward, ("1.32",)),
+                  ("logs_follow", logs_follow, None), ("logs_options", logs_options, None),
+                  ("node_metrics", node_metrics, VERSIONS),
+                  ("front_door_carried_it", front_door_carried_it, None)],
 }
 
 
