@@ -14,7 +14,9 @@ its InternalIP and advertised port; moved to another IP, the old address is no l
 and the new one is; advertising another port (10250) moves the rule to that port; a node that
 loses the selector's label loses its rules; a deleted Node's rules go; a flushed nat table
 (-F and -X) is restored; the host's own :10350 and :10250 are never captured, not even for a
-Node that lists the host's address; `cloudstream-dnat status` reads the controller's rules.
+Node that lists the host's address; `cloudstream-dnat status` reads the controller's rules; a
+410 on the watch (a compacted resourceVersion) lists again and a change made meanwhile is
+followed.
 """
 import ctypes
 import os
@@ -156,7 +158,7 @@ def main():
             os.path.join(h.BIN, "cloudstream", "cloudstream-dnat-controller"),
             "--to", "10.231.0.2:%d" % cloud.ports["stream"], "--apiserver-url", kube.url,
             "--apiserver-ca", env.path("kubelet-ca.crt"), "--apiserver-token-file", token_file,
-            "--backend", "nft", "--resync-interval", "1s", "--watch-timeout", "20s",
+            "--backend", "nft", "--resync-interval", "1s", "--watch-timeout", "2s",
             "--ready-file", ready, "--log-level", "debug"], ready, prefix=ns_exec(a))
 
         def client(ip, port, host="edge-5:10350"):
@@ -226,11 +228,12 @@ def main():
             return ": rules gone after %.2f s, back after %.2f s" % (t, t2)
 
         def flushed():
+            t_flush = time.monotonic()
             sh(*ns_exec(a, "iptables-nft", "-w", "10", "-t", "nat", "-F"))
             sh(*ns_exec(a, "iptables-nft", "-w", "10", "-t", "nat", "-X", "CLOUDSTREAM-DNAT"))
             check(client("10.232.0.9", 10250)[0] == 3, "reachable right after the flush")
-            t = follow("restored", lambda: reached("10.232.0.9", 10250))
-            return ": restored after %.2f s" % t
+            follow("restored", lambda: reached("10.232.0.9", 10250))
+            return ": restored, reachable %.2f s after the flush" % (time.monotonic() - t_flush)
 
         def own_never():
             # A Node that lists this host's own address: no rule; the own ports stay own.
@@ -254,9 +257,22 @@ def main():
             check("applied (1 OUTPUT jump, 1 PREROUTING jump)" in r.stdout and
                   "10.232.0.9/32" in r.stdout, "status: %s" % r.stdout)
 
+        def watch_410_relists():
+            # etcd compacted past the controller's resourceVersion: its next watch gets a 410
+            # ERROR event and it lists again; a change made meanwhile is still followed.
+            lists = open(ctl.logpath).read().count("listed ")
+            csr.compact_nodes()
+            t410 = follow("410 and a new list", lambda: "ERROR 410" in open(ctl.logpath).read()
+                          and open(ctl.logpath).read().count("listed ") > lists)
+            csr.set_node("edge-5", [{"type": "InternalIP", "address": "10.232.0.9"}],
+                         labels=EDGE_LABEL, port=10350)
+            t = follow("after 410", lambda: reached("10.232.0.9", 10350))
+            return ": 410 and a new list after %.2f s, the next change followed after %.2f s" % (
+                t410, t)
+
         def node_deleted():
             csr.delete_node("edge-5")
-            t = follow("deleted", lambda: client("10.232.0.9", 10250)[0] == 3)
+            t = follow("deleted", lambda: client("10.232.0.9", 10350)[0] == 3)
             check("10.232.0.9" not in rules(), "rules left: " + rules())
             return ": unreachable after %.2f s" % t
 
@@ -268,6 +284,7 @@ def main():
         step("flushed_table_restored", flushed)
         step("own_ports_never_captured", own_never)
         step("oneshot_status_reads_it", oneshot_status)
+        step("watch_410_relists", watch_410_relists)
         step("node_deleted", node_deleted)
         rc = env.stop(ctl)
         check(rc == 0, "controller exit %s" % rc)
