@@ -424,6 +424,13 @@ class CsrApi:
             old = self.csrs.get(name)
             if old is None:
                 return self.not_found(name)
+            # kube-apiserver's order: the strategy and validation (422), then the validating
+            # admission plugin CertificateApproval (403), then the storage's resourceVersion
+            # precondition (409).
+            conds = copy.deepcopy((obj.get("status") or {}).get("conditions") or [])
+            errs = self._validate_conditions(name, old, conds)
+            if errs:
+                return invalid(name, errs)
             if not allowed:
                 return status(403, "Forbidden",
                               'certificatesigningrequests.%s "%s" is forbidden: user not '
@@ -433,10 +440,6 @@ class CsrApi:
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv and rv != old["metadata"]["resourceVersion"]:
                 return self._conflict(name)
-            conds = copy.deepcopy((obj.get("status") or {}).get("conditions") or [])
-            errs = self._validate_conditions(name, old, conds)
-            if errs:
-                return invalid(name, errs)
             stamp = now_rfc3339()
             for c in conds:
                 c.setdefault("lastUpdateTime", stamp)
@@ -453,9 +456,6 @@ class CsrApi:
             old = self.csrs.get(name)
             if old is None:
                 return self.not_found(name)
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if rv and rv != old["metadata"]["resourceVersion"]:
-                return self._conflict(name)
             st = obj.get("status") or {}
             conds = copy.deepcopy(st.get("conditions") or [])
             errs = self._validate_conditions(name, old, conds)
@@ -479,6 +479,9 @@ class CsrApi:
                              "Forbidden: updates may not modify existing certificate content"))
             if errs:
                 return invalid(name, errs)
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                return self._conflict(name)
             old.setdefault("status", {})["conditions"] = conds
             if cert:
                 old["status"]["certificate"] = cert
