@@ -477,7 +477,7 @@ const struct lws_protocols cs_tunnel_protocols[2] = {
                 .name = "kubeedge-tunnel",
                 .callback = cb_tunnel,
                 .per_session_data_size = sizeof(struct cs_tunnel_pss),
-                .rx_buffer_size = 16384, /* see README: per-tunnel memory vs. relay speed */
+                .rx_buffer_size = 2048, /* lws keeps this much per tunnel: README "Memory" */
                 .tx_packet_size = ST_TUNNEL_BATCH_BYTES, /* one batch per write */
         },
         {0}, /* terminator */
