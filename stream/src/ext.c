@@ -11,7 +11,7 @@ static const struct {
         {"flow", ST_CAP_FLOW},     {"half-close", ST_CAP_HALF_CLOSE},
         {"error", ST_CAP_ERROR},   {"binary", ST_CAP_BINARY},
         {"tcp", ST_CAP_TCP},       {"raw-response", ST_CAP_RAW_RESPONSE},
-        {"opened", ST_CAP_OPENED},
+        {"opened", ST_CAP_OPENED}, {"peer", ST_CAP_PEER},
 };
 
 /* The smallest window worth announcing: below it, WINDOW messages would outnumber DATA. */
@@ -151,7 +151,7 @@ ssize_t st_ext_offer_format(char *out, size_t cap, const struct st_ext_offer *of
 {
 	size_t len = 0;
 	bool ok = append(out, cap, &len, "v=", 2) && append_u32(out, cap, &len, offer->version);
-	if (ok && (offer->caps & ST_CAP_ALL))
+	if (ok && (offer->caps & ST_CAP_KNOWN))
 		ok = append(out, cap, &len, "; caps=", 7);
 	bool first = true;
 	for (size_t i = 0; ok && i < sizeof cap_names / sizeof cap_names[0]; i++) {

@@ -74,6 +74,10 @@ struct st_session {
 	struct stream *ready; /* head of the ready ring */
 	bool hello_pending;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
+	/* ST_CAP_PEER: queued peer messages, each [type][len hi][len lo][payload]; bytes
+	 * [peerq_head, peerq_len) are unsent (allocated at the first st_session_send_peer). */
+	uint8_t *peerq;
+	size_t peerq_head, peerq_len;
 	/* Base protocol: a ring of the latest ended IDs; slots [0, ended_used) are valid and
 	 * ended_next is the slot written next (the oldest once the ring is full). */
 	struct ended_id ended[ST_BASE_ENDED_IDS];
@@ -384,7 +388,8 @@ int st_session_new(struct st_session **out, const struct st_session_config *cfg,
                    const struct st_session_callbacks *cb, void *user)
 {
 	if (cb == NULL || cb->on_data == NULL || cb->on_close == NULL ||
-	    (cfg->role == ST_SESSION_EDGE && cb->on_open == NULL))
+	    (cfg->role == ST_SESSION_EDGE && cb->on_open == NULL) ||
+	    ((cfg->caps & ST_CAP_PEER) && cb->on_peer == NULL))
 		return -EINVAL;
 	struct st_session *s = calloc(1, sizeof *s);
 	if (s == NULL)
@@ -430,6 +435,7 @@ void st_session_free(struct st_session *s)
 		while (s->buckets[b])
 			stream_free(s, s->buckets[b]);
 	free(s->buckets);
+	free(s->peerq);
 	free(s);
 }
 
@@ -736,6 +742,16 @@ int st_session_recv(struct st_session *s, const uint8_t *msg, size_t len)
 		if (!has_cap(s, ST_CAP_OPENED))
 			break;
 		return recv_opened(s, &m);
+	case ST_MSG_NODE_UP:
+	case ST_MSG_NODE_DOWN:
+	case ST_MSG_SYNC:
+	case ST_MSG_SYNC_END:
+		if (!has_cap(s, ST_CAP_PEER))
+			break;
+		if (m.connect_id != 0 || m.payload_len > ST_MAX_EXT_PAYLOAD_BYTES ||
+		    s->cb->on_peer(s, m.type, m.payload, m.payload_len, s->user) < 0)
+			return -EPROTO;
+		return 0;
 	case ST_MSG_ERROR: {
 		if (!has_cap(s, ST_CAP_ERROR))
 			break;
@@ -913,7 +929,50 @@ int st_session_hello(struct st_session *s, const char *replica_id)
 
 bool st_session_want_write(const struct st_session *s)
 {
-	return s->hello_pending || s->answers_pending > 0 || s->ready != NULL;
+	return s->hello_pending || s->answers_pending > 0 || s->ready != NULL ||
+	       s->peerq_head < s->peerq_len;
+}
+
+size_t st_session_peer_space(const struct st_session *s)
+{
+	if (!has_cap(s, ST_CAP_PEER))
+		return 0;
+	size_t used = s->peerq_len - s->peerq_head;
+	size_t room = ST_PEER_QUEUE_BYTES - used;
+	if (room <= 3)
+		return 0;
+	room -= 3;
+	return room < ST_MAX_EXT_PAYLOAD_BYTES ? room : ST_MAX_EXT_PAYLOAD_BYTES;
+}
+
+int st_session_send_peer(struct st_session *s, uint64_t type, const uint8_t *payload, size_t len)
+{
+	if (type < ST_MSG_NODE_UP || type > ST_MSG_SYNC_END)
+		return -EINVAL;
+	if (!has_cap(s, ST_CAP_PEER))
+		return -ENOTSUP;
+	if (len > ST_MAX_EXT_PAYLOAD_BYTES)
+		return -EMSGSIZE;
+	if (s->peerq == NULL) {
+		s->peerq = malloc(ST_PEER_QUEUE_BYTES);
+		if (s->peerq == NULL)
+			return -ENOMEM;
+	}
+	if (st_session_peer_space(s) < len)
+		return -EAGAIN;
+	if (s->peerq_head > 0) { /* compact: what is unsent moves to the front */
+		memmove(s->peerq, s->peerq + s->peerq_head, s->peerq_len - s->peerq_head);
+		s->peerq_len -= s->peerq_head;
+		s->peerq_head = 0;
+	}
+	uint8_t *q = s->peerq + s->peerq_len;
+	q[0] = (uint8_t)type;
+	q[1] = (uint8_t)(len >> 8);
+	q[2] = (uint8_t)len;
+	if (len > 0)
+		memcpy(q + 3, payload, len);
+	s->peerq_len += 3 + len;
+	return 0;
 }
 
 /* ---- packing ------------------------------------------------------------------------------- */
@@ -1047,6 +1106,18 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		s->hello_pending = false;
 		s->stats.msgs_out++;
 		return pack_control(out, cap, 0, ST_MSG_HELLO, payload, (size_t)pl);
+	}
+	if (s->peerq_head < s->peerq_len) {
+		const uint8_t *q = s->peerq + s->peerq_head;
+		size_t len = (size_t)q[1] << 8 | q[2];
+		ssize_t n = pack_control(out, cap, 0, q[0], len ? q + 3 : NULL, len);
+		if (n > 0) {
+			s->peerq_head += 3 + len;
+			if (s->peerq_head == s->peerq_len)
+				s->peerq_head = s->peerq_len = 0;
+			s->stats.msgs_out++;
+		}
+		return n;
 	}
 	if (s->answers_pending > 0) {
 		for (size_t i = 0; i < s->ended_used; i++) {

@@ -42,10 +42,15 @@ enum st_ext_cap {
 	ST_CAP_TCP = 1u << 4,          /* TCP_CONNECT: raw TCP to an allow-listed edge port */
 	ST_CAP_RAW_RESPONSE = 1u << 5, /* LOGS/METRIC DATA carries the backend's whole response */
 	ST_CAP_OPENED = 1u << 6,       /* OPENED: the edge acknowledges a TCP_CONNECT's dial */
+	ST_CAP_PEER = 1u << 7,         /* a link between two cloudstream replicas: NODE_UP,
+	                                * NODE_DOWN, SYNC, SYNC_END (never offered by an edge) */
 };
 #define ST_CAP_ALL                                                                                 \
 	(ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY | ST_CAP_TCP |             \
 	 ST_CAP_RAW_RESPONSE | ST_CAP_OPENED)
+/* Every capability this code knows: ST_CAP_ALL (what edges and clouds offer each other) and the
+ * peer links' own. */
+#define ST_CAP_KNOWN (ST_CAP_ALL | ST_CAP_PEER)
 
 /* One side's offer (or the agreed result). */
 struct st_ext_offer {

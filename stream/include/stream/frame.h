@@ -39,7 +39,12 @@ enum st_msg_type {
 	ST_MSG_ERROR = 67,       /* both: stream failed, code + reason */
 	ST_MSG_TCP_CONNECT = 68, /* cloud->edge: raw TCP to an allow-listed local port */
 	ST_MSG_OPENED = 69,      /* edge->cloud, empty: the TCP_CONNECT's dial succeeded */
-	ST_MSG_EXT_LAST = 69,
+	/* Peer links between cloudstream replicas only (ST_CAP_PEER), ConnectID 0: */
+	ST_MSG_NODE_UP = 70,   /* the sender holds these nodes' tunnels (node, generation, ...) */
+	ST_MSG_NODE_DOWN = 71, /* the sender no longer holds these nodes' tunnels */
+	ST_MSG_SYNC = 72,      /* empty: a full list of the sender's nodes follows */
+	ST_MSG_SYNC_END = 73,  /* empty: the full list is complete (forget the rest) */
+	ST_MSG_EXT_LAST = 73,
 };
 
 /* A decoded message: a view into the caller's buffer (valid while that buffer is). */

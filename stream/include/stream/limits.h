@@ -52,6 +52,9 @@
 
 /* Extension control messages (hello, window, error, ...) are small. */
 #define ST_MAX_EXT_PAYLOAD_BYTES 4096u
+/* A peer link's queue of directory messages (st_session_send_peer): four full messages, with
+ * a 3-byte header each. */
+#define ST_PEER_QUEUE_BYTES (4u * (ST_MAX_EXT_PAYLOAD_BYTES + 3u))
 /* Reason text carried in an extension ERROR message. */
 #define ST_MAX_ERROR_REASON_BYTES 1024u
 /* Replica id in HELLO. */

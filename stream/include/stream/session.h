@@ -94,6 +94,12 @@ struct st_session_callbacks {
 	void (*on_opened)(struct st_session *s, uint64_t id, void *user);
 	/* Edge: the cloud asked to drop the tunnel (CLOSE_CONNECT) with @text. May be NULL. */
 	void (*on_tunnel_close)(struct st_session *s, const char *text, size_t len, void *user);
+	/* With ST_CAP_PEER (a link between two cloudstream replicas): a NODE_UP, NODE_DOWN, SYNC
+	 * or SYNC_END message (@type, ConnectID 0) with its payload (a view, valid during the
+	 * call). Return 0, or a negative errno: the session then fails with -EPROTO (the link
+	 * must be closed). Required when ST_CAP_PEER is agreed. */
+	int (*on_peer)(struct st_session *s, uint64_t type, const uint8_t *payload, size_t len,
+	               void *user);
 };
 
 struct st_session_stats {
@@ -185,6 +191,19 @@ void st_session_consumed(struct st_session *s, uint64_t id, size_t n);
 
 /* st_session_hello() - queue our HELLO (with ext caps) carrying @replica_id; sent first. */
 int st_session_hello(struct st_session *s, const char *replica_id);
+
+/*
+ * st_session_send_peer() - with ST_CAP_PEER: queue a peer message (@type NODE_UP .. SYNC_END,
+ * ConnectID 0, @payload copied), packed after HELLO and before any stream's message, in order.
+ * The queue holds ST_PEER_QUEUE_BYTES; the caller keeps what did not fit (peerdir.h resyncs).
+ * Returns 0; -EAGAIN (the queue is full now); -EMSGSIZE (@len over ST_MAX_EXT_PAYLOAD_BYTES);
+ * -ENOTSUP (ST_CAP_PEER not agreed); -EINVAL (not a peer type); -ENOMEM.
+ */
+int st_session_send_peer(struct st_session *s, uint64_t type, const uint8_t *payload, size_t len);
+
+/* st_session_peer_space() - payload bytes st_session_send_peer takes now in one message (0
+ * when the queue is full or without ST_CAP_PEER). */
+size_t st_session_peer_space(const struct st_session *s);
 
 /* st_session_want_write() - is there a message to pack? */
 bool st_session_want_write(const struct st_session *s);

@@ -37,6 +37,10 @@ struct side {
 	int tunnel_closes;
 	void *close_user[MAX_IDS]; /* stream user handed to on_close */
 	int opened[MAX_IDS];       /* on_opened calls */
+	int peer_msgs;             /* on_peer calls */
+	uint64_t peer_type[8];
+	size_t peer_len[8];
+	int peer_refuse; /* on_peer returns this */
 	uint64_t bytes_at_opened[MAX_IDS];
 };
 
@@ -111,7 +115,21 @@ static void on_tunnel_close(struct st_session *s, const char *text, size_t len, 
 	((struct side *)user)->tunnel_closes++;
 }
 
+static int on_peer(struct st_session *s, uint64_t type, const uint8_t *p, size_t len, void *user)
+{
+	(void)s;
+	(void)p;
+	struct side *d = user;
+	if (d->peer_msgs < 8) {
+		d->peer_type[d->peer_msgs] = type;
+		d->peer_len[d->peer_msgs] = len;
+	}
+	d->peer_msgs++;
+	return d->peer_refuse;
+}
+
 static const struct st_session_callbacks callbacks = {
+        .on_peer = on_peer,
         .on_open = on_open,
         .on_data = on_data,
         .on_half_close = on_half_close,
@@ -1001,6 +1019,67 @@ static void test_failmalloc(void **state)
 	}
 }
 
+/* A peer link: NODE_UP .. SYNC_END go first, in order, bounded by ST_PEER_QUEUE_BYTES; without
+ * the capability they are refused to send and ignored when received. */
+static void test_st_session_send_peer__queue(void **state)
+{
+	(void)state;
+	struct side a, b;
+	uint32_t caps = ST_CAP_FLOW | ST_CAP_ERROR | ST_CAP_PEER;
+	make_pair(&a, &b, caps, 65536, 0);
+	static uint8_t big[ST_MAX_EXT_PAYLOAD_BYTES + 1];
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_DATA, big, 1), -EINVAL);
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_NODE_UP, big, sizeof big), -EMSGSIZE);
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_SYNC, NULL, 0), 0);
+	/* the stream's connect is queued first, the peer messages still go before it */
+	assert_int_equal(st_session_open(a.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1), 0);
+	int queued = 1;
+	while (st_session_peer_space(b.s) >= ST_MAX_EXT_PAYLOAD_BYTES) {
+		assert_int_equal(
+		        st_session_send_peer(b.s, ST_MSG_NODE_UP, big, ST_MAX_EXT_PAYLOAD_BYTES),
+		        0);
+		queued++;
+	}
+	assert_int_equal(queued, 4); /* the SYNC and three full NODE_UPs */
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_NODE_UP, big, ST_MAX_EXT_PAYLOAD_BYTES),
+	                 -EAGAIN);
+	size_t room = st_session_peer_space(b.s);
+	assert_true(room > 0);
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_SYNC_END, NULL, 0), 0);
+	assert_true(st_session_want_write(b.s));
+	assert_int_equal(pump(&b, &a, 100, false), 5);
+	assert_int_equal(a.peer_msgs, 5);
+	assert_true(a.peer_type[0] == ST_MSG_SYNC && a.peer_len[0] == 0);
+	assert_true(a.peer_type[1] == ST_MSG_NODE_UP && a.peer_len[1] == ST_MAX_EXT_PAYLOAD_BYTES);
+	assert_true(a.peer_type[4] == ST_MSG_SYNC_END);
+	assert_int_equal(st_session_peer_space(b.s), ST_MAX_EXT_PAYLOAD_BYTES);
+	/* exact bytes of a SYNC on the wire: ConnectID 0, type 72, empty */
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_SYNC, NULL, 0), 0);
+	bool binary;
+	assert_int_equal(st_session_pack(b.s, wire, sizeof wire, &binary), 2);
+	assert_memory_equal(wire, "\x00\x48", 2);
+	/* a refusing on_peer, or a peer message on a stream id: the link fails */
+	a.peer_refuse = -EBADMSG;
+	assert_int_equal(st_session_recv(a.s, wire, 2), -EPROTO);
+	a.peer_refuse = 0;
+	static const uint8_t on_stream[] = {0x01, 0x48};
+	assert_int_equal(st_session_recv(a.s, on_stream, 2), -EPROTO);
+	free_pair(&a, &b);
+	/* without the capability: refused to send, ignored when received */
+	make_pair(&a, &b, ST_CAP_FLOW, 65536, 0);
+	assert_int_equal(st_session_send_peer(b.s, ST_MSG_SYNC, NULL, 0), -ENOTSUP);
+	assert_int_equal(st_session_peer_space(b.s), 0);
+	assert_int_equal(st_session_recv(a.s, wire, 2), 0);
+	assert_int_equal(a.peer_msgs, 0);
+	free_pair(&a, &b);
+	/* the capability without on_peer is a caller bug */
+	struct st_session *s;
+	struct st_session_config c = {.role = ST_SESSION_EDGE, .caps = ST_CAP_PEER};
+	struct st_session_callbacks no_peer = callbacks;
+	no_peer.on_peer = NULL;
+	assert_int_equal(st_session_new(&s, &c, &no_peer, NULL), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1025,6 +1104,7 @@ int main(void)
 	        cmocka_unit_test(test_opened_replaced_by_error),
 	        cmocka_unit_test(test_opened_protocol_errors),
 	        cmocka_unit_test(test_failmalloc),
+	        cmocka_unit_test(test_st_session_send_peer__queue),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
