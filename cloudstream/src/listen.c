@@ -159,6 +159,11 @@ static void accept_some(struct cs_listener *l)
 			continue;
 		}
 		l->accepted++;
+		/* No Nagle: a small tunnel message (a connect, a WINDOW, a front door's
+		 * TCP_CONNECT) written while an earlier segment waits for the edge's delayed ACK
+		 * would wait ~40 ms (lws sets it on the sockets it accepts itself, not on these). */
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		/* The wsi carries its slot from birth (before its TLS starts): a connection that
 		 * dies inside the adoption leaves the gate in WSI_DESTROY (cs_listener_note). */
 		l->adopting = slot;

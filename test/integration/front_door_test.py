@@ -364,6 +364,17 @@ def errors():
         expect(c, NODE_IP, dead_port, 502, ["edge node edge-1", "unreachable"])
         expect(c, "edge-2", KUBELET_PORT, 503, ["not connected"], via="uds")
         expect(c, NODE_IP, trap_port, 502, ["allow-list"], via="uds")
+        # Round trips on the tunnel right after bulk bytes: with Nagle on the tunnel socket a
+        # small message waits for the edge's delayed ACK (~40 ms each).
+        took = []
+        for _ in range(5):
+            t = tunnel(c, "uds")
+            get(t, "/healthz")
+            t.close()  # its REMOVE goes to the edge, which has nothing to answer at once
+            took.append(connect(c, NODE_IP, trap_port, via="uds")[2])
+        took.sort()
+        print("     refusals between requests: median %.1f ms" % (took[2] * 1000))
+        check(took[2] < 0.025, "median refusal %.1f ms (Nagle on the tunnel?)" % (took[2] * 1000))
         # A certificate of the CA but not in --front-door-allowed-subjects.
         expect(c, NODE_IP, KUBELET_PORT, 403, ["someone-else", "allowed-subjects"],
                cert="intruder")
