@@ -20,6 +20,7 @@
 #include <stream/workq.h>
 
 #include "cs.h"
+#include "door.h"
 #include "podcache.h"
 
 #define POD_BODY_MAX (1u << 20) /* a Pod object is a few KiB; refuse anything absurd */
@@ -124,6 +125,100 @@ int cs_pod_lookup_start(struct cs_server *srv, uint64_t front_ordinal, const cha
 	memcpy(j->pod, pod, pod_len);
 	j->submitted_us = cs_now_us();
 	int rc = st_workq_submit(srv->wq, pod_work, pod_done, j);
+	if (rc < 0)
+		free(j);
+	return rc;
+}
+
+/* ---- the front door: which node has a pod IP (door.h) ------------------------------------ */
+
+#define POD_LIST_MAX (4u << 20) /* a field-selected list holds one or two pods */
+
+struct pod_ip_job {
+	struct cs_server *srv;
+	uint64_t door_ordinal;
+	char ip[16];
+	/* results (worker → loop) */
+	long http_status;
+	int found; /* cs_door_pod_node's answer */
+	char node[CS_NODE_NAME_MAX_BYTES + 1];
+	char error[CURL_ERROR_SIZE + 64];
+	struct cs_api_body body;
+};
+
+static void pod_ip_work(void *arg)
+{
+	struct pod_ip_job *j = arg;
+	const struct cs_config *c = &j->srv->cfg;
+	CURL *h = curl_easy_init();
+	if (h == NULL) {
+		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
+		return;
+	}
+	char url[1024];
+	/* '=' of the selector percent-encoded; a dotted IPv4 needs nothing more */
+	snprintf(url, sizeof url, "%s/api/v1/pods?fieldSelector=status.podIP%%3D%s",
+	         c->apiserver_url, j->ip);
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = NULL;
+	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
+		goto out;
+	j->body.max = POD_LIST_MAX;
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
+	CURLcode rc = curl_easy_perform(h);
+	if (rc != CURLE_OK) {
+		snprintf(j->error, sizeof j->error, "%s",
+		         j->body.overflow ? "answer over 4 MiB"
+		         : errbuf[0]      ? errbuf
+		                          : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
+	if (j->http_status != 200)
+		goto out;
+	j->found = cs_door_pod_node(j->body.p ? j->body.p : "", j->body.len, j->ip, j->node,
+	                            sizeof j->node);
+	if (j->found < 0)
+		snprintf(j->error, sizeof j->error, "the apiserver's answer is not a PodList");
+out:
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	free(j->body.p);
+	j->body = (struct cs_api_body){0};
+}
+
+static void pod_ip_done(void *arg, int status)
+{
+	struct pod_ip_job *j = arg;
+	struct cs_server *srv = j->srv;
+	bool ok = false;
+	if (status == 0 && j->error[0] == '\0' && j->http_status == 200) {
+		/* No pod with the IP: cached as absent, like a pod lookup's 404. */
+		const char *ns = CS_DOOR_POD_IP_NS;
+		size_t nl = j->found == 1 ? strlen(j->node) : 0;
+		cs_podcache_put(srv->pods, ns, strlen(ns), j->ip, strlen(j->ip),
+		                nl ? j->node : NULL, nl, cs_now_ms() + srv->cfg.pod_cache_ttl_ms);
+		ok = true;
+	} else if (status == 0) {
+		st_warn("pod IP %s: apiserver lookup failed: %s", j->ip,
+		        j->error[0] ? j->error : "unexpected HTTP status");
+	}
+	cs_door_pod_resolved(srv, j->door_ordinal, ok); /* a connection gone by now is not found */
+	free(j);
+}
+
+int cs_pod_ip_lookup_start(struct cs_server *srv, uint64_t door_ordinal, const char *ip)
+{
+	if (strlen(ip) >= sizeof((struct pod_ip_job *)0)->ip)
+		return -EINVAL;
+	struct pod_ip_job *j = calloc(1, sizeof *j);
+	if (j == NULL)
+		return -ENOMEM;
+	j->srv = srv;
+	j->door_ordinal = door_ordinal;
+	memcpy(j->ip, ip, strlen(ip));
+	int rc = st_workq_submit(srv->wq, pod_ip_work, pod_ip_done, j);
 	if (rc < 0)
 		free(j);
 	return rc;

@@ -44,4 +44,13 @@ size_t cs_apiserver_collect(char *p, size_t size, size_t n, void *body);
 int cs_pod_lookup_start(struct cs_server *srv, uint64_t front_ordinal, const char *ns,
                         size_t ns_len, const char *pod, size_t pod_len);
 
+/*
+ * cs_pod_ip_lookup_start() - which node runs the pod with IP @ip (dotted IPv4, NUL-terminated):
+ * GET /api/v1/pods?fieldSelector=status.podIP=<ip> on a worker (door.h cs_door_pod_node picks
+ * the pod), the answer put in the pod cache under CS_DOOR_POD_IP_NS/<ip> (absent too), then
+ * cs_door_pod_resolved(srv, @door_ordinal, ok) on the loop. Returns 0 (the callback follows),
+ * -EINVAL, -ENOMEM or the worker queue's -EAGAIN (no callback).
+ */
+int cs_pod_ip_lookup_start(struct cs_server *srv, uint64_t door_ordinal, const char *ip);
+
 #endif /* CLOUDSTREAM_APISERVER_H */

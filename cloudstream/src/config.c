@@ -454,6 +454,17 @@ static const struct st_opt options[] = {
          .help = "A CONNECT whose edge has not acknowledged its dial after this long is "
                  "answered 504 (kube-apiserver has no deadline of its own for the answer).",
          .since = "0.2"},
+        {.name = "front-door-pod-ips",
+         .type = ST_OPT_BOOL,
+         .offset = OFF(front_door_pod_ips),
+         .default_value = "false",
+         .help = "A CONNECT to an IP that is no connected node's is looked up as a pod IP "
+                 "(GET /api/v1/pods?fieldSelector=status.podIP=IP through --apiserver-url, "
+                 "cached for --pod-cache-ttl; needs list on pods): a running pod on an edge "
+                 "node is reached through that node's tunnel, where the edge's --pod-ports "
+                 "and --pod-cidr decide (webhooks and aggregated APIs served by pods on edge "
+                 "nodes). Off: such a CONNECT is answered 502.",
+         .since = "0.2"},
         {.name = "answer-timeout",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(answer_timeout_ms),

@@ -58,6 +58,7 @@ struct cs_config {
 	struct st_strlist front_door_allowed_subjects;
 	struct st_strlist front_door_kubelet_ports;
 	uint64_t front_door_dial_timeout_ms;
+	bool front_door_pod_ips; /* an IP no node has is looked up as a pod's (apiserver) */
 	uint64_t answer_timeout_ms, idle_timeout_ms;
 	uint64_t
 	        stall_timeout_ms; /* base protocol: a stream that pauses the tunnel and drains nothing */

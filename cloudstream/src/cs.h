@@ -134,6 +134,9 @@ extern const struct lws_protocols cs_door_protocols[2];
 struct st_text;
 void cs_door_metrics(struct st_text *t, const struct cs_server *srv);
 void cs_door_free(struct cs_server *srv);
+/* The pod-IP lookup for the front-door connection with @ordinal finished (@ok: the pod cache
+ * has the answer); that connection, if it is still there, routes its CONNECT again. */
+void cs_door_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
 
 /* ---- authz_req.c ----------------------------------------------------------------------- */
 /* Start-up: the secure default (refuses a stream port open to any certificate of its CA), the

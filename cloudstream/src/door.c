@@ -31,6 +31,7 @@
 #include <stream/log.h>
 #include <stream/loop.h>
 
+#include "apiserver.h"
 #include "cs.h"
 
 #define DOOR_IN_CAP            (CS_DOOR_MAX_HEAD_BYTES + 64u * 1024u)
@@ -39,6 +40,8 @@
 
 enum door_state {
 	DOOR_HEAD = 0, /* reading the CONNECT head; no stream */
+	DOOR_LOOKUP,   /* head read (ip, port); the apiserver is asked which pod has the IP; no
+	                * stream, nothing more is read */
 	DOOR_DIALING,  /* TCP_CONNECT sent, waiting for OPENED or ERROR; the deadline is armed; no
 	                * answer byte sent yet */
 	DOOR_RELAY,    /* 200 sent: bytes both ways until either side ends */
@@ -70,8 +73,9 @@ struct door_set {
 	uint16_t kubelet_ports[DOOR_MAX_KUBELET_PORTS];
 	size_t n_kubelet_ports;
 	struct lws_vhost *vh_tls, *vh_uds;
-	size_t open;   /* connections now */
-	size_t relays; /* of which in DOOR_RELAY */
+	struct door *all; /* every connection (list) */
+	size_t open;      /* connections now */
+	size_t relays;    /* of which in DOOR_RELAY */
 	uint64_t accepted, refused_tls;
 	uint64_t results[DOOR_R_COUNT];
 	uint64_t dial_ms_sum, dial_count; /* CONNECT to 200 */
@@ -98,6 +102,14 @@ struct door {
 	uint64_t to_edge, to_client;
 	int status; /* what the apiserver was answered, 0 before */
 	lws_sorted_usec_list_t sul_dial;
+	/* the CONNECT's target, once its head was read */
+	char ip[64];              /* an IP literal (canonical), or "" for a node name (in node) */
+	uint16_t port;            /* its port */
+	bool pod;                 /* the IP is a pod's (--front-door-pod-ips), on node */
+	bool looked_up;           /* the apiserver was asked about the IP already */
+	bool lookup_ok;           /* ... and answered */
+	uint64_t ordinal;         /* never reused: what the pod lookup's answer comes back to */
+	struct door *next, *prev; /* door_set.all */
 };
 
 static struct door_set *set_of(struct cs_server *srv)
@@ -361,13 +373,14 @@ static void on_dial_timeout(lws_sorted_usec_list_t *sul)
 struct payload_args {
 	enum cs_door_target target;
 	uint16_t port;
+	const char *pod_ip;
 };
 
 static ssize_t tcp_payload(uint64_t id, char *out, size_t cap, void *user)
 {
 	(void)id;
 	const struct payload_args *a = user;
-	return cs_door_payload((uint8_t *)out, cap, a->target, a->port);
+	return cs_door_payload((uint8_t *)out, cap, a->target, a->port, a->pod_ip);
 }
 
 /* Canonical text of an IP literal (the registry's keys are inet_ntop's), or false. */
@@ -387,41 +400,94 @@ static bool canonical_ip(const char *host, size_t len, char *out, size_t cap)
 	return false;
 }
 
-/* Which connected node @req names; NULL after failing the connection. */
-static struct cs_tunnel *resolve(struct door *d, const struct cs_door_req *req)
+/* d->ip is no connected node's: with --front-door-pod-ips, the node of the pod that has it
+ * (the pod cache, else a lookup through the apiserver: NULL with the door in DOOR_LOOKUP).
+ * NULL after failing the connection. Sets d->pod when it found one. */
+static struct cs_tunnel *resolve_pod(struct door *d)
 {
 	struct cs_server *srv = d->srv;
 	char why[CS_DOOR_MAX_REASON_BYTES];
-	if (req->host_is_ip) {
-		char ip[64];
-		if (!canonical_ip(req->host, req->host_len, ip, sizeof ip)) {
-			fail(d, 400, DOOR_R_BAD_REQUEST,
-			     "malformed IP address in the CONNECT target");
+	const char *ns = CS_DOOR_POD_IP_NS;
+	if (!srv->cfg.front_door_pod_ips || srv->pods == NULL) {
+		snprintf(why, sizeof why,
+		         "no edge node connected to this cloudstream has IP %s (not a node address "
+		         "cloudstream knows)",
+		         d->ip);
+		fail(d, 502, DOOR_R_NO_ROUTE, why);
+		return NULL;
+	}
+	if (strchr(d->ip, ':') != NULL) {
+		snprintf(why, sizeof why,
+		         "IP %s is no connected edge node's, and pods are reached over IPv4 only",
+		         d->ip);
+		fail(d, 502, DOOR_R_NO_ROUTE, why);
+		return NULL;
+	}
+	const char *node = NULL;
+	size_t node_len = 0;
+	int rc = cs_podcache_get(srv->pods, ns, strlen(ns), d->ip, strlen(d->ip), cs_now_ms(),
+	                         &node, &node_len);
+	if (rc == 0 && !d->looked_up) {
+		d->looked_up = true;
+		if (cs_pod_ip_lookup_start(srv, d->ordinal, d->ip) == 0) {
+			d->state = DOOR_LOOKUP;
 			return NULL;
 		}
+		d->lookup_ok = false;
+	}
+	if (rc == 0) {
+		snprintf(why, sizeof why,
+		         "IP %s is no connected edge node's, and cloudstream could not ask the "
+		         "apiserver which pod has it",
+		         d->ip);
+		fail(d, 502, DOOR_R_NO_ROUTE, why);
+		return NULL;
+	}
+	if (rc < 0) {
+		snprintf(why, sizeof why,
+		         "no edge node connected to this cloudstream and no running pod has IP %s",
+		         d->ip);
+		fail(d, 502, DOOR_R_NO_ROUTE, why);
+		return NULL;
+	}
+	snprintf(d->node, sizeof d->node, "%.*s", (int)node_len, node);
+	struct cs_tunnel *t = cs_registry_get(srv->reg, node, node_len);
+	if (t == NULL) {
+		snprintf(why, sizeof why,
+		         "pod IP %s is on node %s, which is not connected to this cloudstream (no "
+		         "tunnel session)",
+		         d->ip, d->node);
+		fail(d, 503, DOOR_R_NO_SESSION, why);
+		return NULL;
+	}
+	d->pod = true;
+	return t;
+}
+
+/* Which connected node the CONNECT names; NULL after failing the connection, or while the
+ * apiserver is asked about a pod IP (DOOR_LOOKUP). */
+static struct cs_tunnel *resolve(struct door *d)
+{
+	struct cs_server *srv = d->srv;
+	char why[CS_DOOR_MAX_REASON_BYTES];
+	if (d->ip[0]) {
 		const char *node = NULL;
-		struct cs_tunnel *t = cs_registry_get_by_ip(srv->reg, ip, strlen(ip), &node);
+		struct cs_tunnel *t = cs_registry_get_by_ip(srv->reg, d->ip, strlen(d->ip), &node);
 		if (t != NULL)
 			return t;
 		const char *owners[2];
-		if (cs_registry_ip_owners(srv->reg, ip, strlen(ip), owners, 2) >= 2) {
+		if (cs_registry_ip_owners(srv->reg, d->ip, strlen(d->ip), owners, 2) >= 2) {
 			snprintf(why, sizeof why,
 			         "IP %s is shared by edge nodes %.100s and %.100s; cloudstream "
 			         "cannot "
 			         "tell which one (address the node by name)",
-			         ip, owners[0], owners[1]);
+			         d->ip, owners[0], owners[1]);
 			fail(d, 502, DOOR_R_NO_ROUTE, why);
 			return NULL;
 		}
-		snprintf(why, sizeof why,
-		         "no edge node connected to this cloudstream has IP %s (not a node "
-		         "address cloudstream knows)",
-		         ip);
-		fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
+		return resolve_pod(d);
 	}
-	snprintf(d->node, sizeof d->node, "%.*s", (int)req->host_len, req->host);
-	struct cs_tunnel *t = cs_registry_get(srv->reg, req->host, req->host_len);
+	struct cs_tunnel *t = cs_registry_get(srv->reg, d->node, strlen(d->node));
 	if (t == NULL) {
 		snprintf(why, sizeof why,
 		         "edge node %s is not connected to this cloudstream (no tunnel session)",
@@ -431,14 +497,13 @@ static struct cs_tunnel *resolve(struct door *d, const struct cs_door_req *req)
 	return t;
 }
 
-static void start(struct door *d, const struct cs_door_req *req)
+/* The CONNECT's head was parsed into the door (ip or node, port): route it and open its
+ * stream. Runs again once a pod lookup is answered. */
+static void start(struct door *d)
 {
 	struct cs_server *srv = d->srv;
 	struct door_set *ds = set_of(srv);
 	char why[CS_DOOR_MAX_REASON_BYTES];
-	bool v6 = req->host_is_ip && memchr(req->host, ':', req->host_len) != NULL;
-	snprintf(d->target, sizeof d->target, "%s%.*s%s:%u", v6 ? "[" : "", (int)req->host_len,
-	         req->host, v6 ? "]" : "", req->port);
 	if (d->refused) {
 		snprintf(why, sizeof why,
 		         "client certificate CN \"%s\" is not in --front-door-allowed-subjects",
@@ -450,7 +515,7 @@ static void start(struct door *d, const struct cs_door_req *req)
 		fail(d, 503, DOOR_R_DRAINING, "cloudstream is shutting down; retry");
 		return;
 	}
-	struct cs_tunnel *t = resolve(d, req);
+	struct cs_tunnel *t = resolve(d);
 	if (t == NULL)
 		return;
 	snprintf(d->node, sizeof d->node, "%s", cs_tunnel_node(t));
@@ -459,22 +524,29 @@ static void start(struct door *d, const struct cs_door_req *req)
 		if (caps == 0)
 			snprintf(why, sizeof why,
 			         "edge node %s speaks KubeEdge's base protocol, which cannot carry "
-			         "raw TCP: the front door needs edgestream there (use the DNAT "
-			         "entry "
-			         "for this node)",
+			         "raw "
+			         "TCP: the front door needs edgestream there (use the DNAT entry "
+			         "for "
+			         "this node)",
 			         d->node);
 		else
 			snprintf(why, sizeof why,
 			         "edge node %s's edgestream cannot carry front-door tunnels (no "
-			         "'tcp' and 'opened' extensions): upgrade it",
+			         "'tcp' "
+			         "and 'opened' extensions): upgrade it",
 			         d->node);
 		fail(d, 502, DOOR_R_BASE_EDGE, why);
 		return;
 	}
-	struct payload_args pa = {.target = CS_DOOR_TARGET_PORT, .port = req->port};
-	for (size_t i = 0; i < ds->n_kubelet_ports; i++)
-		if (ds->kubelet_ports[i] == req->port)
-			pa.target = CS_DOOR_TARGET_KUBELET;
+	struct payload_args pa = {.target = CS_DOOR_TARGET_PORT, .port = d->port};
+	if (d->pod) {
+		pa.target = CS_DOOR_TARGET_POD;
+		pa.pod_ip = d->ip;
+	} else {
+		for (size_t i = 0; i < ds->n_kubelet_ports; i++)
+			if (ds->kubelet_ports[i] == d->port)
+				pa.target = CS_DOOR_TARGET_KUBELET;
+	}
 	char msg[512];
 	int rc = cs_stream_open(t, &d->ep, ST_MSG_TCP_CONNECT, tcp_payload, &pa, msg, sizeof msg);
 	if (rc == -ENOSPC || rc == -EAGAIN) {
@@ -490,8 +562,28 @@ static void start(struct door *d, const struct cs_door_req *req)
 	d->state = DOOR_DIALING;
 	lws_sul_schedule(srv->ctx, 0, &d->sul_dial, on_dial_timeout,
 	                 (lws_usec_t)srv->cfg.front_door_dial_timeout_ms * LWS_US_PER_MS);
+	static const char *const kinds[] = {"kubelet", "port", "pod"};
 	st_log(ST_LOG_DEBUG, d->node, d->ep.sid, "front door: CONNECT %s -> TCP_CONNECT %s",
-	       d->target, pa.target == CS_DOOR_TARGET_KUBELET ? "kubelet" : "port");
+	       d->target, kinds[pa.target]);
+	push_in(d); /* what came after the head (nothing, from kube-apiserver) */
+}
+
+/* The head's target into the door; false after failing the connection. */
+static bool take_target(struct door *d, const struct cs_door_req *req)
+{
+	bool v6 = req->host_is_ip && memchr(req->host, ':', req->host_len) != NULL;
+	snprintf(d->target, sizeof d->target, "%s%.*s%s:%u", v6 ? "[" : "", (int)req->host_len,
+	         req->host, v6 ? "]" : "", req->port);
+	d->port = req->port;
+	if (!req->host_is_ip) {
+		snprintf(d->node, sizeof d->node, "%.*s", (int)req->host_len, req->host);
+		return true;
+	}
+	if (!canonical_ip(req->host, req->host_len, d->ip, sizeof d->ip)) {
+		fail(d, 400, DOOR_R_BAD_REQUEST, "malformed IP address in the CONNECT target");
+		return false;
+	}
+	return true;
 }
 
 static void process(struct door *d)
@@ -511,11 +603,29 @@ static void process(struct door *d)
 			return;
 		}
 		d->started_ms = cs_now_ms();
-		start(d, &req); /* copies what it keeps of the head */
+		bool ok = take_target(d, &req); /* copies what it keeps of the head */
 		in_consume(d, (size_t)n);
 		lws_set_timeout(d->wsi, NO_PENDING_TIMEOUT, 0);
+		if (ok)
+			start(d);
+		return;
 	}
 	push_in(d);
+}
+
+void cs_door_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok)
+{
+	struct door_set *ds = set_of(srv);
+	for (struct door *d = ds ? ds->all : NULL; d; d = d->next)
+		if (d->ordinal == ordinal) {
+			if (d->state != DOOR_LOOKUP)
+				return;
+			d->state = DOOR_HEAD; /* start() moves it on */
+			d->lookup_ok = ok;
+			start(d);
+			update_rx(d);
+			return;
+		}
 }
 
 static int door_rx(struct door *d, const uint8_t *p, size_t len)
@@ -602,6 +712,11 @@ static struct door *door_new(struct cs_server *srv, struct lws *wsi, bool uds)
 	d->srv = srv;
 	d->wsi = wsi;
 	d->uds = uds;
+	d->ordinal = ++srv->next_ordinal;
+	d->next = ds->all;
+	if (ds->all)
+		ds->all->prev = d;
+	ds->all = d;
 	d->started_ms = cs_now_ms();
 	/* The edge sends no more than the stream's window; our 200 and one more read fit too. */
 	st_buf_init(&d->out, (size_t)srv->cfg.stream_window_bytes + ST_MAX_MESSAGE_BYTES + 4096);
@@ -631,6 +746,12 @@ static void door_closed(struct door *d)
 	st_buf_cleanup(&d->out);
 	free(d->in);
 	ds->open--;
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		ds->all = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
 	struct cs_server *srv = d->srv;
 	free(d);
 	cs_maybe_finish_drain(srv);

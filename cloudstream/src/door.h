@@ -75,11 +75,28 @@ int cs_door_error_status(uint64_t code);
 enum cs_door_target {
 	CS_DOOR_TARGET_KUBELET = 0, /* the node's kubelet: target "kubelet", the port unused */
 	CS_DOOR_TARGET_PORT = 1,    /* a port on the node: the edge's --local-port decides */
+	CS_DOOR_TARGET_POD = 2,     /* a pod IP (dotted IPv4) on the node: its --pod-ports decide */
 };
 
-/* cs_door_payload() - the TCP_CONNECT payload for @target and @port into @out. Its length, or
- * -EMSGSIZE/-EINVAL (st_ext_tcp_connect_encode). */
-ssize_t cs_door_payload(uint8_t *out, size_t cap, enum cs_door_target target, uint16_t port);
+/* cs_door_payload() - the TCP_CONNECT payload for @target and @port into @out (@pod_ip, the
+ * dotted IPv4 address, for CS_DOOR_TARGET_POD; else unused). Its length, or -EMSGSIZE/-EINVAL
+ * (st_ext_tcp_connect_encode; -EINVAL also for a pod target without an address). */
+ssize_t cs_door_payload(uint8_t *out, size_t cap, enum cs_door_target target, uint16_t port,
+                        const char *pod_ip);
+
+/* The pod cache's namespace for pod IPs (a name no namespace can have): the key is
+ * CS_DOOR_POD_IP_NS "/" <ip>. */
+#define CS_DOOR_POD_IP_NS "@pod-ip"
+
+/*
+ * cs_door_pod_node() - the node of the pod with IP @ip in a PodList (@json, @len bytes: the
+ * answer to GET /api/v1/pods?fieldSelector=status.podIP=<ip>): the first pod whose
+ * status.podIP is @ip, that is not hostNetwork (its IP is its node's) and has not ended
+ * (phase Succeeded or Failed: its IP may be another pod's now), with a spec.nodeName.
+ * Returns 1 with the name in @node (@cap bytes, NUL-terminated), 0 when no pod qualifies,
+ * -EBADMSG when @json is not a PodList, -EMSGSIZE for a name over @cap.
+ */
+int cs_door_pod_node(const char *json, size_t len, const char *ip, char *node, size_t cap);
 
 /* cs_door_ports_parse() - "10250", a kubelet port of --front-door-kubelet-ports: 0 and
  * *@port, or -EINVAL. */

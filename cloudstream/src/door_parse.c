@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include <stream/ext.h>
 #include <stream/http.h>
 
@@ -159,14 +161,80 @@ int cs_door_error_status(uint64_t code)
 	}
 }
 
-ssize_t cs_door_payload(uint8_t *out, size_t cap, enum cs_door_target target, uint16_t port)
+ssize_t cs_door_payload(uint8_t *out, size_t cap, enum cs_door_target target, uint16_t port,
+                        const char *pod_ip)
 {
 	struct st_ext_tcp_connect tc = {.port = port};
 	if (target == CS_DOOR_TARGET_KUBELET) {
 		tc.target = "kubelet";
 		tc.target_len = 7;
+	} else if (target == CS_DOOR_TARGET_POD) {
+		if (pod_ip == NULL || !ipv4_literal(pod_ip, strlen(pod_ip)))
+			return -EINVAL; /* the edge takes dotted IPv4 targets only */
+		tc.target = pod_ip;
+		tc.target_len = strlen(pod_ip);
 	}
 	return st_ext_tcp_connect_encode(out, cap, &tc);
+}
+
+/* @o's member @key as a string, or NULL. */
+static const char *member_string(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+int cs_door_pod_node(const char *json, size_t len, const char *ip, char *node, size_t cap)
+{
+	if (len > INT32_MAX)
+		return -EBADMSG;
+	struct json_tokener *tok = json_tokener_new_ex(16);
+	if (tok == NULL)
+		return -EBADMSG;
+	struct json_object *list = json_tokener_parse_ex(tok, json, (int)len);
+	bool complete = json_tokener_get_error(tok) == json_tokener_success;
+	size_t end = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	while (complete && end < len &&
+	       (json[end] == ' ' || json[end] == '\n' || json[end] == '\r' || json[end] == '\t'))
+		end++;
+	complete = complete && end == len; /* nothing after the object */
+	struct json_object *items;
+	int rc = -EBADMSG;
+	if (list == NULL || !complete || !json_object_is_type(list, json_type_object) ||
+	    !json_object_object_get_ex(list, "items", &items) ||
+	    !json_object_is_type(items, json_type_array))
+		goto out;
+	rc = 0;
+	for (size_t i = 0; i < json_object_array_length(items); i++) {
+		struct json_object *pod = json_object_array_get_idx(items, i), *spec, *st, *hn;
+		if (!json_object_is_type(pod, json_type_object) ||
+		    !json_object_object_get_ex(pod, "spec", &spec) ||
+		    !json_object_object_get_ex(pod, "status", &st))
+			continue;
+		const char *pip = member_string(st, "podIP");
+		const char *phase = member_string(st, "phase");
+		const char *name = member_string(spec, "nodeName");
+		if (pip == NULL || strcmp(pip, ip) != 0 || name == NULL || name[0] == '\0')
+			continue;
+		if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
+			continue;
+		if (json_object_object_get_ex(spec, "hostNetwork", &hn) &&
+		    json_object_get_boolean(hn))
+			continue;
+		if (strlen(name) >= cap) {
+			rc = -EMSGSIZE;
+			goto out;
+		}
+		memcpy(node, name, strlen(name) + 1);
+		rc = 1;
+		break;
+	}
+out:
+	json_object_put(list);
+	return rc;
 }
 
 int cs_door_port_parse(const char *s, uint16_t *port)

@@ -522,6 +522,11 @@ int main(int argc, char **argv)
 	     check_files("front-door-client-ca", srv.cfg.front_door_client_ca, NULL) < 0) ||
 	    cs_door_setup(&srv) < 0)
 		goto out_config;
+	if (srv.cfg.front_door_pod_ips &&
+	    (srv.cfg.apiserver_url == NULL || srv.cfg.apiserver_url[0] == '\0')) {
+		st_err("--front-door-pod-ips needs --apiserver-url (pods are looked up there)");
+		goto out_config;
+	}
 	set_replica(&srv);
 	/* tcp and opened: front-door tunnels (door.h), 200 only once the edge's dial worked. */
 	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |

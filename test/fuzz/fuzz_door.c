@@ -1,7 +1,9 @@
-/* Fuzz target: the front door's CONNECT head parser (cloudstream/src/door.h). A head it
- * accepts must lie within the input, name a host within the limits and a port 1..65535, and an
- * error must carry one of the statuses the header names; the answer for any reason phrase
- * must be a single status line (no CR or LF inside it). */
+/* Fuzz target: the front door's pure part (cloudstream/src/door.h). The CONNECT head parser: a
+ * head it accepts must lie within the input, name a host within the limits and a port
+ * 1..65535, and an error must carry one of the statuses the header names; the answer for any
+ * reason phrase must be a single status line (no CR or LF inside it). The same bytes as a
+ * PodList (cs_door_pod_node): a node it names is NUL-terminated within its buffer. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,5 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *cr = memchr(out, '\r', (size_t)a);
 	if (eol == NULL || cr == NULL || cr + 1 != eol)
 		abort(); /* the status line ends at the first CR LF, nowhere earlier */
+	char node[16];
+	int found = cs_door_pod_node((const char *)data, size, "10.0.0.1", node, sizeof node);
+	if (found == 1 && (node[0] == '\0' || memchr(node, '\0', sizeof node) == NULL))
+		abort();
+	if (found != 1 && found != 0 && found != -EBADMSG && found != -EMSGSIZE)
+		abort();
 	return 0;
 }

@@ -480,7 +480,107 @@ def stall():
         close_env(c.env, failed)
 
 
-GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors], "stall": [stall]}
+# ---- pod IPs (--front-door-pod-ips, the edge's --pod-ports) ---------------------------------
+
+POD_IP = "127.0.0.21"        # a pod on edge-1, inside its --pod-cidr
+POD_IP_AWAY = "127.0.0.22"   # a pod on edge-2, which has no tunnel
+POD_IP_ENDED = "127.0.0.23"  # a pod that ended: its IP is nobody's now
+POD_IP_OUTSIDE = "127.0.0.40"  # a pod on edge-1 per the apiserver, outside the edge's CIDR
+
+
+def pods():
+    """Webhooks and aggregated APIs on edge pods: the apiserver CONNECTs to the pod IP, cloudstream
+    asks the apiserver which pod has it, and the pod's edge dials it only on --pod-ports inside
+    --pod-cidr."""
+    sys.path.insert(0, PEERS)
+    from kube_reviews import KubeReviews
+    env = Env("door-pods", nodes=("edge-1", "edge-2"))
+    kube = None
+    failed = True
+    trap = None
+    try:
+        mint_pki(env)
+        env.mint("server", "--ca", env.path("kubelet-ca"), "--out", env.path("webhook"),
+                 "--cn", "webhook.default.svc", "--ip", POD_IP, "--force")
+        ready = os.path.join(env.dir, "webhook.ready")
+        webhook, text = env.start("webhook", [
+            PY, os.path.join(PEERS, "fake_kubelet.py"), "--listen", "%s:0" % POD_IP,
+            "--cert", env.path("webhook.crt"), "--key", env.path("webhook.key"),
+            "--client-ca", env.path("kubelet-ca.crt"), "--ready-file", ready], ready)
+        port = int(text.strip())
+        # A listener outside the edge's pod CIDR, on the same port: it must never be dialled.
+        trap = socket.socket()
+        trap.bind((POD_IP_OUTSIDE, port))
+        trap.listen(8)
+        trap.setblocking(False)
+        token_file = os.path.join(env.dir, "token")
+        with open(token_file, "w") as f:
+            f.write("cloudstream-sa-token\n")
+        kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
+                           "cloudstream-sa-token", pod_ips={
+                               POD_IP: [{"namespace": "default", "name": "webhook",
+                                         "nodeName": "edge-1"}],
+                               POD_IP_AWAY: [{"namespace": "default", "name": "far",
+                                              "nodeName": "edge-2"}],
+                               POD_IP_ENDED: [{"namespace": "default", "name": "done",
+                                               "nodeName": "edge-1", "phase": "Succeeded"}],
+                               POD_IP_OUTSIDE: [{"namespace": "default", "name": "odd",
+                                                 "nodeName": "edge-1"}]})
+        c = Chain.__new__(Chain)  # the chain by hand: the apiserver stand-in comes first
+        c.env = env
+        c.sock_path = env.sock("front-door.sock")
+        c.kubelet = start_kubelet_for_node(env)
+        c.cloud = start_cloudstream(env, extra=[
+            "--front-door-socket", c.sock_path, "--front-door-pod-ips",
+            "--apiserver-url", kube.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
+            "--apiserver-token-file", token_file])
+        c.door_port = 0
+        c.edge = start_edgestream(env, c.cloud, c.kubelet, node="edge-1", extra=[
+            "--pod-ports", str(port), "--pod-cidr", "127.0.0.16/28"])
+        c.wait_node(NODE_IP)
+        # The pod, end to end: the webhook stand-in verifies the apiserver's certificate.
+        status, reason, took, s = connect(c, POD_IP, port, via="uds")
+        check(status == 200, "CONNECT pod: %d %s" % (status, reason))
+        print("     %-24s 200 after a pod lookup (%.1f ms)" % ("%s:%d" % (POD_IP, port),
+                                                              took * 1000))
+        t = kubelet_tls(c, s, POD_IP)
+        st, _, body = get(t, "/whoami")
+        check(st == 200 and b'"cn": "kube-apiserver-kubelet-client"' in body, "pod saw %r" % body)
+        t.close()
+        # Cached: the next CONNECT asks nothing.
+        expect_uds = lambda host, p, code, words: expect(c, host, p, code, words, via="uds")
+        status, reason, took, s = connect(c, POD_IP, port, via="uds")
+        s.close()
+        check(status == 200 and took < 0.1, "cached pod CONNECT: %d in %.0f ms" % (
+            status, took * 1000))
+        asked = [k for kind, k in kube.calls if kind == "PodIP"]
+        check(asked == ["status.podIP=%s" % POD_IP], "apiserver asked %r" % asked)
+        # Refusals: another port, a pod on a node without a tunnel, an ended pod, an address
+        # outside the edge's pod CIDR.
+        expect_uds(POD_IP, port + 1 if port < 65535 else port - 1, 502,
+                   ["edge node edge-1", "refused", "is not in this node's --pod-ports"])
+        connect(c, POD_IP_AWAY, port, via="uds")[3].close()  # the lookup
+        expect_uds(POD_IP_AWAY, port, 503, ["pod IP %s is on node edge-2" % POD_IP_AWAY,
+                                            "not connected"])
+        connect(c, POD_IP_ENDED, port, via="uds")[3].close()
+        expect_uds(POD_IP_ENDED, port, 502, ["no running pod has IP %s" % POD_IP_ENDED])
+        connect(c, POD_IP_OUTSIDE, port, via="uds")[3].close()
+        expect_uds(POD_IP_OUTSIDE, port, 502, ["refused", "is not in this node's --pod-cidr"])
+        try:
+            trap.accept()
+            raise Fail("an address outside the pod CIDR was dialled")
+        except BlockingIOError:
+            pass
+        failed = False
+    finally:
+        if trap:
+            trap.close()
+        if kube:
+            kube.close()
+        close_env(env, failed)
+
+
+GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors], "stall": [stall], "pods": [pods]}
 
 if __name__ == "__main__":
     group = sys.argv[1] if len(sys.argv) > 1 else None

@@ -6,6 +6,7 @@ run time, the caller authenticated by a bearer token).
     POST /apis/authentication.k8s.io/v1/tokenreviews       TokenReview (201)
     POST /apis/authorization.k8s.io/v1/subjectaccessreviews SubjectAccessReview (201)
     GET  /api/v1/namespaces/NS/pods/NAME                    a Pod with spec.nodeName (200/404)
+    GET  /api/v1/pods?fieldSelector=status.podIP=IP         a PodList of the pods with that IP
     POST /api/v1/namespaces/NS/events                       a core/v1 Event (201)
     PATCH /api/v1/namespaces/NS/events/NAME                 a strategic-merge patch of it (200)
     GET  /api/v1/namespaces/NS/events                       an EventList
@@ -76,7 +77,8 @@ def status(code, reason, message, details=None):
 
 class KubeReviews:
     def __init__(self, cert, key, caller_token, tokens=None, rules=None, pods=None, csr=None,
-                 caller_user=None, caller_can_approve=False, listen="127.0.0.1"):
+                 caller_user=None, caller_can_approve=False, listen="127.0.0.1",
+                 pod_ips=None):
         self.caller_token = caller_token
         self.csr = csr
         self.caller_user = caller_user or {
@@ -86,6 +88,10 @@ class KubeReviews:
         self.tokens = dict(tokens or {})
         self.rules = list(rules or [])
         self.pods = dict(pods or {})
+        # GET /api/v1/pods?fieldSelector=status.podIP=IP: IP -> [{"namespace", "name",
+        # "nodeName", "phase", "hostNetwork"}] (more than one: a pod that ended and one that
+        # got its IP since)
+        self.pod_ips = dict(pod_ips or {})
         self.calls = []  # (kind, key) per review, in order
         self.user_agents = set()  # every User-Agent a request came with
         self.events = {}  # (namespace, name) -> Event
@@ -202,6 +208,24 @@ class KubeReviews:
                 if r is not None:
                     if r:
                         self.answer(*r)
+                    return
+                if parts == ["api", "v1", "pods"]:
+                    sel = query.get("fieldSelector", "")
+                    if not sel.startswith("status.podIP="):
+                        self.answer(*status(400, "BadRequest", "unsupported field selector"))
+                        return
+                    with outer.lock:
+                        outer.calls.append(("PodIP", sel))
+                    items = [{"kind": "Pod", "apiVersion": "v1",
+                              "metadata": {"name": p["name"], "namespace": p["namespace"]},
+                              "spec": {"nodeName": p["nodeName"],
+                                       "hostNetwork": p.get("hostNetwork", False)},
+                              "status": {"phase": p.get("phase", "Running"),
+                                         "podIP": sel[len("status.podIP="):]}}
+                             for p in outer.pod_ips.get(sel[len("status.podIP="):], [])]
+                    self.answer(200, {"kind": "PodList", "apiVersion": "v1",
+                                      "metadata": {"resourceVersion": str(outer.rv)},
+                                      "items": items})
                     return
                 if len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and \
                         parts[4] == "pods" and (parts[3], parts[5]) in outer.pods:

@@ -182,18 +182,82 @@ static void test_cs_door_payload(void **state)
 	uint8_t out[32];
 	/* port 10250 as a uvarint (8a 50), then "kubelet" */
 	const uint8_t kubelet[] = {0x8a, 0x50, 'k', 'u', 'b', 'e', 'l', 'e', 't'};
-	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_KUBELET, 10250),
+	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_KUBELET, 10250, NULL),
 	                 (ssize_t)sizeof kubelet);
 	assert_memory_equal(out, kubelet, sizeof kubelet);
 	struct st_ext_tcp_connect tc;
 	assert_int_equal(st_ext_tcp_connect_decode(out, sizeof kubelet, &tc), 0);
 	assert_true(tc.port == 10250 && tc.target_len == 7);
 	const uint8_t port[] = {0xd6, 0x47};
-	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_PORT, 9174),
+	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_PORT, 9174, NULL),
 	                 (ssize_t)sizeof port);
 	assert_memory_equal(out, port, sizeof port);
-	assert_true(cs_door_payload(out, 1, CS_DOOR_TARGET_PORT, 9174) < 0);
-	assert_true(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_PORT, 0) < 0);
+	assert_true(cs_door_payload(out, 1, CS_DOOR_TARGET_PORT, 9174, NULL) < 0);
+	assert_true(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_PORT, 0, NULL) < 0);
+}
+
+static void test_cs_door_payload__pod(void **state)
+{
+	(void)state;
+	uint8_t out[32];
+	/* 8443 = fb 41, then the pod's address as the target */
+	const uint8_t pod[] = {0xfb, 0x41, '1', '0', '.', '2', '4', '4', '.', '3', '.', '7'};
+	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_POD, 8443, "10.244.3.7"),
+	                 (ssize_t)sizeof pod);
+	assert_memory_equal(out, pod, sizeof pod);
+	/* Only a dotted IPv4 address: the edge's target grammar has no ':' */
+	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_POD, 8443, "fd00::7"),
+	                 -EINVAL);
+	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_POD, 8443, NULL), -EINVAL);
+	assert_int_equal(cs_door_payload(out, sizeof out, CS_DOOR_TARGET_POD, 8443, "kubelet"),
+	                 -EINVAL);
+}
+
+static int pod_node(const char *json, const char *ip, char *node, size_t cap)
+{
+	return cs_door_pod_node(json, strlen(json), ip, node, cap);
+}
+
+static void test_cs_door_pod_node(void **state)
+{
+	(void)state;
+	char node[64];
+	/* kube-apiserver's PodList for fieldSelector=status.podIP=10.244.3.7: an ended pod that
+	 * had the IP, a hostNetwork one (its IP is its node's), then the running one. */
+	const char *list = "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{},\"items\":["
+	                   "{\"metadata\":{\"name\":\"old\"},\"spec\":{\"nodeName\":\"n1\"},"
+	                   "\"status\":{\"phase\":\"Succeeded\",\"podIP\":\"10.244.3.7\"}},"
+	                   "{\"metadata\":{\"name\":\"hn\"},\"spec\":{\"nodeName\":\"n2\","
+	                   "\"hostNetwork\":true},\"status\":{\"phase\":\"Running\",\"podIP\":\"10."
+	                   "244.3.7\"}},"
+	                   "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"nodeName\":\"edge-7\"},"
+	                   "\"status\":{\"phase\":\"Running\",\"podIP\":\"10.244.3.7\"}}]}";
+	assert_int_equal(pod_node(list, "10.244.3.7", node, sizeof node), 1);
+	assert_string_equal(node, "edge-7");
+	/* Another IP in the answer (a selector the server ignored) is no match. */
+	assert_int_equal(pod_node(list, "10.244.3.8", node, sizeof node), 0);
+	/* The name must fit. */
+	assert_int_equal(pod_node(list, "10.244.3.7", node, 6), -EMSGSIZE);
+	assert_int_equal(pod_node(list, "10.244.3.7", node, 7), 1);
+	/* None, a pod not scheduled yet, and no phase at all (counted as live). */
+	assert_int_equal(
+	        pod_node("{\"kind\":\"PodList\",\"items\":[]}", "1.2.3.4", node, sizeof node), 0);
+	assert_int_equal(pod_node("{\"items\":[{\"spec\":{},\"status\":{\"podIP\":\"1.2.3.4\"}}]}",
+	                          "1.2.3.4", node, sizeof node),
+	                 0);
+	assert_int_equal(pod_node("{\"items\":[{\"spec\":{\"nodeName\":\"a\"},\"status\":"
+	                          "{\"podIP\":\"1.2.3.4\"}}]}",
+	                          "1.2.3.4", node, sizeof node),
+	                 1);
+	/* Not a PodList. */
+	static const char *const bad[] = {
+	        "", "[]", "{}", "{\"items\":{}}", "{\"items\":[", "nul", "{\"items\":[]} x"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		assert_int_equal(pod_node(bad[i], "1.2.3.4", node, sizeof node), -EBADMSG);
+	/* Odd items are skipped. */
+	assert_int_equal(pod_node("{\"items\":[1,\"x\",{\"spec\":1,\"status\":{}}]}", "1.2.3.4",
+	                          node, sizeof node),
+	                 0);
 }
 
 static void test_cs_door_port_parse(void **state)
@@ -219,6 +283,8 @@ int main(void)
 	        cmocka_unit_test(test_cs_door_answer),
 	        cmocka_unit_test(test_cs_door_error_status),
 	        cmocka_unit_test(test_cs_door_payload),
+	        cmocka_unit_test(test_cs_door_payload__pod),
+	        cmocka_unit_test(test_cs_door_pod_node),
 	        cmocka_unit_test(test_cs_door_port_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
