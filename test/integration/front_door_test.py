@@ -64,7 +64,7 @@ def start_kubelet_for_node(env, name="kubelet"):
 class Chain:
     """cloudstream (front door on TLS and a unix socket) + edgestream + kubelet stand-in."""
 
-    def __init__(self, tag, edge_extra=(), cloud_extra=()):
+    def __init__(self, tag, edge_extra=(), cloud_extra=(), dial_timeout="3s"):
         self.env = Env(tag, nodes=("edge-1", "edge-2"))
         env = self.env
         mint_pki(env)
@@ -76,7 +76,7 @@ class Chain:
             "--front-door-key", env.path("front-door.key"),
             "--front-door-client-ca", env.path("egress-ca.crt"),
             "--front-door-allowed-subjects", "kube-apiserver-egress",
-            "--front-door-dial-timeout", "3s"] + list(cloud_extra))
+            "--front-door-dial-timeout", dial_timeout] + list(cloud_extra))
         self.door_port = self.cloud.ports["front_door"]
         self.edge = start_edgestream(env, self.cloud, self.kubelet, node="edge-1",
                                      extra=list(edge_extra))
@@ -419,6 +419,55 @@ def errors():
         close_env(c.env, failed)
 
 
+def timeouts():
+    """A dial that hangs on the edge gets the edge's 504 at its --backend-dial-timeout; an edge
+    that says nothing at all gets cloudstream's 504 at --front-door-dial-timeout: never an
+    unanswered CONNECT (kube-apiserver would wait forever)."""
+    # A listener whose accept queue is full: the kernel drops further SYNs, so a dial hangs.
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    hole_port = hole.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", hole_port))
+    c = Chain("door-timeouts", dial_timeout="600ms",
+              edge_extra=["--local-port", "hole=%d" % hole_port,
+                          "--backend-dial-timeout", "300ms"])
+    failed = True
+    try:
+        status, reason, took, s = connect(c, NODE_IP, hole_port, via="uds")
+        s.close()
+        print("     %-24s %d %s  (%.0f ms)" % ("%s:%d" % (NODE_IP, hole_port), status, reason,
+                                              took * 1000))
+        check(status == 504 and "edge node edge-1: timeout" in reason, "hung dial: %d %s" % (
+            status, reason))
+        check(0.25 < took < 0.59, "the edge's dial timeout answered after %.0f ms" % (
+            took * 1000))
+        # The edge stops answering altogether (SIGSTOP): cloudstream's own deadline.
+        import signal
+        c.edge.send_signal(signal.SIGSTOP)
+        try:
+            status, reason, took, s = connect(c, NODE_IP, KUBELET_PORT, via="uds")
+            s.close()
+        finally:
+            c.edge.send_signal(signal.SIGCONT)
+        print("     %-24s %d %s  (%.0f ms)" % ("%s:%d" % (NODE_IP, KUBELET_PORT), status, reason,
+                                              took * 1000))
+        check(status == 504 and "did not answer the dial within 600 ms" in reason,
+              "silent edge: %d %s" % (status, reason))
+        check(0.55 < took < 1.5, "cloudstream's dial timeout answered after %.0f ms" % (
+            took * 1000))
+        # The edge, awake again, serves the next CONNECT.
+        t = tunnel(c, "uds")
+        status, _, body = get(t, "/healthz")
+        check(status == 200 and body == b"ok", "after SIGCONT: %d %r" % (status, body))
+        t.close()
+        failed = False
+    finally:
+        filler.close()
+        hole.close()
+        close_env(c.env, failed)
+
+
 # ---- a stalled CONNECT does not slow the active one ---------------------------------------
 
 def throughput(chain, n):
@@ -580,7 +629,8 @@ def pods():
         close_env(env, failed)
 
 
-GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors], "stall": [stall], "pods": [pods]}
+GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors, timeouts], "stall": [stall],
+          "pods": [pods]}
 
 if __name__ == "__main__":
     group = sys.argv[1] if len(sys.argv) > 1 else None
