@@ -322,10 +322,324 @@ def group_join():
         h.close_env(env, failed)
 
 
+# ---- rotation ----------------------------------------------------------------------------------
+
+def edge_metric(edge, name, labels=""):
+    want = name + ("{%s}" % labels if labels else "")
+    s = socket.create_connection(("127.0.0.1", edge.ports["admin"]), timeout=5)
+    s.sendall(h.head("GET", "/metrics", [("Host", "x")]))
+    status, hdrs, rest = h.read_head(s)
+    text = h.read_body(s, hdrs, rest).decode()
+    s.close()
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[1])
+    raise h.Fail("edge metric %s not found" % want)
+
+
+class ExecEcho:
+    """An exec-like stream held open through cloudstream and the edge: a SPDY upgrade to the
+    kubelet stand-in's echoing exec; a message every @period seconds must come back."""
+
+    def __init__(self, env, cloud, node):
+        self.s = h.Api(env, cloud.ports["stream"]).connect()
+        self.s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1&output=1",
+                              [("Host", "%s:10350" % node)] + UPGRADE_SPDY))
+        st, _, rest = h.read_head(self.s)
+        check(st == 101, "exec: %d" % st)
+        greet = b"hello from default/pod-a/ctr\n"
+        self.buf = h.recv_until(self.s, lambda b: len(b) >= len(greet), rest)[len(greet):]
+        self.n = 0
+
+    def ping(self):
+        msg = b"message %06d through the rotating tunnel\n" % self.n
+        self.n += 1
+        self.s.sendall(msg)
+        got = h.recv_until(self.s, lambda b: len(b) >= len(msg), self.buf)
+        check(got[:len(msg)] == msg, "exec echo %d: %r" % (self.n, got[:80]))
+        self.buf = got[len(msg):]
+
+
+class LogsFollow:
+    """A logs -f stream held open: the stand-in writes "line N" every 100 ms; a thread reads
+    and checks that N counts up without a gap."""
+
+    def __init__(self, env, cloud, node):
+        self.s = h.Api(env, cloud.ports["stream"]).connect()
+        self.s.sendall(h.head("GET", "/containerLogs/default/pod-a/ctr?tailLines=1&follow=true",
+                              [("Host", "%s:10350" % node)]))
+        st, _, self.rest = h.read_head(self.s)
+        check(st == 200, "logs: %d" % st)
+        self.last = 0
+        self.lines = 0
+        self.error = None
+        self.last_at = time.monotonic()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        buf = self.rest
+        try:
+            self.s.settimeout(5)
+            while True:
+                for m in re.finditer(rb"line (\d+)\n", buf):
+                    n = int(m.group(1))
+                    if self.last and n != self.last + 1:
+                        self.error = "logs: line %d after %d" % (n, self.last)
+                        return
+                    self.last = n
+                    self.lines += 1
+                    self.last_at = time.monotonic()
+                buf = buf[buf.rfind(b"\n") + 1:] if b"\n" in buf else buf
+                d = self.s.recv(65536)
+                if not d:
+                    self.error = "logs: the stream ended after line %d" % self.last
+                    return
+                buf += d
+        except (OSError, ssl.SSLError) as e:
+            self.error = "logs: %s after line %d" % (e, self.last)
+
+    def check_alive(self):
+        check(self.error is None, str(self.error))
+        check(time.monotonic() - self.last_at < 3, "logs: nothing for %.1f s"
+              % (time.monotonic() - self.last_at))
+
+
+def issuer_of(path):
+    return subprocess.run(["openssl", "x509", "-noout", "-issuer", "-in", path], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def certs_in(path):
+    with open(path) as f:
+        return f.read().count("BEGIN CERTIFICATE")
+
+
+def replace_file(src, dst):
+    with open(src, "rb") as f:
+        data = f.read()
+    with open(dst + ".tmp", "wb") as f:
+        f.write(data)
+    os.chmod(dst + ".tmp", os.stat(src).st_mode & 0o777)
+    os.rename(dst + ".tmp", dst)
+
+
+def group_rotation():
+    long_run = os.environ.get("ST_ROTATION_LONG") == "1"
+    lifetime = int(os.environ.get("ST_ROTATION_LIFETIME", "120" if long_run else "15"))
+    seconds = int(os.environ.get("ST_ROTATION_SECONDS", "600" if long_run else "60"))
+    env = h.Env("boot-rot", nodes=("edge-1",))
+    failed = True
+    try:
+        d = os.path.join(env.dir, "cloud")
+        os.makedirs(d)
+        # The cloud's tunnel files and signer, in files the test replaces during the run.
+        for src, dst in (("cloudstream-tunnel.crt", "tunnel.crt"),
+                         ("cloudstream-tunnel.key", "tunnel.key"),
+                         ("tunnel-ca.crt", "trust.crt"), ("tunnel-ca.crt", "signer.crt"),
+                         ("tunnel-ca.key", "signer.key")):
+            replace_file(env.path(src), os.path.join(d, dst))
+        tokens = os.path.join(env.dir, "join-tokens")
+        tok = new_token(env, tokens)
+        cloud = h.start_cloudstream(env, [
+            "--tunnel-cert", os.path.join(d, "tunnel.crt"),
+            "--tunnel-key", os.path.join(d, "tunnel.key"),
+            "--tunnel-ca", os.path.join(d, "trust.crt"),
+            "--join-tokens", tokens, "--signer-cert", os.path.join(d, "signer.crt"),
+            "--signer-key", os.path.join(d, "signer.key"),
+            "--signed-cert-lifetime", "%ds" % lifetime])
+        kubelet = h.start_kubelet(env)
+        e = os.path.join(env.dir, "edge")
+        edge = join_edge(env, cloud, kubelet, "edge-r", tok, ca_hash(env, env.path("tunnel-ca.crt")),
+                         e, "es-rot", extra=["--rotate-certificate", "--cert-check-interval", "1s"])
+        ecert, eca = os.path.join(e, "edge.crt"), os.path.join(e, "ca.crt")
+        ca1 = issuer_of(ecert)
+        serials = [serial_of(ecert)]
+        ex = ExecEcho(env, cloud, "edge-r")
+        logs = LogsFollow(env, cloud, "edge-r")
+        print("     certificate lifetime %d s, run %d s, two streams open" % (lifetime, seconds),
+              flush=True)
+
+        def tick(until, what=None):
+            """Keeps both streams busy until @until (monotonic), noting new serials; stops
+            early when @what() is true."""
+            while time.monotonic() < until:
+                ex.ping()
+                logs.check_alive()
+                s = serial_of(ecert)
+                if s != serials[-1]:
+                    serials.append(s)
+                if what and what():
+                    return True
+                time.sleep(0.5)
+            return False
+
+        t0 = time.monotonic()
+        tick(t0 + seconds / 3)
+        before_ca = len(serials)
+        check(before_ca >= 2, "no renewal in the first third (%d s)" % (seconds // 3))
+        # CA rotation through a bundle: the cloud trusts old + new, the signer becomes the new
+        # CA; the edge's next renewal brings a certificate of the new CA and the bundle.
+        env.mint("ca", "--out", os.path.join(d, "ca2"), "--cn", "cloudstream tunnel CA 2")
+        with open(env.path("tunnel-ca.crt")) as a, open(os.path.join(d, "ca2.crt")) as b:
+            bundle = a.read() + b.read()
+        with open(os.path.join(d, "trust.tmp"), "w") as f:
+            f.write(bundle)
+        os.rename(os.path.join(d, "trust.tmp"), os.path.join(d, "trust.crt"))
+        cloud.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        replace_file(os.path.join(d, "ca2.key"), os.path.join(d, "signer.key.new"))
+        replace_file(os.path.join(d, "ca2.crt"), os.path.join(d, "signer.crt.new"))
+        os.rename(os.path.join(d, "signer.key.new"), os.path.join(d, "signer.key"))
+        os.rename(os.path.join(d, "signer.crt.new"), os.path.join(d, "signer.crt"))
+        t_ca = time.monotonic()
+        check(tick(t0 + seconds, lambda: certs_in(eca) == 2 and issuer_of(ecert) != ca1),
+              "the edge never got a certificate of the new CA and the bundle")
+        print("     new CA's certificate and the bundle on the edge %.1f s after the switch"
+              % (time.monotonic() - t_ca), flush=True)
+        # the cloud's own certificate from the new CA: the edge's renewals verify it with the
+        # bundle
+        env.mint("server", "--ca", os.path.join(d, "ca2"), "--out", os.path.join(d, "srv2"),
+                 "--cn", "cloudstream", "--dns", "localhost", "--ip", "127.0.0.1")
+        replace_file(os.path.join(d, "srv2.key"), os.path.join(d, "tunnel.key"))
+        replace_file(os.path.join(d, "srv2.crt"), os.path.join(d, "tunnel.crt"))
+        cloud.send_signal(signal.SIGHUP)
+        after_srv = len(serials)
+        tick(t0 + seconds)
+        check(len(serials) > after_srv, "no renewal against the new CA's server certificate")
+        ex.ping()
+        logs.check_alive()
+        renewals = edge_metric(edge, "edgestream_certificate_renewals_total", 'result="ok"')
+        fails = edge_metric(edge, "edgestream_certificate_renewals_total", 'result="failed"')
+        connects = edge_metric(edge, "edgestream_tunnel_connects_total")
+        signed = metric(cloud, "cloudstream_certificates_signed_total", 'kind="renew"')
+        print("     %d renewals (%d failed), %d serials, %d exec echoes, %d log lines, "
+              "%d tunnel connects" % (renewals, fails, len(serials), ex.n, logs.lines, connects),
+              flush=True)
+        want = max(3, int(seconds / (lifetime * 0.75)) - 1)
+        check(renewals >= want and signed == renewals, "renewals %d (cloud signed %d), want >= %d"
+              % (renewals, signed, want))
+        check(fails == 0, "%d renewals failed" % fails)
+        check(connects == 1, "the tunnel reconnected (%d connects)" % connects)
+        check(edge_metric(edge, "edgestream_tunnel_disconnects_total") == 0, "a disconnect")
+        check(len(set(serials)) == len(serials), "a serial came back")
+        # a new handshake now: new CA on both sides, the edge's trust a bundle
+        st, _ = admin_post(cloud, "/nodes/edge-r/close")
+        check(st == 200, "admin close: %d" % st)
+        deadline = time.monotonic() + 10
+        while get(env, cloud, "edge-r:10350")[0] != 200:
+            check(time.monotonic() < deadline, "no tunnel after the redial with the new CA")
+            time.sleep(0.2)
+        env.stop(edge)
+        check(env.stop(cloud) == 0, "cloudstream exit status")
+        print("ok   rotation.renewed_under_open_streams_ca_bundle  %.2fs"
+              % (time.monotonic() - t0), flush=True)
+        failed = False
+        return 0
+    except Exception as e:  # noqa: BLE001 - reported like h.run does
+        print("FAIL rotation.renewed_under_open_streams_ca_bundle  %s: %s"
+              % (type(e).__name__, e), flush=True)
+        return 1
+    finally:
+        h.close_env(env, failed)
+
+
+# ---- the kubelet's rotating certificate -----------------------------------------------------------
+
+def group_kubelet():
+    env = h.Env("boot-kubelet", nodes=("edge-k",))
+    failed = True
+    try:
+        deny = os.path.join(env.dir, "deny-list")
+        open(deny, "w").close()
+        cloud = h.start_cloudstream(env, ["--deny-list", deny])
+        kubelet = h.start_kubelet(env)
+        pki = os.path.join(env.dir, "var-lib-kubelet-pki")
+        os.makedirs(pki)
+
+        def kubelet_writes(stamp, cert_base):
+            """What the kubelet's certificate manager does: a new dated file with the
+            certificate and then its key, and the -current.pem symlink replaced atomically."""
+            dated = os.path.join(pki, "kubelet-client-%s.pem" % stamp)
+            with open(cert_base + ".crt") as c, open(cert_base + ".key") as k:
+                data = c.read() + k.read()
+            fd = os.open(dated, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, data.encode())
+            os.close(fd)
+            tmp = os.path.join(pki, ".current.tmp")
+            os.symlink(dated, tmp)
+            os.rename(tmp, os.path.join(pki, "kubelet-client-current.pem"))
+
+        kubelet_writes("2026-11-24-10-00-00", env.path("node-edge-k"))
+        current = os.path.join(pki, "kubelet-client-current.pem")
+
+        def no_tunnel_files(argv):
+            out = []
+            skip = 0
+            for a in argv:
+                if skip:
+                    skip -= 1
+                    continue
+                if a in ("--tunnel-cert", "--tunnel-key"):
+                    skip = 1
+                    continue
+                out.append(a)
+            return out
+
+        def uses_the_rotating_file():
+            edge = h.start_edgestream(env, cloud, kubelet, node="edge-k", name="es-kubelet",
+                                      extra=["--kubelet-rotating-cert", current,
+                                             "--cert-check-interval", "200ms",
+                                             "--backoff-initial", "50ms",
+                                             "--backoff-max", "200ms"],
+                                      wrap=no_tunnel_files)
+            check(get(env, cloud, "edge-k:10350")[0] == 200, "through the kubelet's certificate")
+            old = serial_of(env.path("node-edge-k.crt"))
+            # the kubelet rotates: a new dated file, the symlink moved
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out",
+                     os.path.join(env.dir, "rotated"), "--node", "edge-k")
+            kubelet_writes("2026-11-24-11-00-00", os.path.join(env.dir, "rotated"))
+            check(log_has(edge, "reloaded the tunnel certificate", 5),
+                  "the replaced symlink was not noticed")
+            check(get(env, cloud, "edge-k:10350")[0] == 200, "the tunnel after the reload")
+            check(edge_metric(edge, "edgestream_tunnel_connects_total") == 1,
+                  "the reload reconnected")
+            # the old serial revoked: the redial must use the rotated certificate
+            with open(deny, "w") as f:
+                f.write("serial %s\n" % old)
+            cloud.send_signal(signal.SIGHUP)
+            check(log_has(cloud, "revoked by the deny list"), "old tunnel not closed")
+            deadline = time.monotonic() + 10
+            while get(env, cloud, "edge-k:10350")[0] != 200:
+                check(time.monotonic() < deadline, "no tunnel with the rotated certificate")
+                time.sleep(0.1)
+            check(edge_metric(edge, "edgestream_tunnel_connects_total") == 2, "one redial")
+            env.stop(edge)
+
+        def refuses_other_tunnel_files():
+            try:
+                h.start_edgestream(env, cloud, kubelet, node="edge-k", name="es-kubelet-bad",
+                                   extra=["--kubelet-rotating-cert", current], timeout=5)
+            except h.Fail as e:
+                check("kubelet-rotating-cert replaces --tunnel-cert" in str(e), str(e))
+            else:
+                raise h.Fail("--tunnel-cert with --kubelet-rotating-cert was accepted")
+
+        rc = h.run(named("kubelet", [
+            ("uses_the_rotating_file", uses_the_rotating_file),
+            ("refuses_other_tunnel_files", refuses_other_tunnel_files),
+        ]))
+        check(env.stop(cloud) == 0, "cloudstream exit status")
+        failed = rc != 0
+        return rc
+    finally:
+        h.close_env(env, failed)
+
+
 def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "join"
     sys.argv = sys.argv[1:]
-    return {"join": group_join}[group]()
+    return {"join": group_join, "rotation": group_rotation,
+            "kubelet": group_kubelet}[group]()
 
 
 if __name__ == "__main__":
