@@ -88,8 +88,9 @@ static const struct st_opt options[] = {
          .type = ST_OPT_STRING,
          .offset = OFF(join_url),
          .value_name = "URL",
-         .help = "Where joins and renewals go: https://HOST:PORT of cloudstream's tunnel port. "
-                 "Default: the host and port of --cloud-url.",
+         .help = "Where joins and renewals go: https://HOST:PORT of cloudstream's tunnel port "
+                 "(its certificate must name HOST). Default: the host and port of --cloud-url, "
+                 "the certificate checked for --cloud-server-name as the tunnel's is.",
          .since = "0.3"},
         {.name = "rotate-certificate",
          .type = ST_OPT_BOOL,

@@ -96,6 +96,7 @@ struct exchange {
 	const char *key_path;  /* its key */
 	const char *body;      /* POST body, or NULL for a GET */
 	size_t body_len;
+	const char *connect_to; /* "NAME:PORT:HOST:PORT": verify NAME, dial HOST (or NULL) */
 };
 
 static int https(const struct exchange *x, struct answer *a, char *err, size_t errlen)
@@ -152,9 +153,15 @@ static int https(const struct exchange *x, struct answer *a, char *err, size_t e
 		curl_easy_setopt(c, CURLOPT_SSLCERT, x->cert_path);
 		curl_easy_setopt(c, CURLOPT_SSLKEY, x->key_path);
 	}
+	struct curl_slist *connect_to = NULL;
+	if (x->connect_to) {
+		connect_to = curl_slist_append(NULL, x->connect_to);
+		curl_easy_setopt(c, CURLOPT_CONNECT_TO, connect_to);
+	}
 	CURLcode rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
 	curl_slist_free_all(hdrs);
+	curl_slist_free_all(connect_to);
 	curl_easy_cleanup(c);
 	if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && a->too_large)) {
 		snprintf(err, errlen, "%s: %s", x->url, curl_easy_strerror(rc));
@@ -251,10 +258,13 @@ static int install(const struct es_config *c, const char *node, EVP_PKEY *key, c
 	return rc;
 }
 
-/* "https://host:port" of joins and renewals. */
-static void base_url(const struct edgestream *es, char *out, size_t cap)
+/* "https://host:port" of joins and renewals; with --cloud-server-name (and no --join-url) the
+ * URL names the server name, and @connect_to dials --cloud-url's host for it (else ""). */
+static void base_url(const struct edgestream *es, char *out, size_t cap, char *connect_to,
+                     size_t ccap)
 {
 	const char *j = es->cfg.join_url;
+	connect_to[0] = '\0';
 	if (j && j[0]) {
 		size_t n = strlen(j);
 		while (n && j[n - 1] == '/')
@@ -262,9 +272,14 @@ static void base_url(const struct edgestream *es, char *out, size_t cap)
 		snprintf(out, cap, "%.*s", (int)n, j);
 		return;
 	}
-	bool v6 = strchr(es->cloud_host, ':') != NULL;
-	snprintf(out, cap, "https://%s%s%s:%d", v6 ? "[" : "", es->cloud_host, v6 ? "]" : "",
-	         es->cloud_port);
+	const char *name = es->cloud_name;
+	bool v6 = strchr(name, ':') != NULL;
+	snprintf(out, cap, "https://%s%s%s:%d", v6 ? "[" : "", name, v6 ? "]" : "", es->cloud_port);
+	if (strcmp(name, es->cloud_host) != 0) {
+		bool hv6 = strchr(es->cloud_host, ':') != NULL;
+		snprintf(connect_to, ccap, "%s:%d:%s%s%s:%d", name, es->cloud_port, hv6 ? "[" : "",
+		         es->cloud_host, hv6 ? "]" : "", es->cloud_port);
+	}
 }
 
 /* A signing request for this node's new key. */
@@ -305,14 +320,15 @@ int es_join_bootstrap(struct edgestream *es, char *err, size_t errlen)
 		snprintf(err, errlen, "join-token needs --node-name (the node to join as)");
 		return -EINVAL;
 	}
-	char base[ES_HOST_MAX + 32], url[ES_HOST_MAX + 64];
-	base_url(es, base, sizeof base);
+	char base[ES_HOST_MAX + 32], url[ES_HOST_MAX + 64], connect_to[2 * ES_HOST_MAX + 32];
+	base_url(es, base, sizeof base, connect_to, sizeof connect_to);
+	const char *ct = connect_to[0] ? connect_to : NULL;
 	st_info("joining as node %s through %s (the cloud's CA pinned to %.20s...)", c->node_name,
 	        base, c->cloud_ca_hash);
 	/* 1, 2: the CA bundle, trusted only as far as the pin. */
 	struct answer a;
 	snprintf(url, sizeof url, "%s/v1/cloudstream/ca", base);
-	struct exchange x = {.url = url};
+	struct exchange x = {.url = url, .connect_to = ct};
 	int rc = https(&x, &a, err, errlen);
 	if (rc == 0 && a.status != 200)
 		rc = refused("CA request", &a, err, errlen);
@@ -341,7 +357,8 @@ int es_join_bootstrap(struct edgestream *es, char *err, size_t errlen)
 		                     .bearer = c->join_token,
 		                     .ca_pem = pinned,
 		                     .body = csr,
-		                     .body_len = csr_len};
+		                     .body_len = csr_len,
+		                     .connect_to = ct};
 		rc = https(&j, &a, err, errlen);
 		if (rc == -EACCES)
 			snprintf(err + strlen(err), errlen - strlen(err),
@@ -367,6 +384,7 @@ struct renew_job {
 	struct edgestream *es; /* its config is read-only; nothing else is touched */
 	char node[ES_NODE_NAME_MAX + 1];
 	char base[ES_HOST_MAX + 32];
+	char connect_to[2 * ES_HOST_MAX + 32];
 	int rc;
 	char err[600];
 };
@@ -387,7 +405,8 @@ static void renew_work(void *arg)
 	                     .cert_path = c->tunnel_cert,
 	                     .key_path = c->tunnel_key,
 	                     .body = csr,
-	                     .body_len = csr_len};
+	                     .body_len = csr_len,
+	                     .connect_to = rj->connect_to[0] ? rj->connect_to : NULL};
 	struct answer a;
 	rj->rc = https(&x, &a, rj->err, sizeof rj->err);
 	if (rj->rc == 0 && a.status != 200)
@@ -441,7 +460,7 @@ static void on_rotate_timer(lws_sorted_usec_list_t *sul)
 	}
 	rj->es = es;
 	snprintf(rj->node, sizeof rj->node, "%s", es->node);
-	base_url(es, rj->base, sizeof rj->base);
+	base_url(es, rj->base, sizeof rj->base, rj->connect_to, sizeof rj->connect_to);
 	if (st_workq_submit(es->wq, renew_work, renew_done, rj) < 0) {
 		free(rj);
 		rotate_schedule(es, 5);

@@ -55,8 +55,8 @@ def signing_flags(env, tokens, ca="tunnel-ca"):
 class CaptureProxy:
     """A TLS-terminating proxy in front of cloudstream's tunnel port for the join: it serves
     the cloud's own tunnel certificate (so the edge's pin and name checks pass), dials the tunnel
-    port over TLS without a client certificate, relays both ways, and keeps every byte the edge
-    sent, in plaintext."""
+    port over TLS without a client certificate, relays a request and its answer, and keeps every
+    byte the edge sent, in plaintext."""
 
     def __init__(self, env, cloud_port):
         self.sent = bytearray()
@@ -83,33 +83,30 @@ class CaptureProxy:
             threading.Thread(target=self.relay, args=(c,), daemon=True).start()
 
     def relay(self, c):
+        """One request, then the answer until the cloud closes (it answers joins with
+        Connection: close), in this one thread: an SSL socket is never used by two threads."""
         try:
             edge = self.srv.wrap_socket(c, server_side=True)
             cloud = self.cli.wrap_socket(socket.create_connection(("127.0.0.1", self.cloud_port)))
-        except (OSError, ssl.SSLError):
+            edge.settimeout(10)
+            cloud.settimeout(10)
+            req = h.recv_until(edge, lambda b: b"\r\n\r\n" in b)
+            head = req.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower()
+            m = re.search(r"content-length:\s*(\d+)", head)
+            need = len(head) + 4 + (int(m.group(1)) if m else 0)
+            req = h.recv_until(edge, lambda b: len(b) >= need, req)
+            with self.lock:
+                self.sent += req
+            cloud.sendall(req)
+            while True:
+                d = cloud.recv(65536)
+                if not d:
+                    break
+                edge.sendall(d)
+        except (OSError, ssl.SSLError, h.Fail):
+            pass
+        finally:
             c.close()
-            return
-
-        def pump(a, b, keep):
-            try:
-                while True:
-                    d = a.recv(65536)
-                    if not d:
-                        break
-                    if keep:
-                        with self.lock:
-                            self.sent += d
-                    b.sendall(d)
-            except (OSError, ssl.SSLError):
-                pass
-            for s in (a, b):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-        threading.Thread(target=pump, args=(cloud, edge, False), daemon=True).start()
-        pump(edge, cloud, True)
 
     def close(self):
         self.stop = True

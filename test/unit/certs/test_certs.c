@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
@@ -280,6 +281,100 @@ static void test_identity_limits(void **state)
 	                 -EINVAL);
 }
 
+/* certs_csr_new → certs_sign_csr: the key stays with the caller, the certificate is for it, the
+ * subject is the one given (not the request's), no SANs even when asked, clientAuth only, the
+ * lifetime in seconds with a tenth backdated; a CA key that is not the CA's is refused. */
+static void test_sign_csr_exact(void **state)
+{
+	(void)state;
+	char csr[CERTS_MAX_CSR_BYTES], pem[CERTS_MAX_CERT_BYTES], err[512];
+	size_t csr_len, pem_len;
+	EVP_PKEY *key = NULL;
+	const char *masters[] = {"system:masters"}, *nodes[] = {"system:nodes"};
+	assert_int_equal(certs_csr_new(&key, "system:node:evil", masters, 1, csr, sizeof csr,
+	                               &csr_len, err, sizeof err),
+	                 0);
+	assert_non_null(strstr(csr, "BEGIN CERTIFICATE REQUEST"));
+	assert_null(strstr(csr, "PRIVATE KEY"));
+	assert_int_equal(certs_sign_csr(path("ca.crt"), path("ca.key"), csr, csr_len,
+	                                "system:node:edge-5", nodes, 1, 120, pem, sizeof pem,
+	                                &pem_len, err, sizeof err),
+	                 0);
+	assert_int_equal(strlen(pem), pem_len);
+	BIO *b = BIO_new_mem_buf(pem, (int)pem_len);
+	X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+	BIO_free(b);
+	assert_non_null(x);
+	assert_int_equal(X509_check_private_key(x, key), 1);
+	struct certs_identity id;
+	assert_int_equal(certs_x509_identity(x, &id), 0);
+	assert_string_equal(id.cn, "system:node:edge-5");
+	assert_int_equal(id.num_orgs, 1);
+	assert_string_equal(id.orgs[0], "system:nodes");
+	assert_int_equal(id.num_dns + id.num_ips, 0);
+	assert_int_equal(X509_get_ext_by_NID(x, NID_subject_alt_name, -1), -1);
+	assert_true(X509_get_extended_key_usage(x) & XKU_SSL_CLIENT);
+	assert_false(X509_get_extended_key_usage(x) & XKU_SSL_SERVER);
+	assert_int_equal(X509_check_ca(x), 0);
+	int days, secs;
+	assert_int_equal(
+	        ASN1_TIME_diff(&days, &secs, X509_get0_notBefore(x), X509_get0_notAfter(x)), 1);
+	assert_int_equal(days, 0);
+	assert_int_equal(secs, 132); /* 120 s + 12 s backdated */
+	X509_free(x);
+	assert_int_equal(certs_write_key(path("born-here.key"), key, err, sizeof err), 0);
+	struct stat st;
+	assert_int_equal(stat(path("born-here.key"), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	EVP_PKEY_free(key);
+	/* the wrong key for the CA, a bad lifetime, a bad request */
+	assert_int_equal(certs_sign_csr(path("ca.crt"), path("other-ca.key"), csr, csr_len, "x",
+	                                NULL, 0, 60, pem, sizeof pem, &pem_len, err, sizeof err),
+	                 -EINVAL);
+	assert_int_equal(certs_sign_csr(path("ca.crt"), path("ca.key"), csr, csr_len, "x", NULL, 0,
+	                                0, pem, sizeof pem, &pem_len, err, sizeof err),
+	                 -EINVAL);
+	assert_int_equal(certs_sign_csr(path("ca.crt"), path("ca.key"), "junk", 4, "x", NULL, 0, 60,
+	                                pem, sizeof pem, &pem_len, err, sizeof err),
+	                 -EBADMSG);
+	assert_int_equal(certs_sign_csr(path("ca.crt"), path("ca.key"), csr, csr_len, "x", NULL, 0,
+	                                60, pem, 100, &pem_len, err, sizeof err),
+	                 -EMSGSIZE);
+}
+
+/* kubeadm's pin: sha256 of the DER SubjectPublicKeyInfo. */
+static void test_spki_pin(void **state)
+{
+	(void)state;
+	X509 *ca;
+	char err[512], pin[CERTS_PIN_TEXT_BYTES], other[CERTS_PIN_TEXT_BYTES];
+	assert_int_equal(certs_load(path("ca.crt"), &ca, err, sizeof err), 0);
+	assert_int_equal(certs_spki_pin(ca, pin, sizeof pin), 0);
+	unsigned char *der = NULL, md[32];
+	int n = i2d_PUBKEY(X509_get0_pubkey(ca), &der);
+	assert_true(n > 0);
+	unsigned mdlen;
+	assert_int_equal(EVP_Digest(der, (size_t)n, md, &mdlen, EVP_sha256(), NULL), 1);
+	OPENSSL_free(der);
+	char want[CERTS_PIN_TEXT_BYTES] = "sha256:";
+	for (int i = 0; i < 32; i++)
+		snprintf(want + 7 + 2 * i, 3, "%02x", md[i]);
+	assert_string_equal(pin, want);
+	assert_int_equal(certs_spki_pin(ca, other, 10), -EMSGSIZE);
+	X509_free(ca);
+	assert_true(certs_pin_valid(pin));
+	for (char *c = want + 7; *c; c++)
+		if (*c >= 'a' && *c <= 'f')
+			*c = (char)(*c - 'a' + 'A');
+	assert_true(certs_pin_equal(pin, want));
+	want[10] = want[10] == '0' ? '1' : '0';
+	assert_false(certs_pin_equal(pin, want));
+	assert_false(certs_pin_valid("sha256:abc"));
+	assert_false(certs_pin_valid(
+	        "sha1:0000000000000000000000000000000000000000000000000000000000000000"));
+	assert_false(certs_pin_valid(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +383,8 @@ int main(void)
 	        cmocka_unit_test(test_node_client_and_rsa),
 	        cmocka_unit_test(test_node_names),
 	        cmocka_unit_test(test_identity_limits),
+	        cmocka_unit_test(test_sign_csr_exact),
+	        cmocka_unit_test(test_spki_pin),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
