@@ -49,6 +49,8 @@
 #define SC_POLL_MAX_MS    16000u
 #define SC_PENDING_MAX_MS (15u * 60u * 1000u)
 #define SC_REISSUE_GAP_MS 30000u /* one node's issues, however many handshakes miss */
+/* a valid certificate that does not cover the address: issued again at most this often */
+#define SC_UNCOVERED_GAP_MS (10u * 60u * 1000u)
 
 struct sc_entry {
 	struct sc_entry *next; /* hash chain */
@@ -64,7 +66,10 @@ struct sc_entry {
 	uint64_t poll_ms, pending_since_ms;
 	uint64_t next_issue_ms; /* no issue starts before (backoff, or the gap between issues) */
 	uint32_t failures;      /* in a row */
-	lws_sorted_usec_list_t sul; /* the CSR's next poll, or the renewal */
+	uint64_t uncovered_retry_ms; /* a certificate that does not cover an address the node is
+	                              * reached by is issued again at most this often: the Node
+	                              * may not list that address, and each issue is a CSR */
+	lws_sorted_usec_list_t sul;  /* the CSR's next poll, or the renewal */
 };
 
 struct cs_servecert {
@@ -364,8 +369,12 @@ static void issue_start(struct sc_entry *e, const char *why)
 	int rc = st_workq_submit(srv->wq, cs__sc_job_work, job_done, j);
 	if (rc < 0) {
 		free(j);
-		/* The pool is full: the next handshake or tunnel-up tries again, not before 1 s. */
+		/* The pool is full (a storm of tunnels coming up): try again in 1-3 s, spread, so
+		 * that a node whose tunnel came up meanwhile still gets its certificate before the
+		 * apiserver's first handshake does. */
 		e->next_issue_ms = now_ms() + SC_BACKOFF_MIN_MS;
+		lws_sul_schedule(srv->ctx, 0, &e->sul, on_timer,
+		                 (lws_usec_t)(SC_BACKOFF_MIN_MS + (uint32_t)rand() % 2000u) * 1000);
 		return;
 	}
 	lws_sul_cancel(&e->sul); /* a renewal timer: this issue replaces it */
@@ -487,7 +496,16 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
 		       ip[0] ? ip : sni, e->busy ? "; on its way" : "",
 		       e->cert ? "; the cached one does not cover it" : "");
 	}
-	issue_start(e, e->cert ? "the cached certificate does not cover the address" : "handshake");
+	if (e->cert && X509_cmp_time(X509_get0_notAfter(e->cert), NULL) > 0) {
+		uint64_t now = now_ms();
+		if (now < e->uncovered_retry_ms)
+			return SSL_CLIENT_HELLO_SUCCESS;
+		e->uncovered_retry_ms = now + SC_UNCOVERED_GAP_MS;
+		e->next_issue_ms = 0;
+		issue_start(e, "the cached certificate does not cover the address");
+		return SSL_CLIENT_HELLO_SUCCESS;
+	}
+	issue_start(e, "handshake");
 	return SSL_CLIENT_HELLO_SUCCESS;
 }
 

@@ -21,6 +21,7 @@ connection's original destination. Groups:
     ca            signed by cloudstream with the serving CA's key; a 30 s validity is renewed
                   (a new serial) before it ends
 """
+import base64
 import ctypes
 import json
 import os
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
+from cryptography import x509  # noqa: E402
 from kube_csr import CsrApi  # noqa: E402
 from kube_reviews import KubeReviews  # noqa: E402
 
@@ -212,6 +214,34 @@ def run_group(group):
         print("     metrics:\n       " + "\n       ".join(
             ln for ln in m.splitlines() if ln.startswith("cloudstream_serving")), flush=True)
 
+        if group == "csr":
+            # A node reached by an address its Node does not list (here its certificate's IP
+            # SAN routes 10.232.0.18 to it, the Node says 10.232.0.8): its certificate cannot
+            # cover it; handshakes there get the default certificate, and cause one more CSR,
+            # not one per handshake.
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-8"),
+                     "--node", "edge-8", "--ip", "10.232.0.18")
+            with csr.cond:
+                csr.nodes["edge-8"] = [{"type": "InternalIP", "address": "10.232.0.8"}]
+            edges["edge-8"] = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-8",
+                                                    cert=env.path("node-edge-8.crt"),
+                                                    prefix=wrap)
+
+            def csrs_of(node):
+                return [o for o in csr.all() if x509.load_pem_x509_csr(base64.b64decode(
+                    o["spec"]["request"])).subject.rfc4514_string().startswith(
+                        "CN=system:node:%s," % node)]
+            deadline = time.monotonic() + 20
+            while "node=edge-8 serving certificate in" not in open(cloud.logpath).read():
+                check(time.monotonic() < deadline, "no certificate for edge-8")
+                time.sleep(0.2)
+            outs = [handshake(env, net, "10.232.0.18") for _ in range(5)]
+            check(all(o.startswith("fail") for o in outs), "uncovered address verified: %r" % outs)
+            time.sleep(2)
+            n8 = len(csrs_of("edge-8"))
+            check(n8 == 2, "edge-8: %d CSRs for 5 handshakes to an address it cannot cover" % n8)
+            print("ok   serving.csr.uncovered_address: 5 handshakes to 10.232.0.18 refused by "
+                  "the client, 2 CSRs in all (tunnel up, one retry)", flush=True)
         if group.startswith("csr"):
             objs = csr.all()
             check(len(objs) >= 3, "CSRs: %d" % len(objs))
