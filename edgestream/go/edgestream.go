@@ -30,8 +30,17 @@
 // except Close. No Go pointer is kept in C: the C side holds a number that a handle map turns
 // back into the Tunnel.
 //
-// Logging: libedgestream writes its own log lines to stderr (see edgestream/README.md); the C
-// API has no log hook yet, so this package has none either.
+// Logging: libedgestream writes its log lines to stderr unless SetLogHook hands them to a Go
+// function (process-wide, like SetLogLevel: the library has one logger per process).
+//
+// Certificates: the Certificate handler reports the tunnel certificate in use when the loop
+// starts, and after each reload (Reload, or the periodic check) that found the files changed:
+// taken (Err nil, the new validity) or refused (Err says why; the previous one stays). An agent
+// that rotates the files itself writes them, calls Reload, and waits for that event.
+//
+// Signals: the library installs no signal handler and leaves the process's SIGPIPE handling
+// to the Go runtime (libwebsockets' SIG_IGN is undone); SIGPIPE is blocked only on the threads
+// running library code, where a write to a reset connection fails with EPIPE instead.
 package edgestream
 
 /*
@@ -48,6 +57,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Version is the libedgestream version this package was compiled against.
@@ -70,11 +80,22 @@ type Disconnected struct {
 	RetryIn time.Duration
 }
 
-// Handlers are called in order on one goroutine of the Tunnel; either may be nil. A handler
-// may call Stop, Reload and Stats; it must not call Close (Close waits for the handlers).
+// Certificate is the event of the tunnel certificate: the one in use when the loop started,
+// or a reload of changed files, taken (Err nil) or refused (Err: an *Error, Op "certificate",
+// with the reason; the previous certificate stays in use and the check is retried).
+type Certificate struct {
+	Err       error
+	Path      string    // the tunnel-cert file
+	NotBefore time.Time // the certificate in use now; zero when unknown
+	NotAfter  time.Time
+}
+
+// Handlers are called in order on one goroutine of the Tunnel; any may be nil. A handler may
+// call Stop, Reload and Stats; it must not call Close (Close waits for the handlers).
 type Handlers struct {
 	Connected    func(Connected)
 	Disconnected func(Disconnected)
+	Certificate  func(Certificate)
 }
 
 // Stats is a snapshot of the counters (edgestream.h struct edgestream_stats) plus the
@@ -220,6 +241,10 @@ func (t *Tunnel) dispatch() {
 			if t.handlers.Disconnected != nil {
 				t.handlers.Disconnected(e)
 			}
+		case Certificate:
+			if t.handlers.Certificate != nil {
+				t.handlers.Certificate(e)
+			}
 		}
 	}
 }
@@ -326,7 +351,8 @@ func (t *Tunnel) Stats() Stats {
 // snapshot reads the counters; t.mu held.
 func (t *Tunnel) snapshot() Stats {
 	var c C.struct_edgestream_stats
-	C.edgestream_get_stats(t.es, &c)
+	// versioned by size: the library fills what this binding was compiled to know
+	C.edgestream_get_stats_sized(t.es, &c, C.size_t(unsafe.Sizeof(c)))
 	return Stats{
 		Connected:                bool(c.connected),
 		Extended:                 bool(c.extended),
@@ -417,3 +443,111 @@ func tunnelError(rc int, reason string) error {
 	}
 	return cError("tunnel", rc, reason)
 }
+
+// ---- logging: process-wide ----------------------------------------------------------------
+
+// LogLevel is the severity of a library log line (edgestream.h enum edgestream_log_level).
+type LogLevel int
+
+// The levels, most severe first; SetLogLevel drops the ones after it.
+const (
+	LogError LogLevel = iota
+	LogWarn
+	LogInfo
+	LogDebug
+)
+
+func (l LogLevel) String() string {
+	switch l {
+	case LogError:
+		return "error"
+	case LogWarn:
+		return "warn"
+	case LogInfo:
+		return "info"
+	case LogDebug:
+		return "debug"
+	}
+	return "unknown"
+}
+
+// logQueueLen bounds the lines waiting for the log hook; past it lines are counted in
+// LogLinesDropped, so a slow hook never stalls the tunnel.
+const logQueueLen = 1024
+
+type logLine struct {
+	level LogLevel
+	line  string
+}
+
+type logHook struct {
+	mu      sync.Mutex
+	fn      func(LogLevel, string)
+	q       chan logLine
+	done    chan struct{}
+	dropped atomic.Uint64
+}
+
+var logs logHook
+
+// post queues a line from any thread; it never blocks (the send is non-blocking, so holding
+// the lock across it is cheap, and SetLogHook cannot close the queue under it).
+func (h *logHook) post(level LogLevel, line string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.q == nil {
+		return
+	}
+	select {
+	case h.q <- logLine{level, line}:
+	default:
+		h.dropped.Add(1)
+	}
+}
+
+// SetLogHook sends libedgestream's log lines (text or JSON per SetLogJSON, with node= and
+// stream= where they apply, no trailing newline) to fn, called in order on one goroutine;
+// nil puts them back on stderr. Process-wide: set it before making Tunnels or while none runs.
+// Lines that come faster than fn takes them are dropped and counted (LogLinesDropped).
+func SetLogHook(fn func(level LogLevel, line string)) {
+	var q chan logLine
+	var done chan struct{}
+	if fn != nil {
+		q, done = make(chan logLine, logQueueLen), make(chan struct{})
+		go func() {
+			defer close(done)
+			for l := range q {
+				fn(l.level, l.line)
+			}
+		}()
+	}
+	logs.mu.Lock()
+	old, oldDone := logs.q, logs.done
+	logs.q, logs.done, logs.fn = q, done, fn
+	if old != nil {
+		close(old) // under the lock: no post is sending to it
+	}
+	logs.mu.Unlock()
+	if fn != nil {
+		C.es_go_set_log_hook(1)
+	} else {
+		C.es_go_set_log_hook(0)
+	}
+	if oldDone != nil {
+		<-oldDone // the old goroutine delivered what it had
+	}
+}
+
+// LogLinesDropped is how many log lines the hook's queue had no room for.
+func LogLinesDropped() uint64 { return logs.dropped.Load() }
+
+// SetLogLevel sets the library's log level, process-wide (default LogInfo).
+func SetLogLevel(level LogLevel) { C.edgestream_set_log_level(C.enum_edgestream_log_level(level)) }
+
+// SetLogJSON makes the library's log lines JSON objects (true) or text (false, the default),
+// process-wide.
+func SetLogJSON(json bool) { C.edgestream_set_log_json(C.bool(json)) }
+
+// sigpipeDisposition is SIGPIPE's disposition now, for the tests (cgo is not allowed in
+// _test.go files): 0 SIG_DFL, 1 SIG_IGN, 2 a handler.
+func sigpipeDisposition() int { return int(C.es_go_sigpipe_disposition()) }

@@ -7,6 +7,8 @@ package edgestream
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -276,16 +278,18 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 
-func (r *recorder) handlers() Handlers {
-	add := func(ev interface{}) {
-		r.mu.Lock()
-		r.evs = append(r.evs, ev)
-		r.mu.Unlock()
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
+func (r *recorder) add(ev interface{}) {
+	r.mu.Lock()
+	r.evs = append(r.evs, ev)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
+}
+
+func (r *recorder) handlers() Handlers {
+	add := r.add
 	return Handlers{
 		Connected:    func(e Connected) { add(e) },
 		Disconnected: func(e Disconnected) { add(e) },
@@ -398,6 +402,102 @@ func TestTunnel__connects_stops_closes(t *testing.T) {
 	last := rec.all()[len(rec.all())-1]
 	if d, ok := last.(Disconnected); !ok || d.Err == nil {
 		t.Fatalf("last event %+v, want Disconnected", last)
+	}
+}
+
+// The hooks: the library's log lines reach a Go function, the certificate in use is reported
+// when the loop starts (its validity as the file says), a reload of a pair that does not match
+// is reported as refused; the Go runtime's SIGPIPE handler is still the process's after
+// libwebsockets made its context (it sets SIG_IGN; the library puts the handler back).
+func TestTunnel__hooks_and_signals(t *testing.T) {
+	l := newLab(t)
+	var mu sync.Mutex
+	var lines []string
+	SetLogHook(func(level LogLevel, line string) {
+		mu.Lock()
+		lines = append(lines, level.String()+" "+line)
+		mu.Unlock()
+	})
+	defer SetLogHook(nil)
+	// the pair the agent owns and rotates
+	dir := t.TempDir()
+	crt, key := filepath.Join(dir, "edge.crt"), filepath.Join(dir, "edge.key")
+	for src, dst := range map[string]string{l.path("node-edge-1.crt"): crt,
+		l.path("node-edge-1.key"): key} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := l.config(t, "edge-1", "")
+	if err := cfg.SetMap(map[string]string{"tunnel-cert": crt, "tunnel-key": key}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	h := rec.handlers()
+	h.Certificate = func(e Certificate) { rec.add(e) }
+	tn, err := New(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tn.Close()
+	if d := sigpipeDisposition(); d != 2 {
+		t.Fatalf("SIGPIPE disposition %d after New, want the Go runtime's handler (2)", d)
+	}
+	if err := tn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	isCert := func(ev interface{}) bool { _, ok := ev.(Certificate); return ok }
+	first := rec.wait(t, "Certificate", isCert).(Certificate)
+	pemBytes, _ := os.ReadFile(crt)
+	blk, _ := pem.Decode(pemBytes)
+	x, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Err != nil || first.Path != crt || !first.NotAfter.Equal(x.NotAfter) ||
+		!first.NotBefore.Equal(x.NotBefore) {
+		t.Fatalf("first certificate event %+v, the file says %v .. %v", first, x.NotBefore,
+			x.NotAfter)
+	}
+	rec.wait(t, "Connected", isConnected)
+	// a key of another pair: the reload is refused and says why
+	other, err := os.ReadFile(l.path("node-edge-2.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key+".tmp", other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(key+".tmp", key); err != nil {
+		t.Fatal(err)
+	}
+	tn.Reload()
+	refused := rec.wait(t, "refused Certificate", func(ev interface{}) bool {
+		c, ok := ev.(Certificate)
+		return ok && c.Err != nil
+	}).(Certificate)
+	var ee *Error
+	if !errors.As(refused.Err, &ee) || ee.Op != "certificate" || ee.Reason == "" ||
+		!refused.NotAfter.Equal(x.NotAfter) {
+		t.Fatalf("refused reload: %+v (%v)", refused, refused.Err)
+	}
+	if d := sigpipeDisposition(); d != 2 {
+		t.Fatalf("SIGPIPE disposition %d while running", d)
+	}
+	if err := tn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	SetLogHook(nil) // waits for the lines queued so far
+	mu.Lock()
+	defer mu.Unlock()
+	joined := strings.Join(lines, "\n")
+	if !strings.Contains(joined, "info ") || !strings.Contains(joined, "edgestream "+Version+": node edge-1") ||
+		!strings.Contains(joined, "do not load yet") {
+		t.Fatalf("log hook lines:\n%s", joined)
 	}
 }
 

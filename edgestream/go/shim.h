@@ -14,10 +14,19 @@
 #include <edgestream/edgestream.h>
 
 /*
- * es_go_new() - edgestream_new() with the Go trampolines as callbacks and @handle as the user
- * pointer. Same returns as edgestream_new(). Called on the instance's own (locked) OS thread.
+ * es_go_new() - edgestream_new() with the Go trampolines as callbacks (the certificate hook
+ * included, set on @cfg for this call: the caller holds the Config's lock) and @handle as the
+ * user pointer. Same returns as edgestream_new(). Called on the instance's own (locked) OS
+ * thread.
  */
-int es_go_new(struct edgestream **out, const struct edgestream_config *cfg, uintptr_t handle,
-              char *err, size_t errlen);
+int es_go_new(struct edgestream **out, struct edgestream_config *cfg, uintptr_t handle, char *err,
+              size_t errlen);
+
+/* es_go_set_log_hook() - the process-wide log hook to the Go trampoline (@on) or stderr. */
+void es_go_set_log_hook(int on);
+
+/* es_go_sigpipe_disposition() - for the tests: SIGPIPE's disposition now, 0 SIG_DFL, 1 SIG_IGN,
+ * 2 a handler (the Go runtime's). */
+int es_go_sigpipe_disposition(void);
 
 #endif /* EDGESTREAM_GO_SHIM_H */

@@ -41,6 +41,8 @@
 
 struct edgestream_config {
 	struct es_config c;
+	edgestream_cert_cb cert_cb; /* edgestream_config_set_cert_hook(); NULL: none */
+	void *cert_user;
 };
 
 struct es_tunnel;
@@ -53,6 +55,9 @@ struct edgestream {
 	struct st_budget budget; /* --process-buffer-bytes: every stream's window, loop thread */
 	struct edgestream_callbacks cb;
 	void *user;
+	edgestream_cert_cb cert_cb; /* copied from the configuration at edgestream_new */
+	void *cert_user;
+	lws_sorted_usec_list_t sul_cert_start; /* the hook's first event, once the loop runs */
 	struct lws_context *ctx;
 	struct st_loop *loop; /* the epoll loop under ctx (stream/loop.h) */
 	struct lws_vhost *vh_client, *vh_admin;
@@ -117,6 +122,16 @@ struct edgestream {
 	 * backend's, or our refusal), by request kind (st_kubelet_kind): loop thread. */
 	struct st_hist ttfb[6];
 };
+
+/* embed.c: what the library does for an embedding host (edgestream.h "Process-wide state").
+ * es_sigpipe_block() blocks SIGPIPE on the calling thread and says whether it was already;
+ * es_sigpipe_restore() consumes a SIGPIPE raised meanwhile, then unblocks it unless it was
+ * blocked before. */
+bool es_sigpipe_block(void);
+void es_sigpipe_restore(bool was_blocked);
+/* The certificate hook's event for the tunnel certificate in use (@result 0) or a set of
+ * files that did not load (@result < 0, @reason). Loop thread; nothing without a hook. */
+void es_cert_event(struct edgestream *es, int result, const char *reason);
 
 /* lib.c */
 uint64_t es_now_ms(void);

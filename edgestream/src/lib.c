@@ -6,6 +6,7 @@
 #include "es.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,10 @@ int edgestream_config_new(struct edgestream_config **out)
 		return -ENOMEM;
 	char err[256];
 	int rc = st_config_defaults(&es_config_spec, &c->c, err, sizeof err);
+	/* Embedded, no admin port unless asked for: the daemon's default is the daemon's (its
+	 * st_config_load starts again from the option table). */
+	if (rc == 0)
+		rc = st_config_set(&es_config_spec, &c->c, "admin-listen", "", err, sizeof err);
 	if (rc < 0) {
 		st_config_cleanup(&es_config_spec, &c->c);
 		free(c);
@@ -426,8 +431,15 @@ static int create_loop(struct edgestream *es, char *err, size_t errlen)
 	return 0;
 }
 
-int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
-                   const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
+/* The certificate hook's first event: the certificate in use at start. */
+static void on_cert_start(lws_sorted_usec_list_t *sul)
+{
+	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_cert_start);
+	es_cert_event(es, 0, NULL);
+}
+
+static int instance_new(struct edgestream **out, const struct edgestream_config *cfg,
+                        const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
 {
 	struct edgestream *es = calloc(1, sizeof *es);
 	if (es == NULL)
@@ -437,6 +449,8 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	if (cb)
 		es->cb = *cb;
 	es->user = user;
+	es->cert_cb = cfg->cert_cb;
+	es->cert_user = cfg->cert_user;
 	es->admin_ops.render_metrics = es_render_metrics;
 	es->admin_ops.ready = es_ready;
 	es->admin_ops.action = es_admin_action;
@@ -492,6 +506,8 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 		return -ENOMEM;
 	}
 	st_heap_trimmer_start(&es->heap_trimmer, es->ctx, ST_HEAP_TRIM_INTERVAL_MS);
+	if (es->cert_cb)
+		lws_sul_schedule(es->ctx, 0, &es->sul_cert_start, on_cert_start, 1);
 	for (t = es->tunnels; t; t = t->next)
 		es_tunnel_schedule_dial(t, 0);
 	st_info("edgestream %s: node %s, cloud wss://%s:%d%s (verified as %s), kubelet %s, %zu "
@@ -503,6 +519,21 @@ int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
 	es_publish_stats(es);
 	*out = es;
 	return 0;
+}
+
+int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
+                   const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
+{
+	/* The host's SIGPIPE disposition survives libwebsockets' SIG_IGN, and the worker threads
+	 * started here inherit the blocked SIGPIPE (embed.c). */
+	struct sigaction host_sigpipe;
+	bool have = sigaction(SIGPIPE, NULL, &host_sigpipe) == 0;
+	bool was_blocked = es_sigpipe_block();
+	int rc = instance_new(out, cfg, cb, user, err, errlen);
+	if (have)
+		sigaction(SIGPIPE, &host_sigpipe, NULL);
+	es_sigpipe_restore(was_blocked);
+	return rc;
 }
 
 /* Stopped, and every tunnel's websocket closed. */
@@ -520,16 +551,19 @@ int edgestream_service(struct edgestream *es, int timeout_ms)
 {
 	if (all_closed(es))
 		return 1;
+	bool was_blocked = es_sigpipe_block(); /* the host's thread runs library code: embed.c */
 	handle_requests(es);
-	if (st_loop_run(es->loop, timeout_ms) < 0)
-		return 1;
-	return all_closed(es) ? 1 : 0;
+	int rc = st_loop_run(es->loop, timeout_ms) < 0 || all_closed(es) ? 1 : 0;
+	es_sigpipe_restore(was_blocked);
+	return rc;
 }
 
 int edgestream_run(struct edgestream *es)
 {
+	bool was_blocked = es_sigpipe_block(); /* once, not per round */
 	while (edgestream_service(es, -1) == 0)
 		;
+	es_sigpipe_restore(was_blocked);
 	atomic_store(&es->loop_done, true);
 	return 0;
 }
@@ -541,6 +575,7 @@ bool edgestream_stopped(const struct edgestream *es)
 
 static void *thread_main(void *arg)
 {
+	es_sigpipe_block(); /* the library's own thread: for good */
 	edgestream_run(arg);
 	return NULL;
 }
@@ -649,12 +684,14 @@ void edgestream_free(struct edgestream *es)
 		edgestream_stop(es);
 		pthread_join(es->thread, NULL);
 	}
+	bool was_blocked = es_sigpipe_block(); /* closing TLS connections writes */
 	es->stopped = true;
 	st_workq_free(es->wq); /* before the context: completions look at streams */
 	es->wq = NULL;
 	es_certs_stop(es); /* after the pool: a read under way is dropped, not swapped */
 	if (es->ctx) {
 		st_heap_trimmer_stop(&es->heap_trimmer);
+		lws_sul_cancel(&es->sul_cert_start);
 		/* Streams and kept connections go while the context still serves their sockets
 		 * and timers; then the context closes the tunnels (their callbacks run). */
 		for (struct es_tunnel *t = es->tunnels; t; t = t->next) {
@@ -683,4 +720,5 @@ void edgestream_free(struct edgestream *es)
 	if (es->curl_global)
 		curl_global_cleanup();
 	free(es);
+	es_sigpipe_restore(was_blocked);
 }

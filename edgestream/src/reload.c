@@ -25,6 +25,7 @@ static void on_certs_reloaded(int rc, const char *reason, void *user)
 		es->renew_swap_pending = false;
 		st_info("reloaded the tunnel certificate, key and CA (used from the next "
 		        "handshake)");
+		es_cert_event(es, 0, NULL);
 		es_rotate_plan(es); /* --rotate-certificate: from the new validity */
 	} else if (rc == 1) {
 		if (log_unchanged)
@@ -32,8 +33,11 @@ static void on_certs_reloaded(int rc, const char *reason, void *user)
 	} else if (rc == -ENODEV) {
 		st_warn("certificate files changed but the TLS context is unknown: they are used "
 		        "after a restart");
+		es_cert_event(es, rc,
+		              "the TLS context is unknown: the files are used after a restart");
 	} else if (rc != -ECANCELED) {
 		st_warn("certificate files changed but do not load yet (%s); retrying", reason);
+		es_cert_event(es, rc, reason);
 	}
 }
 

@@ -1,5 +1,5 @@
 /*
- * edgestream/src/stats.c — the instance's stats (edgestream_get_stats, published for other
+ * edgestream/src/stats.c — the instance's stats (published for other threads: embed.c's
  * threads) and what the admin endpoints serve: /metrics and /readyz (stream/admin.h).
  */
 #include "es.h"
@@ -43,13 +43,6 @@ void es_publish_stats(struct edgestream *es)
 	es->m.removes_repeated = es->session_totals.removes_repeated;
 	pthread_mutex_lock(&es->stats_lock);
 	es->stats = es->m;
-	pthread_mutex_unlock(&es->stats_lock);
-}
-
-void edgestream_get_stats(struct edgestream *es, struct edgestream_stats *out)
-{
-	pthread_mutex_lock(&es->stats_lock);
-	*out = es->stats;
 	pthread_mutex_unlock(&es->stats_lock);
 }
 

@@ -15,6 +15,7 @@ ops:   redial with backoff and jitter after the cloud dies, cloud certificates f
 import http.server
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -968,40 +969,96 @@ def ctl_lists_sessions_and_streams(_env):
 
 
 def embedding_example(env):
-    """The example program embeds the library (both ways of running it) and carries a request."""
+    """The example program embeds the library (both ways of running it) and carries a request;
+    its hooks and the host's signals (edgestream.h, "Process-wide state"): the host's own
+    SIGPIPE handler stays installed, a SIGPIPE raised on a library thread never reaches it, the
+    log hook gets the library's lines, the certificate hook reports the certificate in use at
+    start, a rotated pair taken after edgestream_reload, and a pair that does not match refused
+    (the previous one stays)."""
     kubelet = h.start_kubelet(env, name="kubelet-embed")
     cloud = h.start_cloudstream(env, name="cloud-embed")
     api = h.Api(env, cloud.ports["stream"])
     for drive in ("thread", "host"):
+        # the agent's own copies of the node's files, which it rotates
+        crt, key = env.path("embed-%s.crt" % drive), env.path("embed-%s.key" % drive)
+        shutil.copy(env.path("node-edge-1.crt"), crt)
+        shutil.copy(env.path("node-edge-1.key"), key)
         argv = [os.path.join(h.BIN, "edgestream", "edgestream-embed-example"), "--drive", drive,
+                "--provoke-sigpipe",
                 "cloud-url=wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
                 "cloud-server-name=localhost",
-                "tunnel-cert=" + env.path("node-edge-1.crt"),
-                "tunnel-key=" + env.path("node-edge-1.key"),
+                "tunnel-cert=" + crt, "tunnel-key=" + key,
                 "tunnel-ca=" + env.path("tunnel-ca.crt"),
                 "kubelet-url=https://127.0.0.1:%d" % kubelet.port,
                 "kubelet-cert=" + env.path("edgestream-kubelet-client.crt"),
                 "kubelet-key=" + env.path("edgestream-kubelet-client.key"),
-                "kubelet-ca=" + env.path("kubelet-ca.crt"), "admin-listen="]
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                "kubelet-ca=" + env.path("kubelet-ca.crt"), "cert-check-interval=1h"]
+        errpath = env.path("embed-%s.stderr" % drive)
+        errf = open(errpath, "wb")
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errf,
                              preexec_fn=h._die_with_parent)
+        lines = []
+
+        def until(prefix):
+            while True:
+                line = p.stdout.readline().decode()
+                check(line, "embed %s: no %r in %r" % (drive, prefix, lines))
+                lines.append(line.rstrip("\n"))
+                if line.startswith(prefix):
+                    return line.rstrip("\n")
         try:
-            line = p.stdout.readline().decode()
-            check(line.startswith("connected node=edge-1 protocol=extended"),
-                  "embed %s: %r" % (drive, line))
+            check(until("sigpipe disposition=") == "sigpipe disposition=kept",
+                  "embed %s: the host's SIGPIPE handler was replaced: %r" % (drive, lines))
+            first = until("certificate ")
+            check(re.fullmatch(r"certificate result=0 not_before=\d+ not_after=(\d+) path=%s"
+                               % re.escape(crt), first), "embed %s: %r" % (drive, first))
+            check(until("connected ").startswith("connected node=edge-1 protocol=extended"),
+                  "embed %s: %r" % (drive, lines))
+            check(until("provoked sigpipe ") == "provoked sigpipe write=-1 errno=Broken pipe",
+                  "embed %s: %r" % (drive, lines))
             st, _, body, s = api.request("GET", "/containerLogs/default/pod-a/ctr?tailLines=3",
                                          [("Host", "edge-1:10350")])
             s.close()
             check(st == 200 and body == b"line 1\nline 2\nline 3\n", "embed: %d %r" % (st, body))
+            # the agent rotates the pair: a new one is taken ...
+            env.mint("client", "--ca", env.path("tunnel-ca"), "--out",
+                     env.path("embed-new-%s" % drive), "--node", "edge-1")
+            for src, dst in ((env.path("embed-new-%s.crt" % drive), crt),
+                             (env.path("embed-new-%s.key" % drive), key)):
+                shutil.copy(src, dst + ".tmp")
+                os.replace(dst + ".tmp", dst)
+            p.send_signal(signal.SIGHUP)
+            ok = until("certificate ")
+            check(re.fullmatch(r"certificate result=0 not_before=\d+ not_after=\d+ path=.*", ok),
+                  "embed %s: rotated: %r" % (drive, ok))
+            # ... a key that does not match its certificate is not, and says why
+            shutil.copy(env.path("node-edge-2.key") if os.path.exists(env.path("node-edge-2.key"))
+                        else env.path("edgestream-kubelet-client.key"), key + ".tmp")
+            os.replace(key + ".tmp", key)
+            p.send_signal(signal.SIGHUP)
+            bad = until("certificate ")
+            check(re.fullmatch(r"certificate result=-\d+ not_before=\d+ not_after=\d+ path=\S+ "
+                               r"reason=.+", bad), "embed %s: mismatched pair: %r" % (drive, bad))
             p.send_signal(signal.SIGTERM)
             out = p.communicate(timeout=10)[0].decode()
         finally:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            errf.close()
         check(p.returncode == 0, "embed %s: exit %s" % (drive, p.returncode))
         m = re.search(r"stopped connects=1 streams=(\d+)", out)
         check(m and int(m.group(1)) >= 1, "embed %s: %r" % (drive, out))
+        m = re.search(r"hooks log_lines=(\d+) cert_events=(\d+) sigpipe_handler_calls=(\d+)", out)
+        check(m and int(m.group(1)) > 0 and m.group(2) == "3" and m.group(3) == "0",
+              "embed %s: hooks %r" % (drive, out))
+        with open(errpath, errors="replace") as f:
+            err = f.read()
+        check(re.search(r"^edgestream: \S+ info  .*edgestream 0\.1\.0: node edge-1", err, re.M) and
+              re.search(r"^edgestream: .*do not load yet", err, re.M),
+              "embed %s: the log hook's lines on the agent's stderr:\n%s" % (drive, err[-2000:]))
+        print("     embed %s: %s log lines through the hook; %s; %s" % (
+            drive, m.group(1), first, bad.split(" reason=")[1][:80]))
     env.stop(cloud)
     env.stop(kubelet)
 

@@ -215,8 +215,13 @@ class Chain:
 
 
 def tunnel_up(c):
-    """The Connected handler ran (after the library wrote the ready file)."""
+    """The Connected handler ran (after the library wrote the ready file); the Certificate
+    handler reported the certificate in use, and the library's lines came through the log hook
+    into the agent's log."""
     wait_log(c.agent, r"^tunnel up node=edge-1 protocol=extended$", "tunnel up")
+    wait_log(c.agent, r"^certificate in_use not_after=\d{4}-\d\d-\d\dT\S+Z path=\S+$",
+             "certificate handler")
+    wait_log(c.agent, r"^edgestream: \S+ info  .*edgestream 0\.1\.0: node edge-1", "log hook")
 
 
 def agent_admin_metrics(c):

@@ -18,8 +18,13 @@
 //	tunnel down err=ERRNO retry_in=DURATION reason=TEXT
 //	stats connected=B connects=N disconnects=N streams=N open=N refused=N to_cloud=N from_cloud=N
 //	stopped connects=N streams=N bytes_to_cloud=N bytes_from_cloud=N
+//	certificate in_use not_after=RFC3339 path=FILE
+//	certificate refused reason=TEXT
 //
-// libedgestream's own log lines go to stderr.
+// libedgestream's own log lines come through the log hook into the agent's log (stderr, each
+// prefixed "edgestream: "), as an agent with a logger of its own would take them. The
+// certificate handler reports the tunnel certificate in use at start and after each reload
+// (SIGHUP, after the agent's own rotation wrote new files), or why changed files were refused.
 package main
 
 import (
@@ -99,6 +104,12 @@ func run() int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
+	// The library's log lines into the agent's log (process-wide: before any Tunnel).
+	edgestream.SetLogHook(func(level edgestream.LogLevel, line string) {
+		fmt.Fprintln(os.Stderr, "edgestream: "+line)
+	})
+	defer edgestream.SetLogHook(nil)
+
 	tunnel, err := edgestream.New(cfg, edgestream.Handlers{
 		Connected: func(e edgestream.Connected) {
 			protocol := "base"
@@ -114,6 +125,19 @@ func run() int {
 				errno, reason = ee.Errno.Error(), ee.Reason
 			}
 			fmt.Printf("tunnel down err=%q retry_in=%s reason=%s\n", errno, e.RetryIn, reason)
+		},
+		Certificate: func(e edgestream.Certificate) {
+			if e.Err != nil {
+				var ee *edgestream.Error
+				reason := e.Err.Error()
+				if errors.As(e.Err, &ee) {
+					reason = ee.Reason
+				}
+				fmt.Printf("certificate refused reason=%s\n", reason)
+				return
+			}
+			fmt.Printf("certificate in_use not_after=%s path=%s\n",
+				e.NotAfter.UTC().Format(time.RFC3339), e.Path)
 		},
 	})
 	if err != nil {

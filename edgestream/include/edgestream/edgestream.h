@@ -19,7 +19,26 @@
  * must not call edgestream_free().
  *
  * Configuration: the same option names as the daemon's flags (see FLAGS.md), set one by one or
- * from a JSON file.
+ * from a JSON file. Embedded, the admin port is off unless admin-listen is set (the daemon's
+ * default, 127.0.0.1:10354, is the daemon's).
+ *
+ * Process-wide state (what an embedding agent shares with the library; everything else is per
+ * instance):
+ *   - the log level, format and hook (edgestream_set_log_*): one logger per process;
+ *   - libwebsockets' own log level (errors and warnings, through that logger), OpenSSL's and
+ *     libcurl's global initialisation (curl_global_init when the CRI backend is on);
+ *   - no signal handler is installed and the host's signal dispositions are kept. libwebsockets
+ *     sets SIGPIPE to SIG_IGN for the whole process when a context is created; edgestream_new()
+ *     puts back the disposition the host had. Instead, SIGPIPE is blocked on the threads the
+ *     library runs on (its loop thread with edgestream_start, its worker threads, and the
+ *     host's thread for the duration of edgestream_new, _service, _run and _free), so a write
+ *     to a connection the peer closed fails with EPIPE there and the host never sees the
+ *     signal (a SIGPIPE raised on such a thread meanwhile is consumed before the mask is put
+ *     back). The host's callbacks run on those threads under the same mask.
+ *
+ * ABI: struct edgestream_stats and struct edgestream_cert_event only ever grow at their end
+ * (edgestream_get_stats_sized() copies what the caller's size holds); struct
+ * edgestream_callbacks is frozen, new hooks come as setters.
  *
  * Errors are negative errno values; functions that take @err write a message there.
  */
@@ -39,7 +58,8 @@ extern "C" {
 struct edgestream;
 struct edgestream_config;
 
-/* edgestream_config_new() - every option at its default. 0 or -ENOMEM. */
+/* edgestream_config_new() - every option at its default, admin-listen empty (no admin port
+ * unless asked for). 0 or -ENOMEM. */
 int edgestream_config_new(struct edgestream_config **out);
 /* edgestream_config_set() - set option @name (a daemon flag without "--") from text. Lists
  * append. 0, -ENOENT (no such option), -EINVAL (bad value; message in @err), -ENOMEM. */
@@ -71,6 +91,11 @@ struct edgestream_callbacks {
 	                     uint64_t retry_in_ms, void *user);
 };
 
+/*
+ * The counters of an instance. Versioned by size: fields are only ever appended, never removed
+ * or reordered; read them with edgestream_get_stats() (the macro passes the size the caller was
+ * compiled with).
+ */
 struct edgestream_stats {
 	bool connected;
 	bool extended;
@@ -135,8 +160,76 @@ void edgestream_reload(struct edgestream *es);
  */
 int edgestream_reconfigure(struct edgestream *es, const struct edgestream_config *cfg);
 
-/* edgestream_get_stats() - a snapshot of the counters. Any thread. */
-void edgestream_get_stats(struct edgestream *es, struct edgestream_stats *out);
+/*
+ * edgestream_get_stats_sized() - a snapshot of the counters into @out, @out_size bytes (the
+ * caller's sizeof(struct edgestream_stats)): a caller built against an older header gets the
+ * fields it knows, one built against a newer one gets ours and zeroes for the rest. Returns the
+ * bytes the library filled (min(@out_size, its own size)). Any thread.
+ */
+size_t edgestream_get_stats_sized(struct edgestream *es, struct edgestream_stats *out,
+                                  size_t out_size);
+/* edgestream_get_stats() - the same with the size of the struct the caller sees. */
+#define edgestream_get_stats(es, out) edgestream_get_stats_sized((es), (out), sizeof *(out))
+
+/* ---- hooks for an embedding agent ----------------------------------------------------------- */
+
+/* Log levels (lines above the level set are not made at all). */
+enum edgestream_log_level {
+	EDGESTREAM_LOG_ERROR = 0,
+	EDGESTREAM_LOG_WARN = 1,
+	EDGESTREAM_LOG_INFO = 2,
+	EDGESTREAM_LOG_DEBUG = 3,
+};
+
+/*
+ * A log line of the library (@line: NUL-terminated, no trailing newline, at most 1 KiB; in the
+ * format set, text or JSON; with node= and stream= where they apply; borrowed for the call).
+ * Called on whichever thread logs (the loop thread, a worker, the host's inside an edgestream_*
+ * call), possibly on several at once: it must be thread-safe, quick, and not call edgestream_*.
+ */
+typedef void (*edgestream_log_cb)(enum edgestream_log_level level, const char *line, void *user);
+
+/*
+ * edgestream_set_log_hook() - send the library's log lines to @cb (with @user) instead of
+ * stderr; NULL puts stderr back. Process-wide, like the level: call it before creating
+ * instances or while none runs (it is not synchronised with lines being written).
+ */
+void edgestream_set_log_hook(edgestream_log_cb cb, void *user);
+/* edgestream_set_log_level() - process-wide; default EDGESTREAM_LOG_INFO. Any thread. */
+void edgestream_set_log_level(enum edgestream_log_level level);
+/* edgestream_set_log_json() - process-wide line format: JSON objects (true) or text (false,
+ * the default). Any thread. */
+void edgestream_set_log_json(bool json);
+
+/*
+ * What the certificate hook reports: the tunnel certificate the instance presents now. Fields
+ * are only ever appended (a hook built against an older header reads the ones it knows).
+ */
+struct edgestream_cert_event {
+	/* 0: the files are in use: at start, or a reload swapped in changed files (the next
+	 * handshake presents them). < 0 (-errno): changed files did not load (a key that does not
+	 * match, a half-written file); the previous certificate stays in use and the check is
+	 * retried at the next interval or edgestream_reload(). */
+	int result;
+	const char *reason; /* result < 0: why; else NULL. Borrowed for the call. */
+	const char *path;   /* the tunnel-cert file. Borrowed for the call. */
+	int64_t not_before; /* the certificate in use now (after this event), unix seconds; */
+	int64_t not_after;  /* 0 when unknown */
+};
+
+typedef void (*edgestream_cert_cb)(struct edgestream *es, const struct edgestream_cert_event *ev,
+                                   void *user);
+
+/*
+ * edgestream_config_set_cert_hook() - call @cb (with @user) on the loop thread of the instances
+ * made from @cfg: once when the loop first runs (the certificate in use at start), then after
+ * every reload of the tunnel certificate files that found them changed (result 0) or could not
+ * use them (result < 0). An agent that rotates the files itself writes them, calls
+ * edgestream_reload(), and learns here whether they were taken. @cb NULL removes it. Taken at
+ * edgestream_new() (edgestream_reconfigure does not change it). 0, or -EINVAL for a NULL @cfg.
+ */
+int edgestream_config_set_cert_hook(struct edgestream_config *cfg, edgestream_cert_cb cb,
+                                    void *user);
 
 /* edgestream_free() - stop (joining the thread of edgestream_start) and free. NULL is fine. */
 void edgestream_free(struct edgestream *es);
