@@ -486,10 +486,18 @@ def main():
                 check(tail == [("PATCH", refused["metadata"]["name"]),
                                ("POST", again[0]["metadata"]["name"])],
                       "expired: a PATCH (404), then a POST: %r" % tail)
-                cloud_m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" %
-                                                 cloud.ports["admin"], timeout=10).read().decode()
-                check('cloudstream_node_events_total{result="created"} 3\n' in cloud_m and
-                      'cloudstream_node_events_total{result="patched"} 1\n' in cloud_m and
+                # the stand-in has the Event before cloudstream has its answer: wait for that
+                deadline = time.monotonic() + 10
+                while True:
+                    cloud_m = urllib.request.urlopen(
+                        "http://127.0.0.1:%d/metrics" % cloud.ports["admin"],
+                        timeout=10).read().decode()
+                    if 'cloudstream_node_events_total{result="created"} 3\n' in cloud_m:
+                        break
+                    check(time.monotonic() < deadline, "metrics: %r" % [
+                        ln for ln in cloud_m.splitlines() if "node_events" in ln])
+                    time.sleep(0.1)
+                check('cloudstream_node_events_total{result="patched"} 1\n' in cloud_m and
                       'cloudstream_node_events_total{result="failed"} 0\n' in cloud_m,
                       "metrics: %r" % [ln for ln in cloud_m.splitlines() if "node_events" in ln])
                 print("     5 refusals -> 1 Event count=5 (%s .. %s), calls %r" % (
