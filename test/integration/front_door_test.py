@@ -19,6 +19,7 @@ its solo run).
 import os
 import socket
 import ssl
+import statistics
 import sys
 import time
 
@@ -501,28 +502,40 @@ def stalled_connect(c):
         time.sleep(0.05)
 
 
+def stall_round(c, n):
+    """Five downloads alone and five beside a stalled CONNECT, alternated (the order too): the
+    medians, and what the stalled one held."""
+    solo, both = [], []
+    held = 0
+    for r in range(5):
+        if r % 2 == 0:
+            solo.append(throughput(c, n))
+        st, held = stalled_connect(c)
+        both.append(throughput(c, n))
+        st.close()
+        if r % 2 == 1:
+            solo.append(throughput(c, n))
+    print("     solo %s MB/s, beside a stalled CONNECT %s MB/s" % (
+        " ".join("%.1f" % x for x in solo), " ".join("%.1f" % x for x in both)))
+    return statistics.median(solo), statistics.median(both), held
+
+
 def stall():
     c = Chain("door-stall")
     failed = True
     try:
         n = 32 << 20
         throughput(c, 8 << 20)  # warm-up
-        solo, both = [], []
-        # Alternated, best of five each: the machine is shared, and a moment's load from
-        # elsewhere should not decide the figure.
-        for r in range(5):
-            if r % 2 == 0:  # the order alternates too
-                solo.append(throughput(c, n))
-            st, held = stalled_connect(c)
-            both.append(throughput(c, n))
-            st.close()
-            if r % 2 == 1:
-                solo.append(throughput(c, n))
-        ratio = max(both) / max(solo)
-        print("     a stalled CONNECT holds %d bytes in cloudstream (its window)" % held)
-        print("     solo %s MB/s, beside a stalled CONNECT %s MB/s: best %.1f vs %.1f, %.2fx" % (
-            " ".join("%.1f" % x for x in solo), " ".join("%.1f" % x for x in both),
-            max(both), max(solo), ratio))
+        # Medians of five alternated runs each, and one more round when the first falls short:
+        # the machine is shared (and sanitizer builds are slow and uneven), while a stalled
+        # stream that held up the tunnel would stop the active one altogether.
+        for attempt in range(2):
+            solo, both, held = stall_round(c, n)
+            ratio = both / solo
+            print("     a stalled CONNECT holds %d bytes in cloudstream (its window); medians "
+                  "%.1f vs %.1f MB/s: %.2fx" % (held, both, solo, ratio))
+            if ratio >= 0.9:
+                break
         check(ratio >= 0.9, "active CONNECT at %.2fx of its solo throughput" % ratio)
         failed = False
     finally:
