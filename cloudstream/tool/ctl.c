@@ -4,8 +4,10 @@
  *   cloudstream-ctl [--admin ADDR:PORT] [--tsv] sessions [NODE]   connected edges
  *   cloudstream-ctl [--admin ADDR:PORT] [--tsv] streams [NODE]    requests in flight
  *   cloudstream-ctl [--admin ADDR:PORT] close NODE                close one node's tunnel
+ *   cloudstream-ctl --admin ADDR:PORT [--tsv] tunnels             an edgestream's tunnels
  *
- * The admin port answers tab-separated lines with a header (GET /sessions, /streams); this
+ * The admin port answers tab-separated lines with a header (GET /sessions, /streams; an
+ * edgestream's admin port GET /tunnels and /streams, in the same shape); this
  * prints them as an aligned table, or as they came with --tsv. Exit 0, 1 when cloudstream
  * cannot be asked or says no, 2 for a usage error.
  */
@@ -46,7 +48,10 @@ static void usage(FILE *f)
 	fprintf(f, "usage: cloudstream-ctl [--admin ADDR:PORT] [--tsv] sessions [NODE]\n"
 	           "       cloudstream-ctl [--admin ADDR:PORT] [--tsv] streams [NODE]\n"
 	           "       cloudstream-ctl [--admin ADDR:PORT] close NODE\n"
-	           "Asks cloudstream's admin port (--admin, default " DEFAULT_ADMIN ").\n");
+	           "       cloudstream-ctl --admin ADDR:PORT [--tsv] tunnels\n"
+	           "Asks cloudstream's admin port (--admin, default " DEFAULT_ADMIN
+	           "); streams and tunnels\n"
+	           "also an edgestream's (its admin port, 127.0.0.1:10354 by default).\n");
 }
 
 /* Prints tab-separated @text as columns padded to their widest cell; '#' lines as they are. */
@@ -114,7 +119,8 @@ int main(int argc, char **argv)
 	const char *node = i < argc ? argv[i++] : NULL;
 	bool close_cmd = strcmp(cmd, "close") == 0;
 	if (i < argc ||
-	    (!close_cmd && strcmp(cmd, "sessions") != 0 && strcmp(cmd, "streams") != 0) ||
+	    (!close_cmd && strcmp(cmd, "sessions") != 0 && strcmp(cmd, "streams") != 0 &&
+	     strcmp(cmd, "tunnels") != 0) ||
 	    (close_cmd && node == NULL)) {
 		usage(stderr);
 		return 2;

@@ -4,6 +4,7 @@
  */
 #include "es.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <netinet/tcp.h>
@@ -193,12 +194,12 @@ static void line(struct st_text *t, size_t *more, const char *fmt, ...)
 	(*more)++;
 }
 
-static void list_tunnels(struct edgestream *es, struct st_text *t, size_t *more)
+static void list_tunnels(struct edgestream *es, struct st_text *t, size_t *more, bool none)
 {
 	uint64_t now = es_now_ms();
 	st_text_put(t, "CLOUD\tPROTOCOL\tREPLICA\tREMOTE\tCONNECTED\tSTREAMS\tBYTES_IN\t"
 	               "BYTES_OUT\tLAST_RX_MS_AGO\tRTT_MS\n");
-	for (struct es_tunnel *tu = es->tunnels; tu; tu = tu->next) {
+	for (struct es_tunnel *tu = none ? NULL : es->tunnels; tu; tu = tu->next) {
 		char since[32] = "-", remote[64] = "-", rtt[24] = "-", ago[24] = "-";
 		size_t streams = 0;
 		for (struct es_stream *st = tu->streams; st; st = st->next)
@@ -220,11 +221,11 @@ static void list_tunnels(struct edgestream *es, struct st_text *t, size_t *more)
 	}
 }
 
-static void list_streams(struct edgestream *es, struct st_text *t, size_t *more)
+static void list_streams(struct edgestream *es, struct st_text *t, size_t *more, bool none)
 {
 	uint64_t now = es_now_ms();
 	st_text_put(t, "NODE\tSTREAM\tKIND\tBACKEND\tAGE_MS\tTO_CLOUD\tFROM_CLOUD\tQUEUED\n");
-	for (struct es_tunnel *tu = es->tunnels; tu; tu = tu->next)
+	for (struct es_tunnel *tu = none ? NULL : es->tunnels; tu; tu = tu->next)
 		for (struct es_stream *st = tu->streams; st; st = st->next) {
 			char be[96];
 			line(t, more, "%s\t%llu\t%s\t%s\t%llu\t%llu\t%llu\t%zu\n", es->node,
@@ -241,8 +242,6 @@ static void list_streams(struct edgestream *es, struct st_text *t, size_t *more)
 int es_admin_action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
                     const char *query, size_t qlen, char *out, size_t cap, size_t *out_len)
 {
-	(void)query;
-	(void)qlen;
 	struct edgestream *es = user;
 	bool tunnels = plen == 8 && memcmp(path, "/tunnels", 8) == 0;
 	bool streams = plen == 8 && memcmp(path, "/streams", 8) == 0;
@@ -255,10 +254,15 @@ int es_admin_action(void *user, const char *method, size_t mlen, const char *pat
 		return 405;
 	}
 	size_t more = 0;
+	/* ?node=NAME as on cloudstream (cloudstream-ctl streams NODE): this node's, or none */
+	char want[ES_NODE_NAME_MAX + 1];
+	ssize_t wl = query ? st_query_get(query, qlen, "node", want, sizeof want - 1) : -ENOENT;
+	bool other =
+	        wl >= 0 && ((size_t)wl != strlen(es->node) || memcmp(want, es->node, (size_t)wl));
 	if (tunnels)
-		list_tunnels(es, &t, &more);
+		list_tunnels(es, &t, &more, other);
 	else
-		list_streams(es, &t, &more);
+		list_streams(es, &t, &more, other);
 	t.cap = cap;
 	if (more)
 		st_text_put(&t, "# %zu more not shown\n", more);

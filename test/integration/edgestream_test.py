@@ -935,6 +935,18 @@ def ctl_lists_sessions_and_streams(_env):
                 check(len(sl) == 1, "%s edge streams %r" % (node, sl))
             st, _ = admin_get(edge.ports["admin"], "/nodes/x/close")
             check(st == 404, "edge admin: an unknown action is 404, got %d" % st)
+            # cloudstream-ctl prints the edge's listings too, ?node= as on the cloud
+            eadm = "127.0.0.1:%d" % edge.ports["admin"]
+            r = subprocess.run([ctl, "--admin", eadm, "tunnels"], capture_output=True,
+                               text=True, timeout=10)
+            check(r.returncode == 0 and re.search(r"^127\.0\.0\.1:\d+/v1/kubeedge/connect +"
+                                                  r"extended ", r.stdout, re.M),
+                  "ctl tunnels at %s: %r" % (node, r))
+            for who, want in ((node, len(sl)), ("edge-9", 1)):
+                r = subprocess.run([ctl, "--admin", eadm, "--tsv", "streams", who],
+                                   capture_output=True, text=True, timeout=10)
+                check(r.returncode == 0 and len(r.stdout.splitlines()) == want,
+                      "ctl streams %s at %s: %r" % (who, node, r))
         # Latency histograms: one answer per follow on each side, and the process metrics.
         st, text = admin_get(cloud.ports["admin"], "/metrics")
         cloud_text = text
