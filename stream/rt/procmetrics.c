@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -101,18 +103,25 @@ void st_text_process(struct st_text *t)
 	}
 	/* Start time = now - (time since boot - start ticks), on clocks that need no syscall (no
 	 * /proc/stat: its btime line follows per-CPU and interrupt lines of unbounded length).
-	 * Computed once, so the value does not wobble between scrapes. Loop thread. */
-	static double start_s;
+	 * Computed once per process, in centiseconds, so the value does not wobble between
+	 * scrapes; atomic because embedded instances each scrape on their own loop thread. */
+	static _Atomic uint64_t start_cs;
+	uint64_t cs = atomic_load(&start_cs);
 	struct timespec rt, bt;
-	if (start_s == 0 && have_stat && clock_gettime(CLOCK_REALTIME, &rt) == 0 &&
+	if (cs == 0 && have_stat && clock_gettime(CLOCK_REALTIME, &rt) == 0 &&
 	    clock_gettime(CLOCK_BOOTTIME, &bt) == 0) {
-		double up = (double)bt.tv_sec + (double)bt.tv_nsec / 1e9;
-		double at = (double)ps.start_ticks / (double)tick;
-		start_s = (double)rt.tv_sec + (double)rt.tv_nsec / 1e9 - (up - at);
+		uint64_t now_cs = (uint64_t)rt.tv_sec * 100u + (uint64_t)rt.tv_nsec / 10000000u;
+		uint64_t up_cs = (uint64_t)bt.tv_sec * 100u + (uint64_t)bt.tv_nsec / 10000000u;
+		uint64_t at_cs = ps.start_ticks * 100u / (uint64_t)tick;
+		cs = now_cs - (up_cs > at_cs ? up_cs - at_cs : 0);
+		uint64_t none = 0;
+		if (!atomic_compare_exchange_strong(&start_cs, &none, cs))
+			cs = none; /* another thread's, computed the same way */
 	}
-	if (start_s > 0) {
+	if (cs > 0) {
 		st_text_metric(t, "process_start_time_seconds", "gauge",
 		               "Start time of the process since unix epoch in seconds.");
-		st_text_put(t, "process_start_time_seconds %.2f\n", start_s);
+		st_text_put(t, "process_start_time_seconds %llu.%02llu\n",
+		            (unsigned long long)(cs / 100u), (unsigned long long)(cs % 100u));
 	}
 }
