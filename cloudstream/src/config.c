@@ -407,13 +407,15 @@ static const struct st_opt options[] = {
          .value_name = "FILE",
          .help = "Server certificate of --front-door-listen; its SANs must hold the host of "
                  "the apiserver's egress url exactly (an IP SAN for an IP). Default: "
-                 "--stream-cert.",
+                 "--stream-cert. Reloaded on SIGHUP.",
+         .flags = ST_OPT_F_RELOAD,
          .since = "0.2"},
         {.name = "front-door-key",
          .type = ST_OPT_STRING,
          .offset = OFF(front_door_key),
          .value_name = "FILE",
-         .help = "Private key of --front-door-cert. Default: --stream-key.",
+         .help = "Private key of --front-door-cert. Default: --stream-key. Reloaded on SIGHUP.",
+         .flags = ST_OPT_F_RELOAD,
          .since = "0.2"},
         {.name = "front-door-client-ca",
          .type = ST_OPT_STRING,
@@ -421,7 +423,8 @@ static const struct st_opt options[] = {
          .value_name = "FILE",
          .help = "CA of the apiserver's egress client certificate (tlsConfig clientCert); "
                  "a client without a certificate from it fails the handshake. Default: "
-                 "--stream-client-ca.",
+                 "--stream-client-ca. Reloaded on SIGHUP.",
+         .flags = ST_OPT_F_RELOAD,
          .since = "0.2"},
         {.name = "front-door-allowed-subjects",
          .type = ST_OPT_STRING_LIST,
@@ -432,6 +435,7 @@ static const struct st_opt options[] = {
                  "others are answered 403. Empty: any certificate of --front-door-client-ca "
                  "(give the front door a CA of its own then).",
          .example = "--front-door-allowed-subjects kube-apiserver-egress",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.2"},
         {.name = "front-door-kubelet-ports",
          .type = ST_OPT_STRING_LIST,
@@ -453,6 +457,7 @@ static const struct st_opt options[] = {
          .value_name = "DURATION",
          .help = "A CONNECT whose edge has not acknowledged its dial after this long is "
                  "answered 504 (kube-apiserver has no deadline of its own for the answer).",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.2"},
         {.name = "front-door-pod-ips",
          .type = ST_OPT_BOOL,
@@ -464,6 +469,7 @@ static const struct st_opt options[] = {
                  "node is reached through that node's tunnel, where the edge's --pod-ports "
                  "and --pod-cidr decide (webhooks and aggregated APIs served by pods on edge "
                  "nodes). Off: such a CONNECT is answered 502.",
+         .flags = ST_OPT_F_LIVE,
          .since = "0.2"},
         {.name = "answer-timeout",
          .type = ST_OPT_DURATION_MS,

@@ -469,6 +469,58 @@ def timeouts():
         close_env(c.env, failed)
 
 
+def live_reload():
+    """SIGHUP with a configuration file: --front-door-allowed-subjects and
+    --front-door-dial-timeout change at once (the next CONNECT is judged by the new list)."""
+    env = Env("door-live", nodes=("edge-1",))
+    failed = True
+    try:
+        mint_pki(env)
+        path = os.path.join(env.dir, "cloudstream.yaml")
+
+        def write(subject, timeout):
+            with open(path, "w") as f:
+                f.write("apiVersion: cloudstream.io/v1alpha1\nkind: CloudStreamConfig\n"
+                        "front-door-allowed-subjects: [%s]\nfront-door-dial-timeout: %s\n"
+                        % (subject, timeout))
+        write("kube-apiserver-egress", "3s")
+        c = Chain.__new__(Chain)
+        c.env = env
+        c.sock_path = env.sock("front-door.sock")
+        c.kubelet = start_kubelet_for_node(env)
+        c.cloud = start_cloudstream(env, extra=[
+            "--config", path, "--front-door-listen", "127.0.0.1:0",
+            "--front-door-socket", c.sock_path,
+            "--front-door-cert", env.path("front-door.crt"),
+            "--front-door-key", env.path("front-door.key"),
+            "--front-door-client-ca", env.path("egress-ca.crt")])
+        c.door_port = c.cloud.ports["front_door"]
+        c.edge = start_edgestream(env, c.cloud, c.kubelet, node="edge-1")
+        c.wait_node(NODE_IP)
+        expect(c, NODE_IP, KUBELET_PORT, 403, ["someone-else"], cert="intruder")
+        check(connect(c, NODE_IP, KUBELET_PORT)[0] == 200, "the egress client refused")
+        write("someone-else", "2s")
+        import signal
+        start = os.path.getsize(c.cloud.logpath)
+        c.cloud.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while True:
+            log = open(c.cloud.logpath, "rb").read()[start:].decode(errors="replace")
+            if "configuration reloaded: front-door-dial-timeout" in log and \
+                    "configuration reloaded: front-door-allowed-subjects" in log:
+                break
+            check(time.monotonic() < deadline, "no reload lines:\n%s" % log)
+            time.sleep(0.05)
+        check("needs a restart: front-door" not in log, "a front-door option needs a restart:\n"
+              + log)
+        expect(c, NODE_IP, KUBELET_PORT, 403, ["kube-apiserver-egress"])
+        check(connect(c, NODE_IP, KUBELET_PORT, cert="intruder")[0] == 200,
+              "the newly listed subject refused")
+        failed = False
+    finally:
+        close_env(env, failed)
+
+
 # ---- a stalled CONNECT does not slow the active one ---------------------------------------
 
 def throughput(chain, n):
@@ -642,7 +694,8 @@ def pods():
         close_env(env, failed)
 
 
-GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors, timeouts], "stall": [stall],
+GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors, timeouts, live_reload],
+          "stall": [stall],
           "pods": [pods]}
 
 if __name__ == "__main__":
