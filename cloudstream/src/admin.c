@@ -4,6 +4,7 @@
  * stream/admin.h's; this file says what goes in the metrics and when cloudstream is ready.
  * Loop thread only.
  */
+#include "peer.h"
 #include "cs.h"
 #include "join_srv.h"
 
@@ -189,6 +190,7 @@ static void render_metrics(struct st_text *t, void *user)
 	cs_advertise_metrics(t, srv);
 	cs_join_metrics(t, srv);
 	cs_door_metrics(t, srv);
+	cs_peers_metrics(t, srv);
 	st_text_session_totals(t, "cloudstream", &m->sessions);
 	cs_node_events_metrics(t, srv);
 	render_histograms(t, m);
@@ -210,7 +212,7 @@ static bool ready(void *user, const char **why)
 {
 	struct cs_server *srv = user;
 	*why = srv->draining ? "draining" : "starting";
-	return srv->ready && !srv->draining;
+	return srv->ready && !srv->draining && cs_peers_ready(srv, why);
 }
 
 /* ---- listings: GET /sessions, GET /streams (tab-separated, a header line first) ---------- */

@@ -23,6 +23,7 @@
 
 #include "denylist.h"
 #include "identity.h"
+#include "peer.h"
 
 /* A custom request header (lower case with colon, as lws stores them) into @out; length or -1. */
 static int header_copy(struct lws *wsi, const char *name, char *out, size_t cap)
@@ -138,6 +139,14 @@ void cs__tunnel_admit_cert(struct lws *wsi, struct cs_server *srv, struct cs_adm
 		X509_free(x);
 		REFUSE(a, 403, CS_REFUSE_CERT,
 		       "a client certificate from the tunnel CA is required");
+		return;
+	}
+	if (cs_peer_cert_is_peer(srv, wsi)) {
+		/* The tunnel port trusts --peer-ca for peer links only: never as a node. */
+		X509_free(x);
+		REFUSE(a, 403, CS_REFUSE_CERT,
+		       "a peer certificate (--peer-ca) is not an edge node's: peer links use %s",
+		       CS_PEER_PATH);
 		return;
 	}
 	int rc = certs_x509_identity(x, &a->id);

@@ -84,6 +84,12 @@ struct cs_config {
 	uint64_t tunnel_handshakes_max, tunnel_handshakes_per_source, tunnel_handshake_timeout_ms;
 	char *replica_id;
 	uint64_t drain_timeout_ms;
+	/* the other replicas (peer.h): membership, the peer links' mTLS, readiness */
+	struct st_strlist peers; /* host:port of every replica's tunnel port (self included ok) */
+	char *peer_cert, *peer_key, *peer_ca, *peer_server_ca, *peer_server_name;
+	char *peer_subject;            /* the CN a peer certificate must carry */
+	uint64_t peer_sync_timeout_ms; /* /readyz waits this long at most for the first syncs */
+	uint64_t peer_redial_max_ms;   /* backoff cap of a lost link's redial */
 	/* per-node serving certificates on the stream port (servecert.h) */
 	int serving_certs; /* enum cs_serving_mode */
 	char *serving_ca_cert, *serving_ca_key;

@@ -106,6 +106,7 @@ struct cs_server {
 	size_t n_fronts;         /* apiserver connections (front.c) */
 	struct cs_front *fronts; /* every apiserver connection (list; front.c) */
 	struct door_set *door;   /* the front door's listeners and counters (door.c) */
+	struct cs_peers *peers;  /* the other replicas (peer.c); NULL without --peers */
 	uint64_t next_ordinal;
 	bool draining, stop, ready; /* draining: drain.state is DRAINING or later */
 	struct st_drain drain;      /* SIGTERM (stream/drain.h) */

@@ -9,6 +9,7 @@
  * output toward the apiserver holds what the edge's credit allows (the stream's window). Every
  * CONNECT is answered within --front-door-dial-timeout. Loop thread only.
  */
+#include "peer.h"
 #include "door_int.h"
 
 #include <arpa/inet.h>
@@ -376,9 +377,11 @@ static struct cs_tunnel *resolve_pod(struct door *d)
 }
 
 /* Which connected node the CONNECT names; NULL after failing the connection, or while the
- * apiserver is asked about a pod IP (DOOR_LOOKUP). */
-static struct cs_tunnel *resolve(struct door *d)
+ * apiserver is asked about a pod IP (DOOR_LOOKUP). When another replica holds the node's
+ * tunnel (peer.h): the peer link to it, with *@fwd set and the node's caps in *@fwd_caps. */
+static struct cs_tunnel *resolve(struct door *d, bool *fwd, uint32_t *fwd_caps)
 {
+	*fwd = false;
 	struct cs_server *srv = d->srv;
 	char why[CS_DOOR_MAX_REASON_BYTES];
 	if (d->ip[0]) {
@@ -386,6 +389,12 @@ static struct cs_tunnel *resolve(struct door *d)
 		struct cs_tunnel *t = cs_registry_get_by_ip(srv->reg, d->ip, strlen(d->ip), &node);
 		if (t != NULL)
 			return t;
+		t = cs_peer_lookup_ip(srv, d->ip, strlen(d->ip), &node, fwd_caps);
+		if (t != NULL) {
+			snprintf(d->node, sizeof d->node, "%s", node);
+			*fwd = true;
+			return t;
+		}
 		const char *owners[2];
 		if (cs_registry_ip_owners(srv->reg, d->ip, strlen(d->ip), owners, 2) >= 2) {
 			snprintf(why, sizeof why,
@@ -399,6 +408,10 @@ static struct cs_tunnel *resolve(struct door *d)
 		return resolve_pod(d);
 	}
 	struct cs_tunnel *t = cs_registry_get(srv->reg, d->node, strlen(d->node));
+	if (t == NULL) {
+		t = cs_peer_lookup(srv, d->node, strlen(d->node), fwd_caps, NULL);
+		*fwd = t != NULL;
+	}
 	if (t == NULL) {
 		snprintf(why, sizeof why,
 		         "edge node %s is not connected to this cloudstream (no tunnel session)",
@@ -426,11 +439,15 @@ static void start(struct door *d)
 		fail(d, 503, DOOR_R_DRAINING, "cloudstream is shutting down; retry");
 		return;
 	}
-	struct cs_tunnel *t = resolve(d);
+	bool fwd;
+	uint32_t caps;
+	struct cs_tunnel *t = resolve(d, &fwd, &caps);
 	if (t == NULL)
 		return;
-	snprintf(d->node, sizeof d->node, "%s", cs_tunnel_node(t));
-	uint32_t caps = cs_tunnel_caps(t);
+	if (!fwd) {
+		snprintf(d->node, sizeof d->node, "%s", cs_tunnel_node(t));
+		caps = cs_tunnel_caps(t);
+	}
 	if (!(caps & ST_CAP_TCP) || !(caps & ST_CAP_OPENED)) {
 		if (caps == 0)
 			snprintf(why, sizeof why,
@@ -459,7 +476,10 @@ static void start(struct door *d)
 				pa.target = CS_DOOR_TARGET_KUBELET;
 	}
 	char msg[512];
-	int rc = cs_stream_open(t, &d->ep, ST_MSG_TCP_CONNECT, tcp_payload, &pa, msg, sizeof msg);
+	int rc = fwd ? cs_peer_stream_open(t, d->node, &d->ep, ST_MSG_TCP_CONNECT, tcp_payload, &pa,
+	                                   msg, sizeof msg)
+	             : cs_stream_open(t, &d->ep, ST_MSG_TCP_CONNECT, tcp_payload, &pa, msg,
+	                              sizeof msg);
 	if (rc == -ENOSPC || rc == -EAGAIN) {
 		fail(d, 503, DOOR_R_LIMIT, msg);
 		return;

@@ -41,7 +41,9 @@ struct cs_front {
 	struct cs_front *anext, *aprev; /* in srv->fronts */
 	char orig_dst[64]; /* SO_ORIGINAL_DST when the connection was DNAT'd, else "" */
 	char node[CS_NODE_NAME_MAX_BYTES + 1]; /* the request's node, "" until routed */
-	struct cs_relay rl;                    /* the request and its answer (relay.h) */
+	bool forwarded;     /* the node's tunnel is another replica's: the stream goes there */
+	uint32_t fwd_caps;  /* when forwarded: the node's edge capabilities (the directory's) */
+	struct cs_relay rl; /* the request and its answer (relay.h) */
 	uint64_t started_ms;
 	lws_sorted_usec_list_t sul_answer; /* armed in WAIT when the answer has a deadline */
 	/* authentication and authorization (authz_req.c) */

@@ -29,6 +29,8 @@
 #include "door.h"
 #include "join_srv.h"
 #include "listen.h"
+#include "peer.h"
+#include "tunnel_int.h"
 #include "servecert.h"
 
 uint64_t cs_now_ms(void)
@@ -528,6 +530,8 @@ int main(int argc, char **argv)
 		goto out_config;
 	}
 	set_replica(&srv);
+	if (cs_peers_configure(&srv) < 0) /* --peers resolved here, before the loop */
+		goto out_config;
 	/* tcp and opened: front-door tunnels (door.h), 200 only once the edge's dial worked. */
 	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |
 	               ST_CAP_RAW_RESPONSE | ST_CAP_TCP | ST_CAP_OPENED;
@@ -575,7 +579,7 @@ int main(int argc, char **argv)
 		st_warn("--event-loop epoll: the libwebsockets-evlib-ev plugin did not load (see "
 		        "the lws line above); running on lws's poll loop, O(connections) a round");
 	cs_admin_ops_init(&srv.admin_ops, &srv);
-	if (create_vhosts(&srv) < 0)
+	if (create_vhosts(&srv) < 0 || cs_peers_start(&srv) < 0)
 		goto out_ctx;
 	cs_join_optional_client_certs(&srv, srv.ssl_ctx[0]); /* --join-tokens: edges with none */
 	exit_code = 1; /* configured: what fails from here is the machine's, not the operator's */
@@ -620,6 +624,7 @@ out_ctx:
 	lws_sul_cancel(&srv.sul_drain);
 	st_heap_trimmer_stop(&srv.heap_trimmer);
 	cs_tunnels_stop(&srv);
+	cs_peers_stop(&srv);
 	cs_servecert_stop(&srv);
 	st_workq_free(srv.wq); /* before the context: completions may still touch it */
 	srv.wq = NULL;
@@ -630,6 +635,7 @@ out_ctx:
 	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:
+	cs__peers_free(&srv);
 	cs_join_free(&srv);
 	cs_identity_free(&srv);
 	cs_servecert_free(&srv);

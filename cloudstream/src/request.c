@@ -8,6 +8,7 @@
  * serves the next request. Every such decision is relay.c's (pure); this file applies them to
  * the connection and the stream. Loop thread only.
  */
+#include "peer.h"
 #include "authz.h"
 #include "front.h"
 
@@ -314,9 +315,18 @@ ssize_t cs__request_forward(struct cs_front *f, const uint8_t *p, size_t len)
 
 /* ---- a new request --------------------------------------------------------------------- */
 
+/* What route.c gets for a node another replica holds (the directory's, peer.h): not a tunnel
+ * here, but a session somewhere; route() turns it into the peer link. */
+static char remote_node;
+
 static void *lookup_by_ip(const char *ip, size_t len, const char **node, void *user)
 {
-	return cs_registry_get_by_ip(((struct cs_server *)user)->reg, ip, len, node);
+	struct cs_server *srv = user;
+	void *t = cs_registry_get_by_ip(srv->reg, ip, len, node);
+	uint32_t caps;
+	if (t == NULL && srv->peers && cs_peer_lookup_ip(srv, ip, len, node, &caps))
+		return &remote_node;
+	return t;
 }
 
 static size_t lookup_ip_owners(const char *ip, size_t len, const char **names, size_t cap,
@@ -327,7 +337,12 @@ static size_t lookup_ip_owners(const char *ip, size_t len, const char **names, s
 
 static void *lookup_by_name(const char *name, size_t len, void *user)
 {
-	return cs_registry_get(((struct cs_server *)user)->reg, name, len);
+	struct cs_server *srv = user;
+	void *t = cs_registry_get(srv->reg, name, len);
+	uint32_t caps;
+	if (t == NULL && srv->peers && cs_peer_lookup(srv, name, len, &caps, NULL))
+		return &remote_node;
+	return t;
 }
 
 static void header_view(const struct st_http_request *req, const char *name, const char **p,
@@ -420,6 +435,17 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 		*wait = az == 0;
 		return NULL;
 	}
+	f->forwarded = false;
+	if (r.session == &remote_node) {
+		/* Another replica holds the node's tunnel: its peer link carries the stream. */
+		struct cs_tunnel *link =
+		        cs_peer_lookup(srv, r.node, strlen(r.node), &f->fwd_caps, NULL);
+		if (link != NULL) {
+			f->forwarded = true;
+			return link;
+		}
+		r.session = NULL; /* the link went between the two lookups */
+	}
 	if (r.session == NULL) {
 		snprintf(msg, sizeof msg,
 		         "edge node %s is not connected to this cloudstream (no tunnel session)",
@@ -465,7 +491,8 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 	struct cs_tunnel *t = route(f, req, &wait);
 	if (t == NULL)
 		return !wait;
-	snprintf(f->node, sizeof f->node, "%s", cs_tunnel_node(t));
+	if (!f->forwarded)
+		snprintf(f->node, sizeof f->node, "%s", cs_tunnel_node(t));
 
 	/* The one place a stream is admitted (budgets, stream limits): cs_stream_open. */
 	char msg[512];
@@ -482,8 +509,10 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 		req = &stripped;
 	}
 	struct connect_args ca = {.req = req, .edge_host = srv->cfg.edge_target_host};
-	int rc = cs_stream_open(t, &f->ep, f->rl.plan.connect_type, connect_payload, &ca, msg,
-	                        sizeof msg);
+	int rc = f->forwarded ? cs_peer_stream_open(t, f->node, &f->ep, f->rl.plan.connect_type,
+	                                            connect_payload, &ca, msg, sizeof msg)
+	                      : cs_stream_open(t, &f->ep, f->rl.plan.connect_type, connect_payload,
+	                                       &ca, msg, sizeof msg);
 	if (rc == -ENOSPC || rc == -EAGAIN) {
 		cs__request_fail(f, 0, CS_ERR_LIMIT, msg);
 		return true;
@@ -494,7 +523,7 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 		                 "limits)");
 		return true;
 	}
-	cs_relay_start(&f->rl, cs_tunnel_caps(t));
+	cs_relay_start(&f->rl, f->forwarded ? f->fwd_caps : cs_tunnel_caps(t));
 	f->acc.sid = f->ep.sid;
 	f->state = CS_FRONT_WAIT;
 	f->started_ms = cs_now_ms();

@@ -33,6 +33,7 @@
 #include "denylist.h"
 #include "identity.h"
 #include "listen.h"
+#include "peer.h"
 #include "servecert.h"
 
 static struct cs_server *server_of(struct lws *wsi)
@@ -282,12 +283,23 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	}
 	cs_servecert_node_up(srv, t->node);
 	cs_advertise_node_up(srv, t->node);
+	if (srv->peers) {
+		/* What NODE_UP says of the node's IPs (peer.c). */
+		char ips[CS_REGISTRY_MAX_IPS * (CS_IP_TEXT_MAX_BYTES + 1)] = "";
+		size_t off = 0;
+		for (size_t i = 0; i < a.n_ips && off < sizeof ips; i++)
+			off += (size_t)snprintf(ips + off, sizeof ips - off, "%s%s", i ? "," : "",
+			                        a.ips[i]);
+		t->ips = a.n_ips ? strdup(ips) : NULL;
+	}
+	cs_peers_node_up(srv, t);
 	cs__tunnel_kick(t);
 }
 
 static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 {
 	t->wsi = NULL; /* lws is closing it: no more writes or flow control */
+	cs_peers_node_down(srv, t);
 	cs__tunnel_end_streams(t, "the edge node disconnected");
 	if (t->registered)
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
@@ -308,6 +320,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	st_session_free(t->sess);
 	st_reasm_cleanup(&t->rx);
 	srv->tun.n--;
+	free(t->ips);
 	free(t->replica);
 	free(t);
 	cs_maybe_finish_drain(srv);
@@ -326,8 +339,7 @@ static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
 	return 0;
 }
 
-static int tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first,
-                          bool final)
+int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final)
 {
 	const uint8_t *msg;
 	size_t msg_len;
@@ -342,7 +354,7 @@ static int tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bo
 	return tunnel_message(t, msg, msg_len);
 }
 
-static int tunnel_writeable(struct cs_tunnel *t)
+int cs__tunnel_writeable(struct cs_tunnel *t)
 {
 	struct cs_server *srv = t->srv;
 	if (t->kill)
@@ -358,7 +370,8 @@ static int tunnel_writeable(struct cs_tunnel *t)
 		cs__tunnel_kick(t);
 		return 0;
 	}
-	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
+	ssize_t n = st_tunnel_write(t->client ? cs__peer_writer(srv) : &srv->tunnel_writer, t->wsi,
+	                            t->sess);
 	if (n == -EIO)
 		return -1;
 	if (n < 0) {
@@ -376,6 +389,7 @@ static int tunnel_writeable(struct cs_tunnel *t)
 struct cs_tunnel_pss {
 	struct cs_tunnel *t;
 	struct cs_join_req *join;
+	void *peer; /* an accepted peer link (peer.c), instead of a tunnel */
 };
 
 static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -388,6 +402,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS) {
 		struct lws_vhost *vh = in;
 		cs_certs_note_ctx(lws_get_vhost_user(vh), lws_get_vhost_name(vh), user);
+		cs_peer_trust_ca(lws_get_vhost_user(vh), user);
 		return 0;
 	}
 	struct cs_server *srv = server_of(wsi);
@@ -426,9 +441,14 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		if (strcmp((const char *)in, "websocket") != 0)
 			return -1;
+		/* no pss yet: the path says which kind of upgrade this is, each time */
+		if (cs_peer_is_peer_upgrade(wsi))
+			return cs_peer_in_confirm(wsi, srv);
 		cs__tunnel_admit(wsi, srv, &a);
 		return a.status ? cs__tunnel_refuse(wsi, srv, &a) : 0;
 	case LWS_CALLBACK_ADD_HEADERS: {
+		if (cs_peer_is_peer_upgrade(wsi))
+			return cs_peer_in_headers(wsi, srv, in);
 		cs__tunnel_admit(wsi, srv, &a);
 		if (a.status != 0 || !a.has_offer)
 			return 0; /* no offer: a KubeEdge edge, which gets no echo */
@@ -446,22 +466,33 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	}
 	case LWS_CALLBACK_ESTABLISHED:
 		*slot = NULL;
+		if (cs_peer_is_peer_upgrade(wsi))
+			return cs_peer_in_established(wsi, srv, &pss->peer);
 		tunnel_established(wsi, srv, slot);
 		return *slot ? 0 : -1;
 	case LWS_CALLBACK_RECEIVE:
+		if (pss && pss->peer)
+			return cs_peer_in_receive(pss->peer, in, len, lws_is_first_fragment(wsi),
+			                          lws_is_final_fragment(wsi));
 		if (*slot == NULL)
 			return -1;
 		st_liveness_rx(&(*slot)->live, cs_now_ms());
 		(*slot)->bytes_in += len;
-		return tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
-		                      lws_is_final_fragment(wsi));
+		return cs__tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
+		                          lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_RECEIVE_PONG:
 		if (*slot)
 			st_liveness_rx(&(*slot)->live, cs_now_ms());
 		return 0;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return *slot ? tunnel_writeable(*slot) : -1;
+		if (pss && pss->peer)
+			return cs_peer_in_writeable(pss->peer);
+		return *slot ? cs__tunnel_writeable(*slot) : -1;
 	case LWS_CALLBACK_CLOSED:
+		if (pss && pss->peer) {
+			cs_peer_in_closed(pss->peer);
+			pss->peer = NULL;
+		}
 		if (*slot) {
 			tunnel_closed(srv, *slot);
 			*slot = NULL;

@@ -43,6 +43,12 @@ struct cs_tunnel {
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
 	char *replica; /* the edge's replica id from its offer (owned), NULL when none */
+	/* Peer links (peer.h): */
+	bool client;           /* a link this replica dialled to another one (not an edge) */
+	struct out_link *link; /* peer.c's, when client */
+	uint64_t gen_ms;       /* wall-clock admission time: the node's generation (PROTOCOL §7) */
+	char *ips;             /* with --peers: the node's IPs, comma-separated (owned) */
+	bool announced;        /* NODE_UP sent: NODE_DOWN follows when it goes */
 };
 
 #define CS_TUNNEL_PATH "/v1/kubeedge/connect"
@@ -89,6 +95,17 @@ void cs__tunnel_update_rx(struct cs_tunnel *t);
 /* @t is going away (@why: "the edge node disconnected", ...): every endpoint with a stream on
  * it loses its stream (ops->gone). */
 void cs__tunnel_end_streams(struct cs_tunnel *t, const char *why);
+
+/* tunnel.c: one websocket message fragment from @t's peer; 0, or -1 to drop the connection. */
+int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final);
+/* tunnel.c: @t's WRITEABLE (server or client); 0, or -1 to drop the connection. */
+int cs__tunnel_writeable(struct cs_tunnel *t);
+
+/* peer.c: a directory message on a link this replica dialled (on_peer). 0 or -EPROTO. */
+int cs__peer_dir_msg(struct cs_tunnel *t, uint64_t type, const uint8_t *payload, size_t len);
+/* peer.c: the masked writer of dialled links. */
+struct st_tunnel_writer *cs__peer_writer(struct cs_server *srv);
+void cs__peers_free(struct cs_server *srv);
 
 /* @t leaves the list of tunnels paused for the process budget (when on it). */
 void cs__tunnel_paused_remove(struct cs_tunnel *t);

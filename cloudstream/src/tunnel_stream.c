@@ -70,7 +70,15 @@ static void on_opened(struct st_session *s, uint64_t id, void *user)
 		ep->ops->opened(ep);
 }
 
+static int on_peer(struct st_session *s, uint64_t type, const uint8_t *payload, size_t len,
+                   void *user)
+{
+	(void)s;
+	return cs__peer_dir_msg(user, type, payload, len);
+}
+
 const struct st_session_callbacks cs__tunnel_session_cbs = {
+        .on_peer = on_peer,
         .on_opened = on_opened,
         .on_data = on_data,
         .on_close = on_close,

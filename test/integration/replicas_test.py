@@ -1,0 +1,439 @@
+#!/usr/bin/python3
+"""Several cloudstream replicas serve one fleet (issue 13, DESIGN D12, PROTOCOL.md §7).
+
+Three replicas on loopback, each with its own tunnel, stream and admin ports, linked by --peers
+(each list names all three: a replica recognizes itself by its replica id) through a TCP relay
+per directed link that the test can cut and heal (a partition without root). Edges connect to
+different replicas: edgestream (extensions) and the KubeEdge-protocol Python edge (base).
+
+Groups:
+  mesh       every node, through every replica: logs, an exec-like upgrade (SPDY, bytes echoed)
+             and metrics; 100 % succeed, bytes identical to what the kubelet stand-in sends
+  failover   SIGKILL a replica: its nodes leave the others' directories (link loss: 503 naming
+             the node), and a request loop for nodes held elsewhere never fails
+  reconnect  the same node admitted by two replicas: the older tunnel is closed, requests go to
+             the newer one through every replica
+  partition  a replica's links cut while the same node comes up elsewhere, then healed: one
+             holder per node, reachable through all three
+"""
+import os
+import re
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import harness as h  # noqa: E402
+from harness import check  # noqa: E402
+
+UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                ("X-Stream-Protocol-Version", "v4.channel.k8s.io")]
+NAMES = ("cs-a", "cs-b", "cs-c")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Relay:
+    """A TCP relay 127.0.0.1:port → 127.0.0.1:target that can be cut (every connection closed,
+    new ones refused at once) and healed: one per directed peer link."""
+
+    def __init__(self, target):
+        self.target = target
+        self.cut = False
+        self.conns = []
+        self.lock = threading.Lock()
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(16)
+        self.port = self.ls.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            if self.cut:
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                d = a.recv(1 << 16)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def set_cut(self, cut):
+        self.cut = cut
+        if cut:
+            with self.lock:
+                for s in self.conns:
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                self.conns = []
+
+
+class Fleet:
+    """Three replicas, their relays, certificates, one kubelet stand-in behind every edge
+    (made by make_fleet)."""
+
+    def start_replica(self, i):
+        env = self.env
+        peers = ",".join("127.0.0.1:%d" % (self.relays[i][j].port if j != i
+                                           else self.tunnel_ports[i]) for j in range(3))
+        extra = ["--replica-id", NAMES[i], "--peers", peers,
+                 "--peer-cert", env.path("peer.crt"), "--peer-key", env.path("peer.key"),
+                 "--peer-ca", env.path("peer-ca.crt"),
+                 "--peer-server-ca", env.path("tunnel-ca.crt"),
+                 "--peer-server-name", "localhost", "--peer-redial-max", "500ms"]
+        p = h.start_cloudstream(env, extra=extra, name=NAMES[i])
+        # --tunnel-listen 127.0.0.1:0 from the harness is overridden: fixed ports, the relays
+        # point at them.
+        self.cs[i] = p
+        return p
+
+    def api(self, i):
+        return h.Api(self.env, self.cs[i].ports["stream"])
+
+    def close(self, failed):
+        h.close_env(self.env, failed)
+
+
+_orig_start = h.start_cloudstream
+
+
+def _start_fixed(env, extra=(), name="cloudstream", prefix=(), wrap=None):
+    port = None
+    if name in NAMES and hasattr(env, "fleet_ports"):
+        port = env.fleet_ports[NAMES.index(name)]
+
+    def w(argv):
+        if port is not None:
+            k = argv.index("--tunnel-listen")
+            argv[k + 1] = "127.0.0.1:%d" % port
+        return argv
+    return _orig_start(env, extra=extra, name=name, prefix=prefix, wrap=w)
+
+
+def make_fleet(tag, nodes):
+    # The ports must be known before the replicas start (each one's --peers names the others).
+    env_ports = [free_port() for _ in NAMES]
+    f = Fleet.__new__(Fleet)
+    f.env = h.Env(tag, nodes=nodes)
+    f.env.fleet_ports = env_ports
+    env = f.env
+    env.mint("ca", "--out", env.path("peer-ca"), "--cn", "cloudstream-peer-ca")
+    env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer"),
+             "--cn", "cloudstream-peer")
+    env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer-wrong"),
+             "--cn", "someone-else")
+    f.tunnel_ports = env_ports
+    f.relays = [[Relay(env_ports[j]) if i != j else None for j in range(3)] for i in range(3)]
+    f.edges = {}
+    f.cs = [None, None, None]
+    try:
+        f.kubelet = h.start_kubelet(env)
+        for i in range(3):
+            f.start_replica(i)
+    except Exception:
+        f.close(True)
+        raise
+    return f
+
+
+h.start_cloudstream = _start_fixed
+
+
+def admin_get(p, path):
+    s = socket.create_connection(("127.0.0.1", p.ports["admin"]), timeout=5)
+    s.sendall(h.head("GET", path, [("Host", "x")]))
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    s.close()
+    return status, body.decode()
+
+
+def metric(p, name):
+    _, text = admin_get(p, "/metrics")
+    m = re.search(r"^%s (\d+)" % re.escape(name), text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def wait_for(pred, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise h.Fail("timed out waiting for " + what)
+
+
+def wait_directory(fleet, n_remote, timeout=10.0):
+    """Every live replica knows n_remote[i] nodes held by the others."""
+    def ok():
+        for i, p in enumerate(fleet.cs):
+            if p is None or p.poll() is not None:
+                continue
+            if metric(p, "cloudstream_peer_directory_nodes") != n_remote[i]:
+                return False
+        return True
+    wait_for(ok, "the directories (%r)" % (n_remote,), timeout)
+
+
+def get(api, node, target, timeout=10.0):
+    status, hdrs, body, s = api.request("GET", target, [("Host", "%s:10350" % node)],
+                                        timeout=timeout)
+    s.close()
+    return status, body
+
+
+def logs(api, node):
+    status, body = get(api, node, "/containerLogs/default/pod-a/ctr?tailLines=5")
+    want = "".join("line %d\n" % i for i in range(1, 6)).encode()
+    check(status == 200 and body == want,
+          "logs of %s: %d %r" % (node, status, body[:200]))
+
+
+def metrics(api, node, direct):
+    status, body = get(api, node, "/metrics")
+    check(status == 200 and body == direct, "metrics of %s: %d, %d bytes (want %d)" % (
+        node, status, len(body), len(direct)))
+
+
+def exec_echo(api, node):
+    s = api.connect()
+    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1&output=1",
+                     [("Host", "%s:10350" % node)] + UPGRADE_SPDY))
+    status, hdrs, rest = h.read_head(s)
+    check(status == 101, "exec on %s: status %d" % (node, status))
+    greet = b"hello from default/pod-a/ctr\n"
+    buf = h.recv_until(s, lambda b: len(b) >= len(greet), rest)
+    check(buf[:len(greet)] == greet, "exec on %s: greeting %r" % (node, buf))
+    payload = os.urandom(200000)
+    s.sendall(payload)
+    echo = h.recv_until(s, lambda b: len(b) >= len(payload), buf[len(greet):])
+    check(echo == payload, "exec on %s: echo differs (%d bytes)" % (node, len(echo)))
+    s.close()
+
+
+def kubelet_metrics(fleet):
+    import ssl
+    env = fleet.env
+    ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("edgestream-kubelet-client.crt"),
+                        env.path("edgestream-kubelet-client.key"))
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", fleet.kubelet.port), timeout=10))
+    s.sendall(h.head("GET", "/metrics", [("Host", "127.0.0.1")]))
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    s.close()
+    return body
+
+
+def start_edge(fleet, node, i, kind):
+    if kind == "edgestream":
+        p = h.start_edgestream(fleet.env, fleet.cs[i], fleet.kubelet, node=node,
+                               name="edge-%s-%s" % (node, NAMES[i]))
+    else:
+        p = h.start_kubeedge_edge(fleet.env, fleet.cs[i], fleet.kubelet, node=node,
+                                  protocol="base", name="ke-%s-%s" % (node, NAMES[i]))
+    fleet.edges[node] = (p, i)
+    return p
+
+
+def ready_all(fleet):
+    for p in fleet.cs:
+        if p is not None and p.poll() is None:
+            wait_for(lambda: admin_get(p, "/readyz")[0] == 200, "%s ready" % p.name)
+
+
+# node → (replica index, edge kind)
+LAYOUT = {"edge-1": (0, "edgestream"), "edge-2": (1, "edgestream"), "edge-3": (2, "edgestream"),
+          "edge-4": (0, "kubeedge"), "edge-5": (2, "kubeedge")}
+
+
+def with_fleet(tag, body, nodes=tuple(LAYOUT)):
+    fleet = make_fleet(tag, nodes)
+    failed = True
+    try:
+        body(fleet)
+        # Every replica still running exits 0 on SIGTERM, with a clean ASan/UBSan log.
+        for p in fleet.cs:
+            if p is None or p.poll() is not None:
+                continue
+            rc = fleet.env.stop(p)
+            with open(p.logpath, "rb") as f:
+                log = f.read()
+            check(rc == 0, "%s exited %s" % (p.name, rc))
+            check(b"Sanitizer" not in log and b"runtime error" not in log,
+                  "%s: sanitizer report:\n%s" % (p.name, fleet.env.tail(p, 30)))
+        failed = False
+    finally:
+        fleet.close(failed)
+
+
+def start_layout(fleet):
+    for node, (i, kind) in LAYOUT.items():
+        start_edge(fleet, node, i, kind)
+    held = [sum(1 for n, (i, _) in LAYOUT.items() if i == r) for r in range(3)]
+    wait_directory(fleet, [len(LAYOUT) - held[r] for r in range(3)])
+    ready_all(fleet)
+
+
+def mesh():
+    def body(fleet):
+        start_layout(fleet)
+        direct = kubelet_metrics(fleet)
+        n = 0
+        for node in LAYOUT:
+            for r in range(3):
+                api = fleet.api(r)
+                logs(api, node)
+                metrics(api, node, direct)
+                exec_echo(api, node)
+                n += 3
+        out = sum(metric(p, 'cloudstream_peer_streams_total{dir="out"}') or 0 for p in fleet.cs)
+        inn = sum(metric(p, 'cloudstream_peer_streams_total{dir="in"}') or 0 for p in fleet.cs)
+        # 2 of every 3 requests were forwarded, and each was relayed once at its holder.
+        check(out == inn == n * 2 // 3, "forwarded %d, relayed %d, want %d" % (out, inn,
+                                                                              n * 2 // 3))
+        # An unknown node is still a 503 naming it, from any replica.
+        status, body_ = get(fleet.api(1), "ghost-node", "/metrics")
+        check(status == 503 and b"ghost-node" in body_, "ghost: %d %r" % (status, body_))
+        # A peer certificate is never an edge node's, and a wrong CN is no peer.
+        print("mesh: %d requests over 5 nodes x 3 replicas, %d forwarded: all identical" % (
+            n, out), flush=True)
+    with_fleet("replicas-mesh", body)
+
+
+def failover():
+    def body(fleet):
+        start_layout(fleet)
+        stop = threading.Event()
+        errors, count = [], [0]
+
+        def loop(node, r):
+            api = fleet.api(r)
+            while not stop.is_set():
+                try:
+                    logs(api, node)
+                    count[0] += 1
+                except Exception as e:  # noqa: BLE001 - every failure counts
+                    errors.append("%s via %s: %s" % (node, NAMES[r], e))
+        # Nodes held by cs-a and cs-b, asked through cs-a and cs-b (cs-c is killed).
+        threads = [threading.Thread(target=loop, args=(n, r), daemon=True)
+                   for n in ("edge-1", "edge-2", "edge-4") for r in (0, 1)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        victim = fleet.cs[2]
+        victim.kill()
+        victim.wait()
+        t0 = time.monotonic()
+        # cs-c held edge-3 and edge-5: both leave the others' directories.
+        wait_directory(fleet, [1, 2, None])
+        gone_s = time.monotonic() - t0
+        for r in (0, 1):
+            status, body_ = get(fleet.api(r), "edge-3", "/metrics")
+            check(status == 503 and b"edge-3" in body_, "edge-3 after the kill via %s: %d" % (
+                NAMES[r], status))
+        time.sleep(1.0)
+        stop.set()
+        for t in threads:
+            t.join(10)
+        check(not errors, "%d of %d requests failed: %s" % (len(errors), count[0] + len(errors),
+                                                          errors[:3]))
+        print("failover: cs-c's 2 nodes gone from both directories %.0f ms after SIGKILL; "
+              "%d requests for nodes held elsewhere, 0 failed" % (gone_s * 1000, count[0]),
+              flush=True)
+        fleet.cs[2] = None
+    with_fleet("replicas-failover", body)
+
+
+def reconnect():
+    def body(fleet):
+        start_layout(fleet)
+        # edge-1 (held by cs-a) is admitted again by cs-c: a second edge with the same
+        # certificate, as a reconnect to another replica looks.
+        second = h.start_edgestream(fleet.env, fleet.cs[2], fleet.kubelet, node="edge-1",
+                                    name="edge-1-again")
+        wait_for(lambda: (metric(fleet.cs[0], "cloudstream_peer_stale_tunnels_closed_total")
+                          or 0) >= 1, "cs-a closing its older tunnel of edge-1")
+        first, _ = fleet.edges["edge-1"]
+        first.kill()  # it would redial cs-a, and win back: the test is over for it
+        first.wait()
+        # Every replica sends edge-1's requests to cs-c now.
+        wait_directory(fleet, [4, 4, 2])
+        for r in range(3):
+            logs(fleet.api(r), "edge-1")
+        check(second.poll() is None, "the newer tunnel's edge is still up")
+        print("reconnect: the older tunnel of edge-1 (cs-a) was closed; all three replicas "
+              "route edge-1 to cs-c", flush=True)
+    with_fleet("replicas-reconnect", body)
+
+
+def partition():
+    def body(fleet):
+        start_layout(fleet)
+        # cs-c cut off from its peers both ways.
+        for i in range(3):
+            for j in range(3):
+                if (i == 2) != (j == 2) and fleet.relays[i][j]:
+                    fleet.relays[i][j].set_cut(True)
+        wait_directory(fleet, [1, 2, 0])  # a and b forgot c's nodes, c forgot everyone's
+        # Meanwhile edge-2 (held by cs-b) comes up on cs-c too: both hold it.
+        second = h.start_edgestream(fleet.env, fleet.cs[2], fleet.kubelet, node="edge-2",
+                                    name="edge-2-on-c")
+        for i in range(3):
+            for j in range(3):
+                if fleet.relays[i][j]:
+                    fleet.relays[i][j].set_cut(False)
+        # Healed: the resync makes cs-c's newer tunnel win; cs-b closes its own.
+        wait_for(lambda: (metric(fleet.cs[1], "cloudstream_peer_stale_tunnels_closed_total")
+                          or 0) >= 1, "cs-b closing its stale tunnel of edge-2")
+        first, _ = fleet.edges["edge-2"]
+        first.kill()
+        first.wait()
+        wait_directory(fleet, [3, 5, 2], timeout=15)
+        for node in LAYOUT:
+            for r in range(3):
+                logs(fleet.api(r), node)
+        check(second.poll() is None, "edge-2's newer edge is still up")
+        print("partition: healed, every node held by one replica, reachable through all three",
+              flush=True)
+    with_fleet("replicas-partition", body)
+
+
+if __name__ == "__main__":
+    sys.exit(h.run([mesh, failover, reconnect, partition]))
