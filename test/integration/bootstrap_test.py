@@ -155,6 +155,8 @@ def refused_join(env, cloud, kubelet, node, token, pin, d, name):
     try:
         join_edge(env, cloud, kubelet, node, token, pin, d, name, timeout=15)
     except h.Fail as e:
+        check("exited with 2 " in str(e), "%s: not a clean start-up refusal (LSan?): %s"
+              % (name, e))
         return str(e)
     raise h.Fail("%s: the join was not refused" % name)
 
@@ -216,10 +218,10 @@ def group_join():
             print("     captured %d bytes from the edge during the join, no key in them"
                   % len(sent))
             # a restart with the files in place needs no token (it is spent now)
-            env.stop(edge)
+            check(env.stop(edge) == 0, "edgestream exit status (ASan/LSan)")
             edge = join_edge(env, cloud, kubelet, "edge-7", tok, pin, d, "es-join-again")
             check(get(env, cloud, "edge-7:10350")[0] == 200, "restart with the joined files")
-            env.stop(edge)
+            check(env.stop(edge) == 0, "edgestream exit status (ASan/LSan)")
 
         def reused_token_refused():
             tok = new_token(env, tokens, "--uses", "1")
@@ -262,8 +264,9 @@ def group_join():
             check(metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"') ==
                   before, "a join was signed for a cloud the edge does not trust")
             # the token is still good: the same edge with the right pin joins
-            join_edge(env, cloud, kubelet, "edge-14", tok, pin, os.path.join(env.dir, "e14"),
-                      "es-e14-ok")
+            e14 = join_edge(env, cloud, kubelet, "edge-14", tok, pin,
+                            os.path.join(env.dir, "e14"), "es-e14-ok")
+            check(env.stop(e14) == 0, "edgestream exit status (ASan/LSan)")
 
         def renewal_for_another_node_refused():
             d = os.path.join(env.dir, "csr")
@@ -526,7 +529,7 @@ def group_rotation():
         while get(env, cloud, "edge-r:10350")[0] != 200:
             check(time.monotonic() < deadline, "no tunnel after the redial with the new CA")
             time.sleep(0.2)
-        env.stop(edge)
+        check(env.stop(edge) == 0, "edgestream exit status (ASan/LSan)")
         check(env.stop(cloud) == 0, "cloudstream exit status")
         print("ok   rotation.renewed_under_open_streams_ca_bundle  %.2fs"
               % (time.monotonic() - t0), flush=True)
@@ -610,7 +613,7 @@ def group_kubelet():
                 check(time.monotonic() < deadline, "no tunnel with the rotated certificate")
                 time.sleep(0.1)
             check(edge_metric(edge, "edgestream_tunnel_connects_total") == 2, "one redial")
-            env.stop(edge)
+            check(env.stop(edge) == 0, "edgestream exit status (ASan/LSan)")
 
         def refuses_other_tunnel_files():
             try:
