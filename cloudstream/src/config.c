@@ -141,6 +141,29 @@ static const struct st_opt options[] = {
                  "proving itself with its current certificate; no token).",
          .example = "--signer-key /etc/cloudstream/pki/tunnel-ca.key",
          .since = "0.3"},
+        {.name = "csr-signer-name",
+         .type = ST_OPT_STRING,
+         .offset = OFF(csr_signer_name),
+         .value_name = "NAME",
+         .help = "Pass joins and renewals to the Kubernetes CSR API (--apiserver-url; needs "
+                 "create and get on certificatesigningrequests) with this signerName instead "
+                 "of signing with --signer-cert: the edge's own request becomes "
+                 "spec.request (usages digital signature and client auth, expirationSeconds "
+                 "from --signed-cert-lifetime), so the cluster's approval and signer apply. "
+                 "Its CA must be in --tunnel-ca.",
+         .example = "--csr-signer-name example.com/edge-client",
+         .since = "0.3"},
+        {.name = "csr-wait",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(csr_wait_ms),
+         .default_value = "10s",
+         .min = 1000,
+         .max = 60000,
+         .value_name = "DURATION",
+         .help = "With --csr-signer-name: how long a join or renewal waits for the cluster to "
+                 "approve and sign its CSR (polled on one worker; one such wait at a time, "
+                 "others get 503 and retry). Past it: 503 naming the CSR.",
+         .since = "0.3"},
         {.name = "signed-cert-lifetime",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(signed_cert_lifetime_ms),

@@ -43,6 +43,8 @@ struct cs_config {
 	char *join_tokens; /* join tokens (join.h); set: edges without a cert may join */
 	char *signer_cert, *signer_key;   /* the CA that signs edge certificates; set: signing on */
 	uint64_t signed_cert_lifetime_ms; /* lifetime of the certificates we sign */
+	char *csr_signer_name;            /* set: the Kubernetes CSR API signs instead */
+	uint64_t csr_wait_ms;             /* how long a join waits for the cluster's approval */
 	/* stream server */
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;

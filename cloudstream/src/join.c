@@ -260,11 +260,17 @@ int cs_join_bearer(const char *v, size_t len, char *id, char *token)
 const char *cs_join_refusal_name(enum cs_join_refusal r)
 {
 	static const char *const names[CS_JOIN_REFUSAL_COUNT] = {
-	        [CS_JOIN_OK] = "ok",           [CS_JOIN_NO_TOKEN] = "no_token",
-	        [CS_JOIN_UNKNOWN] = "unknown", [CS_JOIN_EXPIRED] = "expired",
-	        [CS_JOIN_USED_UP] = "reused",  [CS_JOIN_FOREIGN_NODE] = "foreign_node",
-	        [CS_JOIN_BAD_CSR] = "bad_csr", [CS_JOIN_CSR_NAME] = "csr_name",
-	        [CS_JOIN_DENIED] = "denied",   [CS_JOIN_CERT] = "certificate",
+	        [CS_JOIN_OK] = "ok",
+	        [CS_JOIN_NO_TOKEN] = "no_token",
+	        [CS_JOIN_UNKNOWN] = "unknown",
+	        [CS_JOIN_EXPIRED] = "expired",
+	        [CS_JOIN_USED_UP] = "reused",
+	        [CS_JOIN_FOREIGN_NODE] = "foreign_node",
+	        [CS_JOIN_BAD_CSR] = "bad_csr",
+	        [CS_JOIN_CSR_NAME] = "csr_name",
+	        [CS_JOIN_DENIED] = "denied",
+	        [CS_JOIN_CERT] = "certificate",
+	        [CS_JOIN_CSR_DENIED] = "csr_denied",
 	};
 	return (unsigned)r < CS_JOIN_REFUSAL_COUNT ? names[r] : "?";
 }

@@ -84,6 +84,7 @@ enum cs_join_refusal {
 	CS_JOIN_CSR_NAME,     /* the request's subject names another node, or asks for more */
 	CS_JOIN_DENIED,       /* the node is on the deny list */
 	CS_JOIN_CERT,         /* renew: no verified certificate naming a node (or Node deleted) */
+	CS_JOIN_CSR_DENIED,   /* --csr-signer-name: the cluster denied (or failed) the CSR */
 	CS_JOIN_REFUSAL_COUNT
 };
 

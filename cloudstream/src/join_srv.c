@@ -27,7 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <curl/curl.h>
+#include <json-c/json.h>
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -40,6 +43,7 @@
 #include <stream/status.h>
 #include <stream/workq.h>
 
+#include "apiserver.h"
 #include "join.h"
 #include "join_srv.h"
 
@@ -85,9 +89,10 @@ struct cs_join {
 	struct cs_join_req *reqs; /* loop thread */
 	size_t n_reqs;
 	uint64_t next_ordinal;
-	pthread_mutex_t lock; /* guards uses */
+	pthread_mutex_t lock; /* guards uses and csr_waiting */
 	struct use *uses;
 	size_t n_uses;
+	bool csr_waiting; /* a worker waits for the cluster to sign a CSR (--csr-signer-name) */
 	/* counters, loop thread */
 	uint64_t signed_join, signed_renew, ca_served;
 	uint64_t refused[CS_JOIN_REFUSAL_COUNT];
@@ -113,10 +118,19 @@ struct job {
 	size_t pem_len;
 };
 
+static bool local_signer(const struct cs_config *c)
+{
+	return c->signer_key && c->signer_key[0] && c->signer_cert && c->signer_cert[0];
+}
+
+static bool kube_signer(const struct cs_config *c)
+{
+	return c->csr_signer_name && c->csr_signer_name[0];
+}
+
 bool cs_join_enabled(const struct cs_server *srv)
 {
-	return srv->cfg.signer_key && srv->cfg.signer_key[0] && srv->cfg.signer_cert &&
-	       srv->cfg.signer_cert[0];
+	return local_signer(&srv->cfg) || kube_signer(&srv->cfg);
 }
 
 /* ---- the uses table (workers, under the lock) ------------------------------------------- */
@@ -236,6 +250,204 @@ static void give_back_use(struct job *jb)
 	jb->counted = false;
 }
 
+/* ---- --csr-signer-name: the Kubernetes CSR API signs (worker) ------------------------------- */
+
+#define KUBE_BODY_MAX (256u * 1024u)
+#define KUBE_POLL_US  250000
+#define KUBE_URL_MAX  1024
+
+/* One call to --apiserver-url: the HTTP status (0 with @err when the call failed). */
+static long kube_call(const struct cs_config *c, const char *method, const char *url,
+                      const char *body, char **out, char *err, size_t cap)
+{
+	*out = NULL;
+	CURL *h = curl_easy_init();
+	if (h == NULL) {
+		snprintf(err, cap, "curl_easy_init failed");
+		return 0;
+	}
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = NULL;
+	struct cs_api_body b = {.max = KUBE_BODY_MAX};
+	long status = 0;
+	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, err, cap) < 0)
+		goto out;
+	if (body) {
+		struct curl_slist *l = curl_slist_append(hdrs, "Content-Type: application/json");
+		if (l == NULL)
+			goto out;
+		hdrs = l;
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	}
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	CURLcode rc = curl_easy_perform(h);
+	if (rc != CURLE_OK) {
+		snprintf(err, cap, "%s certificatesigningrequests: %s", method,
+		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	*out = b.p;
+	b.p = NULL;
+out:
+	free(b.p);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return status;
+}
+
+/* A CSR object: 1 signed (the PEM into @cert), 0 pending, -1 denied or failed (@why). */
+static int kube_state(struct json_object *o, char *cert, size_t cap, size_t *len, char *why,
+                      size_t wcap)
+{
+	struct json_object *status, *conds, *b64;
+	if (!json_object_object_get_ex(o, "status", &status))
+		return 0;
+	if (json_object_object_get_ex(status, "conditions", &conds) &&
+	    json_object_is_type(conds, json_type_array))
+		for (size_t i = 0; i < json_object_array_length(conds); i++) {
+			struct json_object *cd = json_object_array_get_idx(conds, i), *t, *r, *m;
+			const char *type = json_object_object_get_ex(cd, "type", &t)
+			                           ? json_object_get_string(t)
+			                           : "";
+			if (strcmp(type, "Denied") != 0 && strcmp(type, "Failed") != 0)
+				continue;
+			snprintf(why, wcap, "%s (%.60s): %.160s", type,
+			         json_object_object_get_ex(cd, "reason", &r)
+			                 ? json_object_get_string(r)
+			                 : "",
+			         json_object_object_get_ex(cd, "message", &m)
+			                 ? json_object_get_string(m)
+			                 : "");
+			return -1;
+		}
+	if (!json_object_object_get_ex(status, "certificate", &b64) ||
+	    json_object_get_string_len(b64) == 0)
+		return 0;
+	const char *in = json_object_get_string(b64);
+	size_t n = strlen(in);
+	if (n / 4 * 3 + 1 > cap) {
+		snprintf(why, wcap, "status.certificate over %zu bytes", cap);
+		return -1;
+	}
+	int dl = EVP_DecodeBlock((unsigned char *)cert, (const unsigned char *)in, (int)n);
+	if (dl <= 0 || strstr(cert, "-----BEGIN CERTIFICATE-----") == NULL) {
+		snprintf(why, wcap, "status.certificate is not PEM");
+		return -1;
+	}
+	while (dl > 0 && cert[dl - 1] == '\0') /* base64 padding decodes to NULs */
+		dl--;
+	cert[dl] = '\0';
+	*len = (size_t)dl;
+	return 1;
+}
+
+/* The edge's request as a CertificateSigningRequest, then its state until signed, denied or
+ * --csr-wait. Returns 0 with the certificate in @cert, or fails @jb. */
+static int kube_sign(struct job *jb, const struct cs_config *c, char *cert, size_t cap, size_t *len)
+{
+	pthread_mutex_lock(&jb->j->lock);
+	bool busy = jb->j->csr_waiting;
+	jb->j->csr_waiting = true;
+	pthread_mutex_unlock(&jb->j->lock);
+	if (busy) {
+		JOB_FAIL(jb, 503, CS_JOIN_OK, "another join waits for the cluster's signer; retry");
+		return -1;
+	}
+	int rc = -1;
+	char err[300] = "", url[KUBE_URL_MAX], *body = NULL;
+	size_t b64cap = 4 * ((jb->csr_len + 2) / 3) + 1;
+	char *b64 = malloc(b64cap);
+	struct json_object *o = json_object_new_object(), *meta = json_object_new_object(),
+	                   *spec = json_object_new_object(), *usages = json_object_new_array();
+	if (b64 == NULL || o == NULL || meta == NULL || spec == NULL || usages == NULL) {
+		json_object_put(meta);
+		json_object_put(spec);
+		json_object_put(usages);
+		JOB_FAIL(jb, 500, CS_JOIN_OK, "out of memory");
+		goto out;
+	}
+	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)jb->csr, (int)jb->csr_len);
+	char gen[64];
+	snprintf(gen, sizeof gen, "cloudstream-%s-", jb->kind == JOIN_JOIN ? "join" : "renew");
+	json_object_object_add(o, "apiVersion", json_object_new_string("certificates.k8s.io/v1"));
+	json_object_object_add(o, "kind", json_object_new_string("CertificateSigningRequest"));
+	json_object_object_add(meta, "generateName", json_object_new_string(gen));
+	json_object_object_add(o, "metadata", meta);
+	json_object_object_add(spec, "request", json_object_new_string(b64));
+	json_object_object_add(spec, "signerName", json_object_new_string(c->csr_signer_name));
+	json_object_array_add(usages, json_object_new_string("digital signature"));
+	json_object_array_add(usages, json_object_new_string("client auth"));
+	json_object_object_add(spec, "usages", usages);
+	uint64_t life = c->signed_cert_lifetime_ms / 1000;
+	json_object_object_add(spec, "expirationSeconds",
+	                       json_object_new_int64((int64_t)(life < 600 ? 600 : life)));
+	json_object_object_add(o, "spec", spec);
+	snprintf(url, sizeof url, "%s/apis/certificates.k8s.io/v1/certificatesigningrequests",
+	         c->apiserver_url);
+	long st =
+	        kube_call(c, "POST", url, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+	                  &body, err, sizeof err);
+	struct json_object *created = st == 201 && body ? json_tokener_parse(body) : NULL, *m, *nm;
+	free(body);
+	body = NULL;
+	char name[254] = "";
+	if (created && json_object_object_get_ex(created, "metadata", &m) &&
+	    json_object_object_get_ex(m, "name", &nm))
+		snprintf(name, sizeof name, "%s", json_object_get_string(nm));
+	json_object_put(created);
+	if (name[0] == '\0') {
+		if (st)
+			JOB_FAIL(jb, 502, CS_JOIN_OK,
+			         "creating the CSR: the apiserver answered %ld", st);
+		else
+			JOB_FAIL(jb, 502, CS_JOIN_OK, "creating the CSR: %.250s", err);
+		goto out;
+	}
+	snprintf(url, sizeof url, "%s/apis/certificates.k8s.io/v1/certificatesigningrequests/%s",
+	         c->apiserver_url, name);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		st = kube_call(c, "GET", url, NULL, &body, err, sizeof err);
+		struct json_object *csr = st == 200 && body ? json_tokener_parse(body) : NULL;
+		free(body);
+		body = NULL;
+		char why[300] = "";
+		int state = csr ? kube_state(csr, cert, cap, len, why, sizeof why) : 0;
+		json_object_put(csr);
+		if (state == 1) {
+			rc = 0;
+			break;
+		}
+		if (state < 0) {
+			JOB_FAIL(jb, 403, CS_JOIN_CSR_DENIED, "CSR %s: %s", name, why);
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t ms = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000u +
+		              (uint64_t)((now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (ms >= c->csr_wait_ms) {
+			JOB_FAIL(jb, 503, CS_JOIN_OK,
+			         "CSR %s was not approved and signed within %llu ms (signer %s); "
+			         "retry",
+			         name, (unsigned long long)c->csr_wait_ms, c->csr_signer_name);
+			break;
+		}
+		usleep(KUBE_POLL_US);
+	}
+out:
+	json_object_put(o);
+	free(b64);
+	pthread_mutex_lock(&jb->j->lock);
+	jb->j->csr_waiting = false;
+	pthread_mutex_unlock(&jb->j->lock);
+	return rc;
+}
+
 static void job_work(void *arg)
 {
 	struct job *jb = arg;
@@ -286,10 +498,19 @@ static void job_work(void *arg)
 	char *cert = malloc(CERTS_MAX_CERT_BYTES);
 	size_t cert_len = 0;
 	char err[300] = "";
-	rc = cert ? certs_sign_csr(c->signer_cert, c->signer_key, jb->csr, jb->csr_len, cn, orgs, 1,
-	                           (long)(c->signed_cert_lifetime_ms / 1000), cert,
-	                           CERTS_MAX_CERT_BYTES, &cert_len, err, sizeof err)
-	          : -ENOMEM;
+	if (cert && kube_signer(c)) {
+		if (kube_sign(jb, c, cert, CERTS_MAX_CERT_BYTES, &cert_len) < 0) {
+			give_back_use(jb);
+			free(cert);
+			goto out;
+		}
+		rc = 0;
+	} else {
+		rc = cert ? certs_sign_csr(c->signer_cert, c->signer_key, jb->csr, jb->csr_len, cn,
+		                           orgs, 1, (long)(c->signed_cert_lifetime_ms / 1000), cert,
+		                           CERTS_MAX_CERT_BYTES, &cert_len, err, sizeof err)
+		          : -ENOMEM;
+	}
 	if (rc < 0) {
 		give_back_use(jb);
 		free(cert);
@@ -605,13 +826,18 @@ int cs_join_new(struct cs_server *srv)
 		if (tokens || (c->signer_cert && c->signer_cert[0]) ||
 		    (c->signer_key && c->signer_key[0])) {
 			st_err("--join-tokens, --signer-cert and --signer-key: signing needs both "
-			       "--signer-cert and --signer-key");
+			       "--signer-cert and --signer-key (or --csr-signer-name)");
 			return -EINVAL;
 		}
 		return 0;
 	}
 	char err[512];
-	if (certs_check_pair(c->signer_cert, c->signer_key, err, sizeof err) < 0) {
+	if (kube_signer(c) && (c->apiserver_url == NULL || c->apiserver_url[0] == '\0')) {
+		st_err("--csr-signer-name needs --apiserver-url");
+		return -EINVAL;
+	}
+	if (!kube_signer(c) &&
+	    certs_check_pair(c->signer_cert, c->signer_key, err, sizeof err) < 0) {
 		st_err("--signer-cert/--signer-key: %s", err);
 		return -EINVAL;
 	}

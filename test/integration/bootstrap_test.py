@@ -635,11 +635,181 @@ def group_kubelet():
         h.close_env(env, failed)
 
 
+# ---- the Kubernetes CSR API as the signer -----------------------------------------------------------
+
+class CsrApi:
+    """kube-apiserver's certificates.k8s.io/v1 CSR API over HTTPS with a bearer token, with a
+    cluster approver and signer for one signerName behind it: 0.3 s after a create, a request
+    for system:node:edge-deny is Denied, any other is Approved and signed by the tunnel CA
+    (subject and key from the request, clientAuth, expirationSeconds)."""
+
+    def __init__(self, env, signer):
+        import http.server
+        import json
+        import base64
+        import datetime
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        self.token_file = os.path.join(env.dir, "csr-token")
+        with open(self.token_file, "w") as f:
+            f.write("csr-token-7\n")
+        self.objects = {}
+        self.creates = []
+        with open(env.path("tunnel-ca.key"), "rb") as f:
+            ca_key = serialization.load_pem_private_key(f.read(), None)
+        with open(env.path("tunnel-ca.crt"), "rb") as f:
+            ca = x509.load_pem_x509_certificate(f.read())
+        outer = self
+
+        def decide(name):
+            time.sleep(0.3)
+            o = outer.objects[name]
+            req = x509.load_pem_x509_csr(base64.b64decode(o["spec"]["request"]))
+            cn = req.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+            if cn == "system:node:edge-deny":
+                o["status"] = {"conditions": [{"type": "Denied", "status": "True",
+                                               "reason": "NotAllowed",
+                                               "message": "edge-deny is not on the site list"}]}
+                return
+            now = datetime.datetime.now(datetime.timezone.utc)
+            cert = (x509.CertificateBuilder().subject_name(req.subject)
+                    .issuer_name(ca.subject).public_key(req.public_key())
+                    .serial_number(x509.random_serial_number())
+                    .not_valid_before(now - datetime.timedelta(seconds=30))
+                    .not_valid_after(now + datetime.timedelta(
+                        seconds=o["spec"]["expirationSeconds"]))
+                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                                   critical=False)
+                    .sign(ca_key, hashes.SHA256()))
+            pem = cert.public_bytes(serialization.Encoding.PEM)
+            o["status"] = {"conditions": [{"type": "Approved", "status": "True",
+                                           "reason": "AutoApproved", "message": "test"}],
+                           "certificate": base64.b64encode(pem).decode()}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            base = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+            def answer(self, code, obj):
+                b = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(b)))
+                self.end_headers()
+                self.wfile.write(b)
+
+            def authorized(self):
+                if self.headers.get("Authorization") == "Bearer csr-token-7":
+                    return True
+                self.answer(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+                return False
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(n))
+                if not self.authorized():
+                    return
+                if self.path != self.base or body["spec"].get("signerName") != signer:
+                    self.answer(422, {"kind": "Status", "code": 422, "reason": "Invalid"})
+                    return
+                name = body["metadata"]["generateName"] + "%05d" % len(outer.objects)
+                body["metadata"] = {"name": name}
+                body["status"] = {}
+                outer.objects[name] = body
+                outer.creates.append(body)
+                threading.Thread(target=decide, args=(name,), daemon=True).start()
+                self.answer(201, body)
+
+            def do_GET(self):
+                if not self.authorized():
+                    return
+                name = self.path[len(self.base) + 1:]
+                if self.path.startswith(self.base + "/") and name in outer.objects:
+                    self.answer(200, outer.objects[name])
+                else:
+                    self.answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(env.path("kubelet.crt"), env.path("kubelet.key"))
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def flags(self, env):
+        return ["--apiserver-url", "https://127.0.0.1:%d" % self.port,
+                "--apiserver-ca", env.path("kubelet-ca.crt"),
+                "--apiserver-token-file", self.token_file]
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def group_kube_csr():
+    env = h.Env("boot-csr", nodes=("edge-1",))
+    failed = True
+    api = None
+    try:
+        signer = "example.com/edge-client"
+        api = CsrApi(env, signer)
+        tokens = os.path.join(env.dir, "join-tokens")
+        open(tokens, "w").close()
+        cloud = h.start_cloudstream(env, ["--join-tokens", tokens, "--csr-signer-name", signer,
+                                          "--signed-cert-lifetime", "1h"] + api.flags(env))
+        kubelet = h.start_kubelet(env)
+        pin = ca_hash(env, env.path("tunnel-ca.crt"))
+
+        def join_signed_by_the_cluster():
+            tok = new_token(env, tokens)
+            d = os.path.join(env.dir, "edge-c")
+            edge = join_edge(env, cloud, kubelet, "edge-c", tok, pin, d, "es-csr")
+            check(get(env, cloud, "edge-c:10350")[0] == 200, "request through the edge")
+            check(len(api.creates) == 1, "CSRs created: %d" % len(api.creates))
+            spec = api.creates[0]["spec"]
+            check(spec["signerName"] == signer and spec["expirationSeconds"] == 3600 and
+                  sorted(spec["usages"]) == ["client auth", "digital signature"], repr(spec))
+            import base64
+            req = base64.b64decode(spec["request"])
+            pub = subprocess.run(["openssl", "pkey", "-in", os.path.join(d, "edge.key"),
+                                  "-pubout"], check=True, capture_output=True).stdout
+            check(spki_of_csr_in(req) == pub, "spec.request is not the edge's own request")
+            check(log_has(cloud, "joined with token %s" % tok.split(".")[0]), "cloud log")
+            check(env.stop(edge) == 0, "edgestream exit status")
+
+        def denied_by_the_cluster():
+            tok = new_token(env, tokens)
+            why = refused_join(env, cloud, kubelet, "edge-deny", tok, pin,
+                               os.path.join(env.dir, "edge-deny"), "es-deny")
+            check("(403): csr_denied: CSR cloudstream-join-" in why and
+                  "Denied (NotAllowed): edge-deny is not on the site list" in why, why)
+            # the use was given back: the same token still joins another node
+            e = join_edge(env, cloud, kubelet, "edge-d2", tok, pin,
+                          os.path.join(env.dir, "edge-d2"), "es-d2")
+            check(env.stop(e) == 0, "edgestream exit status")
+
+        rc = h.run(named("kube_csr", [
+            ("join_signed_by_the_cluster", join_signed_by_the_cluster),
+            ("denied_by_the_cluster", denied_by_the_cluster),
+        ]))
+        check(env.stop(cloud) == 0, "cloudstream exit status")
+        failed = rc != 0
+        return rc
+    finally:
+        if api:
+            api.close()
+        h.close_env(env, failed)
+
+
 def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "join"
     sys.argv = sys.argv[1:]
     return {"join": group_join, "rotation": group_rotation,
-            "kubelet": group_kubelet}[group]()
+            "kubelet": group_kubelet, "kube_csr": group_kube_csr}[group]()
 
 
 if __name__ == "__main__":

@@ -216,6 +216,8 @@ static void test_cs_join_token_check__reasons(void **state)
 	assert_string_equal(cs_join_refusal_name(CS_JOIN_USED_UP), "reused");
 	assert_string_equal(cs_join_refusal_name(CS_JOIN_FOREIGN_NODE), "foreign_node");
 	assert_string_equal(cs_join_refusal_name(CS_JOIN_REFUSAL_COUNT), "?");
+	for (int i = 0; i < CS_JOIN_REFUSAL_COUNT; i++) /* every reason has a name */
+		assert_non_null(cs_join_refusal_name((enum cs_join_refusal)i));
 }
 
 /* A CSR made by the certs library, read back, judged. */
