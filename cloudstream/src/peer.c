@@ -27,6 +27,7 @@
 #include <stream/err.h>
 #include <stream/ext.h>
 #include <stream/frame.h>
+#include <stream/liveness.h>
 #include <stream/log.h>
 #include <stream/reasm.h>
 #include <stream/tunnelwrite.h>
@@ -76,6 +77,8 @@ struct in_link {
 	bool in_sync;             /* between our SYNC and SYNC_END */
 	struct cs_tunnel *cursor; /* the next local tunnel the list names */
 	bool kill;
+	bool want_ping;          /* the sweep asked for a PING: the next WRITEABLE sends it */
+	struct st_liveness live; /* any frame received counts (a PONG too) */
 	struct pstream *streams;
 	struct in_link *next, *prev;
 };
@@ -89,6 +92,7 @@ struct cs_peers {
 	X509_STORE *peer_store;         /* --peer-ca alone: what a peer certificate chains to */
 	struct st_tunnel_writer writer; /* masked: we are the client on dialled links */
 	uint64_t started_ms;
+	lws_sorted_usec_list_t sul_live; /* one liveness sweep over every link */
 	bool ready_logged, timeout_logged;
 	uint64_t forwarded_out, forwarded_in, stale_closed, links_lost;
 };
@@ -191,6 +195,60 @@ static const struct lws_protocols peer_client_protocols[] = {
 
 static void dial(lws_sorted_usec_list_t *sul);
 
+/*
+ * A partition that drops packets closes nothing: like the edges' tunnels, every link is
+ * pinged when quiet (--ping-interval) and dropped after --dead-peer-timeout of silence, both
+ * ways, so the directory forgets a peer it cannot reach and the link is dialled again.
+ */
+static void on_live_sweep(lws_sorted_usec_list_t *sul)
+{
+	struct cs_peers *p = lws_container_of(sul, struct cs_peers, sul_live);
+	struct cs_server *srv = p->out ? p->out[0].srv : NULL;
+	if (srv == NULL)
+		return;
+	uint64_t now = cs_now_ms(), ping = srv->cfg.ping_interval_ms;
+	uint64_t dead = srv->cfg.dead_peer_timeout_ms;
+	for (size_t i = 0; i < p->n_out; i++) {
+		struct cs_tunnel *t = p->out[i].t;
+		if (t == NULL || t->wsi == NULL)
+			continue;
+		switch (st_liveness_check(&t->live, now, ping, dead)) {
+		case ST_LIVENESS_PING:
+			t->want_ping = true;
+			lws_callback_on_writable(t->wsi);
+			break;
+		case ST_LIVENESS_DEAD:
+			st_warn("peers: link to %s silent for %llu ms (--dead-peer-timeout): "
+			        "dropped",
+			        p->out[i].replica, (unsigned long long)(now - t->live.last_rx_ms));
+			lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			break;
+		case ST_LIVENESS_OK:
+			break;
+		}
+	}
+	for (struct in_link *l = p->in; l; l = l->next) {
+		if (l->wsi == NULL)
+			continue;
+		switch (st_liveness_check(&l->live, now, ping, dead)) {
+		case ST_LIVENESS_PING:
+			l->want_ping = true;
+			lws_callback_on_writable(l->wsi);
+			break;
+		case ST_LIVENESS_DEAD:
+			st_warn("peers: link from %s silent for %llu ms (--dead-peer-timeout): "
+			        "dropped",
+			        l->replica, (unsigned long long)(now - l->live.last_rx_ms));
+			lws_set_timeout(l->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			break;
+		case ST_LIVENESS_OK:
+			break;
+		}
+	}
+	lws_sul_schedule(srv->ctx, 0, &p->sul_live, on_live_sweep,
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(ping) * LWS_US_PER_MS);
+}
+
 int cs_peers_start(struct cs_server *srv)
 {
 	struct cs_peers *p = peers_of(srv);
@@ -219,6 +277,9 @@ int cs_peers_start(struct cs_server *srv)
 	p->started_ms = cs_now_ms();
 	for (size_t i = 0; i < p->n_out; i++)
 		lws_sul_schedule(srv->ctx, 0, &p->out[i].sul_dial, dial, 1);
+	lws_sul_schedule(srv->ctx, 0, &p->sul_live, on_live_sweep,
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(c->ping_interval_ms) *
+	                         LWS_US_PER_MS);
 	st_info("peers: %zu configured (%s ...), this replica is %s", p->n_out, c->peers.v[0],
 	        srv->replica);
 	return 0;
@@ -233,6 +294,7 @@ void cs_peers_stop(struct cs_server *srv)
 		p->out[i].stopping = true;
 		lws_sul_cancel(&p->out[i].sul_dial);
 	}
+	lws_sul_cancel(&p->sul_live);
 }
 
 static void peers_free(struct cs_peers *p)
@@ -553,6 +615,10 @@ static int cb_peer_client(struct lws *wsi, enum lws_callback_reasons reason, voi
 		l->t->bytes_in += len;
 		return cs__tunnel_receive(l->t, in, len, lws_is_first_fragment(wsi),
 		                          lws_is_final_fragment(wsi));
+	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+		if (l->t)
+			st_liveness_rx(&l->t->live, cs_now_ms());
+		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		return l->t ? cs__tunnel_writeable(l->t) : -1;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
@@ -1153,6 +1219,7 @@ int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, void **slot)
 	l->ordinal = ++srv->next_ordinal;
 	snprintf(l->replica, sizeof l->replica, "%s", offer.replica_id);
 	l->sync_pending = true;
+	st_liveness_init(&l->live, cs_now_ms());
 	st_session_hello(l->sess, srv->replica);
 	l->next = p->in;
 	if (p->in)
@@ -1171,6 +1238,7 @@ int cs_peer_in_receive(void *slot, const uint8_t *in, size_t len, bool first, bo
 	struct in_link *l = slot;
 	const uint8_t *msg;
 	size_t msg_len;
+	st_liveness_rx(&l->live, cs_now_ms());
 	int rc = st_reasm_feed(&l->rx, in, len, first, final, &msg, &msg_len);
 	if (rc == 0)
 		return 0;
@@ -1184,11 +1252,26 @@ int cs_peer_in_receive(void *slot, const uint8_t *in, size_t len, bool first, bo
 	return 0;
 }
 
+void cs_peer_in_pong(void *slot)
+{
+	st_liveness_rx(&((struct in_link *)slot)->live, cs_now_ms());
+}
+
 int cs_peer_in_writeable(void *slot)
 {
 	struct in_link *l = slot;
 	if (l->kill)
 		return -1;
+	if (l->want_ping) {
+		static const char ping[] = "cloudstream-peer";
+		l->want_ping = false;
+		memcpy(l->srv->tx + LWS_PRE, ping, sizeof ping - 1);
+		if (lws_write(l->wsi, l->srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
+			return -1;
+		in_kick(l);
+		lws_callback_on_writable(l->wsi);
+		return 0;
+	}
 	in_fill(l);
 	ssize_t n = st_tunnel_write(&l->srv->tunnel_writer, l->wsi, l->sess);
 	if (n < 0)

@@ -59,6 +59,7 @@ int cs_peer_in_headers(struct lws *wsi, struct cs_server *srv, void *in);
 int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, void **slot);
 int cs_peer_in_receive(void *slot, const uint8_t *in, size_t len, bool first, bool final);
 int cs_peer_in_writeable(void *slot);
+void cs_peer_in_pong(void *slot);
 void cs_peer_in_closed(void *slot);
 
 /*

@@ -481,6 +481,8 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return cs__tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
 		                          lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_RECEIVE_PONG:
+		if (pss && pss->peer)
+			cs_peer_in_pong(pss->peer);
 		if (*slot)
 			st_liveness_rx(&(*slot)->live, cs_now_ms());
 		return 0;

@@ -47,6 +47,7 @@ class Relay:
     def __init__(self, target):
         self.target = target
         self.cut = False
+        self.blackhole = False  # connections kept, bytes dropped: a partition that closes nothing
         self.conns = []
         self.lock = threading.Lock()
         self.ls = socket.socket()
@@ -75,14 +76,14 @@ class Relay:
             for a, b in ((c, u), (u, c)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(a, b):
+    def _pump(self, a, b):
         try:
             while True:
                 d = a.recv(1 << 16)
                 if not d:
                     break
-                b.sendall(d)
+                if not self.blackhole:
+                    b.sendall(d)
         except OSError:
             pass
         for s in (a, b):
@@ -115,7 +116,9 @@ class Fleet:
                  "--peer-cert", env.path("peer.crt"), "--peer-key", env.path("peer.key"),
                  "--peer-ca", env.path("peer-ca.crt"),
                  "--peer-server-ca", env.path("tunnel-ca.crt"),
-                 "--peer-server-name", "localhost", "--peer-redial-max", "500ms"]
+                 "--peer-server-name", "localhost", "--peer-redial-max", "500ms",
+                 "--ping-interval", "1s", "--dead-peer-timeout", "3s",
+                 "--front-door-socket", env.sock("door-%s.sock" % NAMES[i])]
         p = h.start_cloudstream(env, extra=extra, name=NAMES[i])
         # --tunnel-listen 127.0.0.1:0 from the harness is overridden: fixed ports, the relays
         # point at them.
@@ -311,6 +314,85 @@ def start_layout(fleet):
     ready_all(fleet)
 
 
+def upgrade(fleet, i, cert, path):
+    """A websocket upgrade to replica @i's tunnel port with client certificate @cert: the
+    status and the refusal text."""
+    import ssl
+    env = fleet.env
+    ctx = ssl.create_default_context(cafile=env.path("tunnel-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path(cert + ".crt"), env.path(cert + ".key"))
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", fleet.tunnel_ports[i]),
+                                                 timeout=10), server_hostname="localhost")
+    s.sendall(h.head("GET", path, [("Host", "localhost"), ("Connection", "Upgrade"),
+                                   ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"),
+                                   ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                                   ("X-Cloudstream-Tunnel",
+                                    "v=1; caps=flow,peer; replica=intruder")]))
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    s.close()
+    return status, body
+
+
+def door_get(fleet, i, node, path):
+    """The front door of replica @i (its unix socket): CONNECT node:10250, then the kubelet's
+    TLS inside, one GET. Returns (CONNECT status, reason, GET status, body)."""
+    import ssl
+    env = fleet.env
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(env.sock("door-%s.sock" % NAMES[i]))
+    s.sendall(("CONNECT %s:10250 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % node).encode())
+    buf = h.recv_until(s, lambda b: b"\r\n\r\n" in b)
+    line = buf.split(b"\r\n")[0].decode()
+    code, reason = int(line.split(" ", 2)[1]), line.split(" ", 2)[2]
+    if code != 200:
+        s.close()
+        return code, reason, None, None
+    ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("edgestream-kubelet-client.crt"),
+                        env.path("edgestream-kubelet-client.key"))
+    t = ctx.wrap_socket(s)
+    t.sendall(h.head("GET", path, [("Host", "%s:10250" % node)]))
+    status, hdrs, rest = h.read_head(t)
+    body = h.read_body(t, hdrs, rest)
+    t.close()
+    return code, reason, status, body
+
+
+def readiness():
+    """/readyz waits for every peer's full list, at most --peer-sync-timeout (logged)."""
+    env = h.Env("replicas-ready", nodes=())
+    failed = True
+    try:
+        env.mint("ca", "--out", env.path("peer-ca"), "--cn", "cloudstream-peer-ca")
+        env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer"),
+                 "--cn", "cloudstream-peer")
+        nowhere = free_port()  # nothing listens there: that peer never syncs
+        p = h.start_cloudstream(env, name="lonely", extra=[
+            "--replica-id", "lonely", "--peers", "127.0.0.1:%d" % nowhere,
+            "--peer-cert", env.path("peer.crt"), "--peer-key", env.path("peer.key"),
+            "--peer-ca", env.path("peer-ca.crt"), "--peer-server-ca", env.path("tunnel-ca.crt"),
+            "--peer-sync-timeout", "2s"])
+        t0 = time.monotonic()
+        status, text = admin_get(p, "/readyz")
+        check(status == 503, "readyz before any sync: %d %r" % (status, text))
+        wait_for(lambda: admin_get(p, "/readyz")[0] == 200, "readyz after the timeout", 6)
+        took = time.monotonic() - t0
+        check(took >= 1.5, "ready after %.1f s, before --peer-sync-timeout" % took)
+        with open(p.logpath) as f:
+            check("not synced with 127.0.0.1 after --peer-sync-timeout" in f.read(),
+                  "the timeout is not logged")
+        check(env.stop(p) == 0, "exit status")
+        print("readiness: 503 until --peer-sync-timeout (2 s) with an unreachable peer, then "
+              "200 (after %.1f s), logged" % took, flush=True)
+        failed = False
+    finally:
+        h.close_env(env, failed)
+
+
 def mesh():
     def body(fleet):
         start_layout(fleet)
@@ -328,10 +410,29 @@ def mesh():
         # 2 of every 3 requests were forwarded, and each was relayed once at its holder.
         check(out == inn == n * 2 // 3, "forwarded %d, relayed %d, want %d" % (out, inn,
                                                                               n * 2 // 3))
+        # The front door forwards its CONNECT tunnels the same way (edgestream edges); a
+        # KubeEdge edge held elsewhere is refused as it would be at home (its caps travel in
+        # the directory).
+        for node, (_, kind) in LAYOUT.items():
+            for r in range(3):
+                code, reason, status, body_ = door_get(fleet, r, node, "/metrics")
+                if kind == "edgestream":
+                    check(code == 200 and status == 200 and body_ == direct,
+                          "door %s via %s: %d %s %s" % (node, NAMES[r], code, reason, status))
+                else:
+                    check(code == 502 and "base protocol" in reason,
+                          "door %s via %s: %d %s" % (node, NAMES[r], code, reason))
         # An unknown node is still a 503 naming it, from any replica.
         status, body_ = get(fleet.api(1), "ghost-node", "/metrics")
         check(status == 503 and b"ghost-node" in body_, "ghost: %d %r" % (status, body_))
-        # A peer certificate is never an edge node's, and a wrong CN is no peer.
+        # A peer certificate is never an edge node's, a wrong CN is no peer, and a node's
+        # certificate opens no peer link.
+        for cert, path, want in (("peer", "/v1/kubeedge/connect", b"peer certificate"),
+                                 ("peer-wrong", "/v1/cloudstream/peer", b"--peer-subject"),
+                                 ("node-edge-1", "/v1/cloudstream/peer", b"--peer-ca")):
+            status, text = upgrade(fleet, 1, cert, path)
+            check(status == 403 and want in text, "%s at %s: %d %r" % (cert, path, status,
+                                                                        text[:200]))
         print("mesh: %d requests over 5 nodes x 3 replicas, %d forwarded: all identical" % (
             n, out), flush=True)
     with_fleet("replicas-mesh", body)
@@ -406,12 +507,23 @@ def reconnect():
 def partition():
     def body(fleet):
         start_layout(fleet)
-        # cs-c cut off from its peers both ways.
-        for i in range(3):
-            for j in range(3):
-                if (i == 2) != (j == 2) and fleet.relays[i][j]:
-                    fleet.relays[i][j].set_cut(True)
-        wait_directory(fleet, [1, 2, 0])  # a and b forgot c's nodes, c forgot everyone's
+        cut = [fleet.relays[i][j] for i in range(3) for j in range(3)
+               if (i == 2) != (j == 2) and fleet.relays[i][j]]
+        # First a partition that closes nothing (bytes dropped): the links' liveness
+        # (--ping-interval 1s, --dead-peer-timeout 3s) drops them and the directories forget.
+        t0 = time.monotonic()
+        for r in cut:
+            r.blackhole = True
+        wait_directory(fleet, [1, 2, 0], timeout=10)
+        silent_s = time.monotonic() - t0
+        for r in cut:
+            r.blackhole = False
+        wait_directory(fleet, [3, 4, 3], timeout=10)  # healed: every link back
+        # Then cs-c cut off from its peers both ways (every connection closed, new ones
+        # refused): a and b forget c's nodes, c forgets everyone's.
+        for r in cut:
+            r.set_cut(True)
+        wait_directory(fleet, [1, 2, 0])
         # Meanwhile edge-2 (held by cs-b) comes up on cs-c too: both hold it.
         second = h.start_edgestream(fleet.env, fleet.cs[2], fleet.kubelet, node="edge-2",
                                     name="edge-2-on-c")
@@ -430,10 +542,11 @@ def partition():
             for r in range(3):
                 logs(fleet.api(r), node)
         check(second.poll() is None, "edge-2's newer edge is still up")
-        print("partition: healed, every node held by one replica, reachable through all three",
-              flush=True)
+        print("partition: a silent partition dropped the links and their nodes after %.1f s "
+              "(dead-peer-timeout 3 s); healed, every node held by one replica, reachable "
+              "through all three" % silent_s, flush=True)
     with_fleet("replicas-partition", body)
 
 
 if __name__ == "__main__":
-    sys.exit(h.run([mesh, failover, reconnect, partition]))
+    sys.exit(h.run([mesh, failover, reconnect, partition, readiness]))
