@@ -430,7 +430,7 @@ def timeouts():
     hole.listen(0)
     hole_port = hole.getsockname()[1]
     filler = socket.create_connection(("127.0.0.1", hole_port))
-    c = Chain("door-timeouts", dial_timeout="600ms",
+    c = Chain("door-timeouts", dial_timeout="1s",
               edge_extra=["--local-port", "hole=%d" % hole_port,
                           "--backend-dial-timeout", "300ms"])
     failed = True
@@ -441,7 +441,7 @@ def timeouts():
                                               took * 1000))
         check(status == 504 and "edge node edge-1: timeout" in reason, "hung dial: %d %s" % (
             status, reason))
-        check(0.25 < took < 0.59, "the edge's dial timeout answered after %.0f ms" % (
+        check(0.25 < took < 0.95, "the edge's dial timeout answered after %.0f ms" % (
             took * 1000))
         # The edge stops answering altogether (SIGSTOP): cloudstream's own deadline.
         import signal
@@ -457,9 +457,9 @@ def timeouts():
             c.edge.send_signal(signal.SIGCONT)
         print("     %-24s %d %s  (%.0f ms)" % ("%s:%d" % (NODE_IP, KUBELET_PORT), status, reason,
                                               took * 1000))
-        check(status == 504 and "did not answer the dial within 600 ms" in reason,
+        check(status == 504 and "did not answer the dial within 1000 ms" in reason,
               "silent edge: %d %s" % (status, reason))
-        check(0.55 < took < 1.5, "cloudstream's dial timeout answered after %.0f ms" % (
+        check(0.95 < took < 2.5, "cloudstream's dial timeout answered after %.0f ms" % (
             took * 1000))
         # The edge, awake again, serves the next CONNECT.
         t = tunnel(c, "uds")
