@@ -215,30 +215,36 @@ const struct lws_protocols cs_door_protocols[2] = {
 
 int cs_door_setup(struct cs_server *srv)
 {
+	const struct cs_config *c = &srv->cfg;
 	struct door_set *ds = calloc(1, sizeof *ds);
 	if (ds == NULL)
 		return -ENOMEM;
 	srv->door = ds;
-	const struct st_strlist *ports = &srv->cfg.front_door_kubelet_ports;
+	int rc = 0; /* every problem is said, not only the first (--check-config) */
+	const struct st_strlist *ports = &c->front_door_kubelet_ports;
 	for (size_t i = 0; i < ports->n; i++) {
 		if (ds->n_kubelet_ports >= DOOR_MAX_KUBELET_PORTS ||
 		    cs_door_port_parse(ports->v[i], &ds->kubelet_ports[ds->n_kubelet_ports]) < 0) {
 			st_err("--front-door-kubelet-ports %s: expected up to %u ports 1..65535",
 			       ports->v[i], DOOR_MAX_KUBELET_PORTS);
-			return -EINVAL;
+			rc = -EINVAL;
+			break;
 		}
 		ds->n_kubelet_ports++;
 	}
-	const char *mode =
-	        srv->cfg.front_door_socket_mode ? srv->cfg.front_door_socket_mode : "0660";
+	const char *mode = c->front_door_socket_mode ? c->front_door_socket_mode : "0660";
 	char *end;
 	unsigned long m = strtoul(mode, &end, 8);
 	if (mode[0] < '0' || mode[0] > '7' || *end != '\0' || m > 0777) {
 		st_err("--front-door-socket-mode %s: expected octal permissions, e.g. 0660", mode);
-		return -EINVAL;
+		rc = -EINVAL;
 	}
 	ds->socket_mode = (unsigned)m;
-	return 0;
+	if (c->front_door_pod_ips && (c->apiserver_url == NULL || c->apiserver_url[0] == '\0')) {
+		st_err("--front-door-pod-ips needs --apiserver-url (pods are looked up there)");
+		rc = -EINVAL;
+	}
+	return rc;
 }
 
 static const char *or_default(const char *v, const char *dflt)

@@ -106,8 +106,9 @@ int cs_door_port_parse(const char *s, uint16_t *port);
 
 struct cs_server;
 
-/* cs_door_setup() - at start, before the context's vhosts: the kubelet ports; 0 or -EINVAL
- * (logged). */
+/* cs_door_setup() - at start (and for --check-config), before the context's vhosts: the
+ * kubelet ports, the socket's mode, what --front-door-pod-ips needs; 0, or -EINVAL after
+ * logging every problem, -ENOMEM. srv->door is set either way (cs_door_free). */
 int cs_door_setup(struct cs_server *srv);
 /* cs_door_create_vhosts() - the TLS listener (--front-door-listen) and the unix socket
  * (--front-door-socket), each when configured. 0 or a negative errno (logged). */

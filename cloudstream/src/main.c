@@ -524,11 +524,6 @@ int main(int argc, char **argv)
 	     check_files("front-door-client-ca", srv.cfg.front_door_client_ca, NULL) < 0) ||
 	    cs_door_setup(&srv) < 0)
 		goto out_config;
-	if (srv.cfg.front_door_pod_ips &&
-	    (srv.cfg.apiserver_url == NULL || srv.cfg.apiserver_url[0] == '\0')) {
-		st_err("--front-door-pod-ips needs --apiserver-url (pods are looked up there)");
-		goto out_config;
-	}
 	set_replica(&srv);
 	if (cs_peers_configure(&srv) < 0) /* --peers resolved here, before the loop */
 		goto out_config;

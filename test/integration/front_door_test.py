@@ -525,6 +525,50 @@ def live_reload():
         close_env(env, failed)
 
 
+def bad_config():
+    """Front-door settings that cannot work stop the start (exit 2) and --check-config names
+    each of them; a file other than a socket at --front-door-socket is never removed."""
+    import subprocess
+    from harness import BIN
+    env = Env("door-config", nodes=("edge-1",))
+    failed = True
+    try:
+        base = [os.path.join(BIN, "cloudstream", "cloudstream"),
+                "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
+                "--admin-listen", "",
+                "--tunnel-cert", env.path("cloudstream-tunnel.crt"),
+                "--tunnel-key", env.path("cloudstream-tunnel.key"),
+                "--tunnel-ca", env.path("tunnel-ca.crt"),
+                "--stream-cert", env.path("cloudstream-stream.crt"),
+                "--stream-key", env.path("cloudstream-stream.key"),
+                "--stream-client-ca", env.path("stream-ca.crt"),
+                "--stream-allowed-subjects", "kube-apiserver-kubelet-client"]
+        bad = ["--front-door-kubelet-ports", "10250,99999", "--front-door-socket-mode", "0999",
+               "--front-door-pod-ips"]
+        want = ["--front-door-kubelet-ports 99999: expected up to 8 ports 1..65535",
+                "--front-door-socket-mode 0999: expected octal permissions",
+                "--front-door-pod-ips needs --apiserver-url"]
+        for extra in (["--check-config"], []):
+            r = subprocess.run(base + bad + extra, capture_output=True, timeout=30)
+            out = (r.stdout + r.stderr).decode(errors="replace")
+            check(r.returncode == 2, "exit %d:\n%s" % (r.returncode, out))
+            for w in want:
+                check(w in out, "%r not said:\n%s" % (w, out))
+        # A regular file where the socket should go: refused, and left alone.
+        path = os.path.join(env.dir, "not-a-socket")
+        with open(path, "w") as f:
+            f.write("keep me\n")
+        r = subprocess.run(base + ["--front-door-socket", path], capture_output=True,
+                           timeout=30)
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        check(r.returncode != 0 and "exists and is not a socket" in out, "exit %d:\n%s" % (
+            r.returncode, out))
+        check(open(path).read() == "keep me\n", "the file was touched")
+        failed = False
+    finally:
+        close_env(env, failed)
+
+
 # ---- a stalled CONNECT does not slow the active one ---------------------------------------
 
 def throughput(chain, n):
@@ -702,7 +746,7 @@ def pods():
         close_env(env, failed)
 
 
-GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors, timeouts, live_reload],
+GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors, timeouts, live_reload, bad_config],
           "stall": [stall],
           "pods": [pods]}
 
