@@ -793,6 +793,18 @@ static const struct st_opt options[] = {
                  "(SYNC_END on each link), or once this long has passed since start (logged, "
                  "with the peers still missing).",
          .since = "0.4"},
+        {.name = "peer-dead-timeout",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(peer_dead_timeout_ms),
+         .default_value = "10s",
+         .min = 1000,
+         .max = 600000,
+         .value_name = "DURATION",
+         .help = "A peer link that brings nothing for this long is dropped (its nodes are "
+                 "forgotten, it is dialled again); a quiet link is pinged at a third of it. "
+                 "Replicas share a cluster network: shorter than the edges' "
+                 "--dead-peer-timeout, so a partition that drops packets costs seconds.",
+         .since = "0.4"},
         {.name = "peer-redial-max",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(peer_redial_max_ms),

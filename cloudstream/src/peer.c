@@ -38,37 +38,72 @@ struct out_link {
 	char host[256]; /* as configured: SNI and the name checked (or --peer-server-name) */
 	char addr[64];  /* resolved at start */
 	int port;
-	struct lws *wsi;     /* the connection in progress or up, else NULL */
-	struct cs_tunnel *t; /* the link once up (client = true), else NULL */
-	bool self;           /* the other end said our own replica id: never dialled again */
+	struct lws *wsi;   /* the connection in progress or up, else NULL */
+	struct in_link *e; /* the link once up (edge role: our nodes, their streams) */
+	bool self;         /* the other end said our own replica id: never dialled again */
 	bool stopping;
-	int slot;       /* peerdir slot of the other replica, -1 before the first HELLO */
-	unsigned fails; /* dials failed in a row (backoff) */
+	unsigned fails;                            /* dials failed in a row (backoff) */
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1]; /* the other's id, from its echo */
 	lws_sorted_usec_list_t sul_dial;
 };
+
+/* Bytes one hop did not take yet: [off, off + len) of p. Bounded by the sender's credit
+ * (the caller checks); grown by doubling, compacted only when the tail is full. */
+struct pbuf {
+	uint8_t *p;
+	size_t off, len, cap;
+};
+
+static int pbuf_append(struct pbuf *b, const uint8_t *p, size_t n)
+{
+	if (b->off + b->len + n > b->cap) {
+		if (b->off > 0) {
+			memmove(b->p, b->p + b->off, b->len);
+			b->off = 0;
+		}
+		if (b->len + n > b->cap) {
+			size_t cap = b->cap ? b->cap : 65536;
+			while (cap < b->len + n)
+				cap *= 2;
+			uint8_t *nb = realloc(b->p, cap);
+			if (nb == NULL)
+				return -ENOMEM;
+			b->p = nb;
+			b->cap = cap;
+		}
+	}
+	memcpy(b->p + b->off + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+static void pbuf_consume(struct pbuf *b, size_t n)
+{
+	b->off += n;
+	b->len -= n;
+	if (b->len == 0)
+		b->off = 0;
+}
 
 /* A stream relayed from an accepted link to a node's tunnel. */
 struct pstream {
 	struct cs_endpoint ep; /* toward the node's tunnel */
 	struct in_link *l;     /* NULL once the link is gone */
 	uint64_t id;           /* the stream's id on the link; 0 once that side ended */
-	uint8_t *down;         /* edge → link bytes the link's session did not take yet */
-	size_t down_len;
-	uint8_t *up; /* link → edge bytes the tunnel did not take yet */
-	size_t up_len;
-	bool up_half_close; /* the link half-closed: shut the edge side once @up is out */
-	bool down_end;      /* the edge ended: close the link side once @down is out */
+	struct pbuf down;      /* edge → link bytes the link's session did not take yet */
+	struct pbuf up;        /* link → edge bytes the tunnel did not take yet */
+	bool up_half_close;    /* the link half-closed: shut the edge side once @up is out */
+	bool down_end;         /* the edge ended: close the link side once @down is out */
 	uint64_t down_code;
 	char down_reason[128];
 	uint64_t started_ms;
 	struct pstream *next, *prev; /* in l->streams */
 };
 
-/* A link another replica dialled to us. */
+/* The edge-role side of a link: the one this replica dialled to another (an out_link's). */
 struct in_link {
 	struct cs_server *srv;
-	struct lws *wsi; /* NULL once lws is closing it */
+	struct lws *wsi; /* the client connection; NULL once lws is closing it */
 	struct st_session *sess;
 	struct st_reasm rx;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
@@ -86,7 +121,9 @@ struct in_link {
 struct cs_peers {
 	struct out_link *out;
 	size_t n_out;
-	struct in_link *in; /* accepted links */
+	struct in_link *in;    /* the edge-role sides of the links we dialled */
+	struct cs_tunnel *acc; /* the cloud-role sides of the links we accepted (all_next) */
+	struct cs_tunnel *slot_owner[CS_PEERDIR_MAX_PEERS]; /* the accepted link of each peer */
 	struct cs_peerdir *dir;
 	struct lws_vhost *vh;           /* the client vhost (peer certificate) */
 	X509_STORE *peer_store;         /* --peer-ca alone: what a peer certificate chains to */
@@ -157,7 +194,6 @@ int cs_peers_configure(struct cs_server *srv)
 	for (size_t i = 0; i < c->peers.n; i++) {
 		struct out_link *l = &p->out[i];
 		l->srv = srv;
-		l->slot = -1;
 		if (split_host_port(c->peers.v[i], l->host, sizeof l->host, &l->port) < 0) {
 			st_err("--peers %s: not HOST:PORT", c->peers.v[i]);
 			return -EINVAL;
@@ -197,8 +233,8 @@ static void dial(lws_sorted_usec_list_t *sul);
 
 /*
  * A partition that drops packets closes nothing: like the edges' tunnels, every link is
- * pinged when quiet (--ping-interval) and dropped after --dead-peer-timeout of silence, both
- * ways, so the directory forgets a peer it cannot reach and the link is dialled again.
+ * pinged when quiet (a third of --peer-dead-timeout) and dropped after --peer-dead-timeout of
+ * silence, both ways, so the directory forgets a peer it cannot reach and the link is dialled again.
  */
 static void on_live_sweep(lws_sorted_usec_list_t *sul)
 {
@@ -206,11 +242,9 @@ static void on_live_sweep(lws_sorted_usec_list_t *sul)
 	struct cs_server *srv = p->out ? p->out[0].srv : NULL;
 	if (srv == NULL)
 		return;
-	uint64_t now = cs_now_ms(), ping = srv->cfg.ping_interval_ms;
-	uint64_t dead = srv->cfg.dead_peer_timeout_ms;
-	for (size_t i = 0; i < p->n_out; i++) {
-		struct cs_tunnel *t = p->out[i].t;
-		if (t == NULL || t->wsi == NULL)
+	uint64_t now = cs_now_ms(), dead = srv->cfg.peer_dead_timeout_ms, ping = dead / 3;
+	for (struct cs_tunnel *t = p->acc; t; t = t->all_next) {
+		if (t->wsi == NULL)
 			continue;
 		switch (st_liveness_check(&t->live, now, ping, dead)) {
 		case ST_LIVENESS_PING:
@@ -218,9 +252,9 @@ static void on_live_sweep(lws_sorted_usec_list_t *sul)
 			lws_callback_on_writable(t->wsi);
 			break;
 		case ST_LIVENESS_DEAD:
-			st_warn("peers: link to %s silent for %llu ms (--dead-peer-timeout): "
+			st_warn("peers: link from %s silent for %llu ms (--peer-dead-timeout): "
 			        "dropped",
-			        p->out[i].replica, (unsigned long long)(now - t->live.last_rx_ms));
+			        t->node, (unsigned long long)(now - t->live.last_rx_ms));
 			lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 			break;
 		case ST_LIVENESS_OK:
@@ -236,7 +270,7 @@ static void on_live_sweep(lws_sorted_usec_list_t *sul)
 			lws_callback_on_writable(l->wsi);
 			break;
 		case ST_LIVENESS_DEAD:
-			st_warn("peers: link from %s silent for %llu ms (--dead-peer-timeout): "
+			st_warn("peers: link to %s silent for %llu ms (--peer-dead-timeout): "
 			        "dropped",
 			        l->replica, (unsigned long long)(now - l->live.last_rx_ms));
 			lws_set_timeout(l->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
@@ -278,7 +312,7 @@ int cs_peers_start(struct cs_server *srv)
 	for (size_t i = 0; i < p->n_out; i++)
 		lws_sul_schedule(srv->ctx, 0, &p->out[i].sul_dial, dial, 1);
 	lws_sul_schedule(srv->ctx, 0, &p->sul_live, on_live_sweep,
-	                 (lws_usec_t)st_liveness_sweep_interval_ms(c->ping_interval_ms) *
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(c->peer_dead_timeout_ms / 3) *
 	                         LWS_US_PER_MS);
 	st_info("peers: %zu configured (%s ...), this replica is %s", p->n_out, c->peers.v[0],
 	        srv->replica);
@@ -375,26 +409,25 @@ static void on_dir_up(const char *node, size_t len, uint64_t gen, const char *re
 	cs_tunnel_close(t, "the edge node reconnected to another cloudstream replica");
 }
 
-/* A directory message on a link we dialled (tunnel_stream.c's on_peer). */
+/* A directory message on a link we accepted (tunnel_stream.c's on_peer). */
 int cs__peer_dir_msg(struct cs_tunnel *t, uint64_t type, const uint8_t *payload, size_t len)
 {
-	struct out_link *l = t->link;
 	struct cs_peers *p = peers_of(t->srv);
 	static const struct cs_peerdir_cbs cbs = {.on_up = on_dir_up};
-	if (l == NULL || l->slot < 0)
-		return -EPROTO;
-	bool was = cs_peerdir_peer_synced(p->dir, l->slot);
-	int rc = cs_peerdir_recv(p->dir, l->slot, type, payload, len, &cbs, t->srv);
+	if (!t->peer || p == NULL || p->slot_owner[t->peer_slot] != t)
+		return 0; /* a link replaced by a newer one from the same replica: ignored */
+	bool was = cs_peerdir_peer_synced(p->dir, t->peer_slot);
+	int rc = cs_peerdir_recv(p->dir, t->peer_slot, type, payload, len, &cbs, t->srv);
 	if (rc < 0) {
 		st_log(ST_LOG_WARN, t->node, 0, "peer link dropped: malformed %s from replica %s",
-		       st_msg_type_name(type), l->replica);
+		       st_msg_type_name(type), t->node);
 		return rc;
 	}
-	if (!was && cs_peerdir_peer_synced(p->dir, l->slot)) {
+	if (!was && cs_peerdir_peer_synced(p->dir, t->peer_slot)) {
 		struct cs_peerdir_stats st;
 		cs_peerdir_get_stats(p->dir, &st);
-		st_log(ST_LOG_INFO, t->node, 0, "peer %s synced (%zu nodes held by peers)",
-		       l->replica, st.entries);
+		st_log(ST_LOG_INFO, t->node, 0, "peer %s synced (%zu nodes held by peers)", t->node,
+		       st.entries);
 	}
 	return 0;
 }
@@ -409,7 +442,10 @@ bool cs_peers_ready(struct cs_server *srv, const char **why)
 		struct out_link *l = &p->out[i];
 		if (l->self)
 			continue;
-		if (l->t == NULL || !cs_peerdir_peer_synced(p->dir, l->slot)) {
+		/* Its node list comes on the link it dialled to us; it names itself on ours. */
+		int slot = l->e ? cs_peerdir_peer_find(p->dir, l->replica) : -1;
+		if (slot < 0 || !cs_peerdir_peer_synced(p->dir, slot) ||
+		    p->slot_owner[slot] == NULL) {
 			missing = l->host;
 			break;
 		}
@@ -489,11 +525,14 @@ static void append_offer(struct cs_server *srv, struct lws *wsi, unsigned char *
 		st_warn("peers: the offer did not fit the upgrade request");
 }
 
-/* The 101 arrived: check the echo, and the link becomes a tunnel we open streams on. */
+static struct in_link *edge_side_new(struct cs_server *srv, struct lws *wsi,
+                                     const struct st_ext_offer *echo);
+static void in_kick(struct in_link *l);
+
+/* The 101 arrived: check the echo; on this link we are the edge role (PROTOCOL.md §7). */
 static int out_established(struct out_link *l, struct lws *wsi)
 {
 	struct cs_server *srv = l->srv;
-	struct cs_peers *p = peers_of(srv);
 	char v[ST_EXT_HEADER_MAX_BYTES + 1];
 	struct st_ext_offer ours = {.version = ST_EXT_VERSION, .caps = srv->our_caps | ST_CAP_PEER};
 	struct st_ext_offer echo;
@@ -513,71 +552,24 @@ static int out_established(struct out_link *l, struct lws *wsi)
 		st_info("peers: %s:%d is this replica (%s)", l->host, l->port, srv->replica);
 		return -1;
 	}
-	int slot = cs_peerdir_peer_add(p->dir, echo.replica_id);
-	if (slot < 0) {
-		st_err("peers: more than %d peers: %s ignored", CS_PEERDIR_MAX_PEERS,
-		       echo.replica_id);
+	struct in_link *e = edge_side_new(srv, wsi, &echo);
+	if (e == NULL)
 		return -1;
-	}
-	struct cs_tunnel *t = calloc(1, sizeof *t);
-	if (t == NULL)
-		return -1;
-	struct st_session_config sc = {
-	        .role = ST_SESSION_CLOUD,
-	        .caps = echo.caps,
-	        .send_window_bytes =
-	                echo.window_bytes ? echo.window_bytes : ST_DEFAULT_STREAM_WINDOW_BYTES,
-	        .recv_window_bytes = cs__tunnel_first_window(srv),
-	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
-	        .process_budget = &srv->tun.budget,
-	        .max_streams = srv->cfg.max_streams,
-	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
-	        .max_data_payload = srv->cfg.data_payload_bytes,
-	        .totals = &srv->m.sessions,
-	};
-	if (st_session_new(&t->sess, &sc, &cs__tunnel_session_cbs, t) < 0) {
-		free(t);
-		return -1;
-	}
-	t->srv = srv;
-	t->wsi = wsi;
-	t->client = true;
-	t->link = l;
-	t->caps = sc.caps;
-	t->ordinal = ++srv->next_ordinal;
-	t->next_stream_id = 1;
-	st_budget_init(&t->budget, 0);
-	t->connected_ms = cs_now_ms();
-	snprintf(t->node, sizeof t->node, "%s", echo.replica_id);
-	st_liveness_init(&t->live, t->connected_ms);
-	st_session_hello(t->sess, srv->replica);
-	l->t = t;
-	l->slot = slot;
+	l->e = e;
 	l->fails = 0;
 	snprintf(l->replica, sizeof l->replica, "%s", echo.replica_id);
 	st_info("peers: link up to %s (%s:%d)", l->replica, l->host, l->port);
-	cs__tunnel_kick(t);
+	in_kick(e);
 	return 0;
 }
 
 static void out_closed(struct out_link *l, const char *why)
 {
-	struct cs_server *srv = l->srv;
-	struct cs_peers *p = peers_of(srv);
-	struct cs_tunnel *t = l->t;
 	l->wsi = NULL;
-	if (t != NULL) {
-		t->wsi = NULL;
-		l->t = NULL;
-		cs__tunnel_end_streams(t, "the link to the replica holding the node was lost");
-		size_t gone = cs_peerdir_peer_drop(p->dir, l->slot);
-		l->slot = -1;
-		p->links_lost++;
-		st_warn("peers: link to %s lost (%s): its %zu nodes forgotten", l->replica, why,
-		        gone);
-		st_session_free(t->sess);
-		st_reasm_cleanup(&t->rx);
-		free(t);
+	if (l->e != NULL) {
+		cs_peer_in_closed(l->e);
+		l->e = NULL;
+		st_warn("peers: link to %s lost (%s)", l->replica, why);
 		l->fails = 0; /* the first redial goes at once */
 	} else {
 		l->fails++;
@@ -585,8 +577,6 @@ static void out_closed(struct out_link *l, const char *why)
 			st_warn("peers: cannot reach %s:%d (%s); retrying", l->host, l->port, why);
 	}
 	schedule_dial(l);
-	if (l->t == NULL && t == NULL && l->fails == 0)
-		l->fails = 1;
 }
 
 static int cb_peer_client(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -605,22 +595,20 @@ static int cb_peer_client(struct lws *wsi, enum lws_callback_reasons reason, voi
 	case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
 		return out_established(l, wsi);
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
-		if (l->t)
-			cs__tunnel_kick(l->t);
+		if (l->e)
+			in_kick(l->e);
 		return 0;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
-		if (l->t == NULL)
+		if (l->e == NULL)
 			return -1;
-		st_liveness_rx(&l->t->live, cs_now_ms());
-		l->t->bytes_in += len;
-		return cs__tunnel_receive(l->t, in, len, lws_is_first_fragment(wsi),
+		return cs_peer_in_receive(l->e, in, len, lws_is_first_fragment(wsi),
 		                          lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-		if (l->t)
-			st_liveness_rx(&l->t->live, cs_now_ms());
+		if (l->e)
+			cs_peer_in_pong(l->e);
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
-		return l->t ? cs__tunnel_writeable(l->t) : -1;
+		return l->e ? cs_peer_in_writeable(l->e) : -1;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
 		out_closed(l, in ? (const char *)in : "connection error");
 		return 0;
@@ -632,11 +620,6 @@ static int cb_peer_client(struct lws *wsi, enum lws_callback_reasons reason, voi
 	}
 }
 
-struct st_tunnel_writer *cs__peer_writer(struct cs_server *srv)
-{
-	return &peers_of(srv)->writer;
-}
-
 /* ---- forwarding: the dialling side -------------------------------------------------------- */
 
 struct cs_tunnel *cs_peer_lookup(struct cs_server *srv, const char *node, size_t len,
@@ -646,14 +629,13 @@ struct cs_tunnel *cs_peer_lookup(struct cs_server *srv, const char *node, size_t
 	struct cs_peerdir_hit h;
 	if (p == NULL || p->dir == NULL || cs_peerdir_get(p->dir, node, len, &h) < 0)
 		return NULL;
-	for (size_t i = 0; i < p->n_out; i++)
-		if (p->out[i].t && p->out[i].slot == h.slot) {
-			*caps = h.caps;
-			if (replica)
-				*replica = h.replica;
-			return p->out[i].t;
-		}
-	return NULL;
+	struct cs_tunnel *t = p->slot_owner[h.slot];
+	if (t == NULL || t->wsi == NULL)
+		return NULL;
+	*caps = h.caps;
+	if (replica)
+		*replica = h.replica;
+	return t;
 }
 
 struct cs_tunnel *cs_peer_lookup_ip(struct cs_server *srv, const char *ip, size_t len,
@@ -702,7 +684,7 @@ int cs_peer_stream_open(struct cs_tunnel *link, const char *node, struct cs_endp
 
 static bool holds(const struct cs_tunnel *t)
 {
-	return t->registered && t->wsi != NULL && !t->client;
+	return t->registered && t->wsi != NULL && !t->peer;
 }
 
 static ssize_t encode_up(const struct cs_tunnel *t, uint8_t *out, size_t cap)
@@ -768,7 +750,7 @@ static void in_kick(struct in_link *l)
 static void announce(struct cs_server *srv, struct cs_tunnel *t, bool up)
 {
 	struct cs_peers *p = peers_of(srv);
-	if (p == NULL || t->client || (!up && !t->announced))
+	if (p == NULL || t->peer || (!up && !t->announced))
 		return;
 	t->announced = up;
 	uint8_t buf[ST_MAX_EXT_PAYLOAD_BYTES];
@@ -818,8 +800,8 @@ static void ps_maybe_free(struct pstream *ps)
 		if (ps->next)
 			ps->next->prev = ps->prev;
 	}
-	free(ps->down);
-	free(ps->up);
+	free(ps->down.p);
+	free(ps->up.p);
 	free(ps);
 }
 
@@ -839,41 +821,40 @@ static void ps_flush_down(struct pstream *ps)
 {
 	if (ps->id == 0 || ps->l == NULL)
 		return;
-	if (ps->down_len > 0) {
-		ssize_t w = st_session_write(ps->l->sess, ps->id, ps->down, ps->down_len);
+	if (ps->down.len > 0) {
+		ssize_t w = st_session_write(ps->l->sess, ps->id, ps->down.p + ps->down.off,
+		                             ps->down.len);
 		if (w < 0) {
-			cs_endpoint_dropped(&ps->ep, ps->down_len);
-			ps->down_len = 0;
+			cs_endpoint_dropped(&ps->ep, ps->down.len);
+			pbuf_consume(&ps->down, ps->down.len);
 			return;
 		}
-		memmove(ps->down, ps->down + w, ps->down_len - (size_t)w);
-		ps->down_len -= (size_t)w;
+		pbuf_consume(&ps->down, (size_t)w);
 		cs_endpoint_delivered(&ps->ep, (size_t)w);
 		in_kick(ps->l);
 	}
-	if (ps->down_len == 0 && ps->down_end)
+	if (ps->down.len == 0 && ps->down_end)
 		ps_close_link(ps, ps->down_code, ps->down_reason);
 }
 
 /* link → edge: what waits goes into the node's tunnel as far as it takes it. */
 static void ps_flush_up(struct pstream *ps)
 {
-	if (ps->up_len > 0 && ps->ep.tun) {
+	if (ps->up.len > 0 && ps->ep.tun) {
 		size_t space = cs_stream_space(&ps->ep);
-		size_t take = ps->up_len < space ? ps->up_len : space;
-		ssize_t w = take ? cs_stream_write(&ps->ep, ps->up, take) : 0;
+		size_t take = ps->up.len < space ? ps->up.len : space;
+		ssize_t w = take ? cs_stream_write(&ps->ep, ps->up.p + ps->up.off, take) : 0;
 		if (w > 0) {
-			memmove(ps->up, ps->up + w, ps->up_len - (size_t)w);
-			ps->up_len -= (size_t)w;
+			pbuf_consume(&ps->up, (size_t)w);
 			if (ps->id && ps->l)
 				st_session_consumed(ps->l->sess, ps->id, (size_t)w);
 			if (ps->l)
 				in_kick(ps->l);
 		}
-		if (ps->up_len > 0)
+		if (ps->up.len > 0)
 			cs_stream_wait_writable(&ps->ep);
 	}
-	if (ps->up_len == 0 && ps->up_half_close && ps->ep.tun) {
+	if (ps->up.len == 0 && ps->up_half_close && ps->ep.tun) {
 		ps->up_half_close = false;
 		cs_stream_shutdown(&ps->ep);
 	}
@@ -887,17 +868,23 @@ static int ep_data(struct cs_endpoint *ep, const uint8_t *p, size_t len)
 		cs_endpoint_dropped(ep, len);
 		return 0;
 	}
-	size_t keep = ps->down_len + len;
-	if (keep > ST_MAX_STREAM_WINDOW_BYTES + ST_DEFAULT_STREAM_OUT_BYTES)
+	if (ps->down.len == 0) {
+		/* The common case: the link's session takes the bytes at once, no copy here. */
+		ssize_t w = st_session_write(ps->l->sess, ps->id, p, len);
+		if (w < 0) {
+			cs_endpoint_dropped(ep, len);
+			return 0; /* the link side is ending: its close follows */
+		}
+		cs_endpoint_delivered(ep, (size_t)w);
+		in_kick(ps->l);
+		p += w;
+		len -= (size_t)w;
+		if (len == 0)
+			return 0;
+	}
+	if (ps->down.len + len > ST_MAX_STREAM_WINDOW_BYTES + ST_DEFAULT_STREAM_OUT_BYTES)
 		return -EMSGSIZE; /* more than the edge's credit allows */
-	uint8_t *nb = realloc(ps->down, keep);
-	if (nb == NULL)
-		return -ENOMEM;
-	ps->down = nb;
-	memcpy(ps->down + ps->down_len, p, len);
-	ps->down_len = keep;
-	ps_flush_down(ps);
-	return 0;
+	return pbuf_append(&ps->down, p, len);
 }
 
 static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, size_t len)
@@ -906,9 +893,9 @@ static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, si
 	ps->down_end = true;
 	ps->down_code = code;
 	snprintf(ps->down_reason, sizeof ps->down_reason, "%.*s", (int)len, reason);
-	ps->up_len = 0;
+	pbuf_consume(&ps->up, ps->up.len);
 	ps_flush_down(ps);
-	if (ps->id != 0 && ps->l && ps->down_len > 0)
+	if (ps->id != 0 && ps->l && ps->down.len > 0)
 		return; /* closed once the rest is out (on_writable) */
 	ps_maybe_free(ps);
 }
@@ -921,9 +908,9 @@ static void ep_writable(struct cs_endpoint *ep)
 static void ep_gone(struct cs_endpoint *ep, const char *why)
 {
 	struct pstream *ps = (struct pstream *)ep;
-	cs_endpoint_dropped(ep, ps->down_len);
-	ps->down_len = 0;
-	ps->up_len = 0;
+	cs_endpoint_dropped(ep, ps->down.len);
+	pbuf_consume(&ps->down, ps->down.len);
+	pbuf_consume(&ps->up, ps->up.len);
 	ps_close_link(ps, ST_EXT_ERR_UNREACHABLE, why);
 	ps_maybe_free(ps);
 }
@@ -1041,15 +1028,23 @@ static int in_on_data(struct st_session *s, uint64_t id, const uint8_t *data, si
 		st_session_consumed(s, id, len); /* the edge ended: nobody reads them */
 		return 0;
 	}
-	size_t keep = ps->up_len + len;
-	uint8_t *nb = realloc(ps->up, keep); /* bounded by our window on the link */
-	if (nb == NULL)
-		return -ENOMEM;
-	ps->up = nb;
-	memcpy(ps->up + ps->up_len, data, len);
-	ps->up_len = keep;
-	ps_flush_up(ps);
-	return 0;
+	if (ps->up.len == 0) {
+		/* The common case: the node's tunnel takes the bytes at once, no copy here. */
+		size_t space = cs_stream_space(&ps->ep);
+		size_t take = len < space ? len : space;
+		ssize_t w = take ? cs_stream_write(&ps->ep, data, take) : 0;
+		if (w > 0) {
+			st_session_consumed(s, id, (size_t)w);
+			in_kick(ps->l);
+			data += w;
+			len -= (size_t)w;
+		}
+		if (len == 0)
+			return 0;
+		cs_stream_wait_writable(&ps->ep);
+	}
+	/* Bounded by the window we granted on the link. */
+	return pbuf_append(&ps->up, data, len);
 }
 
 static void in_on_half_close(struct st_session *s, uint64_t id, void *user)
@@ -1075,8 +1070,8 @@ static void in_on_close(struct st_session *s, uint64_t id, void *stream_user, ui
 	char why[128];
 	snprintf(why, sizeof why, "%.*s", (int)len, reason);
 	ps_flush_up(ps);
-	cs_endpoint_dropped(&ps->ep, ps->down_len);
-	ps->down_len = 0;
+	cs_endpoint_dropped(&ps->ep, ps->down.len);
+	pbuf_consume(&ps->down, ps->down.len);
 	cs_stream_close(&ps->ep, code, why);
 	ps_maybe_free(ps);
 }
@@ -1186,19 +1181,68 @@ int cs_peer_in_headers(struct lws *wsi, struct cs_server *srv, void *in)
 	return 0;
 }
 
-int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, void **slot)
+/* The edge-role side of a link we dialled: it announces our nodes and relays the streams the
+ * other replica opens to our nodes' tunnels. NULL without memory. */
+static struct in_link *edge_side_new(struct cs_server *srv, struct lws *wsi,
+                                     const struct st_ext_offer *echo)
+{
+	struct cs_peers *p = peers_of(srv);
+	struct in_link *l = calloc(1, sizeof *l);
+	if (l == NULL)
+		return NULL;
+	struct st_session_config sc = {
+	        .role = ST_SESSION_EDGE,
+	        .caps = echo->caps,
+	        .send_window_bytes =
+	                echo->window_bytes ? echo->window_bytes : ST_DEFAULT_STREAM_WINDOW_BYTES,
+	        .recv_window_bytes = cs__tunnel_first_window(srv),
+	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
+	        .process_budget = &srv->tun.budget,
+	        .max_streams = srv->cfg.max_streams,
+	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
+	        .max_data_payload = srv->cfg.data_payload_bytes,
+	        .totals = &srv->m.sessions,
+	};
+	if (st_session_new(&l->sess, &sc, &in_cbs, l) < 0) {
+		free(l);
+		return NULL;
+	}
+	l->srv = srv;
+	l->wsi = wsi;
+	l->ordinal = ++srv->next_ordinal;
+	snprintf(l->replica, sizeof l->replica, "%s", echo->replica_id);
+	l->sync_pending = true;
+	st_liveness_init(&l->live, cs_now_ms());
+	st_session_hello(l->sess, srv->replica);
+	l->next = p->in;
+	if (p->in)
+		p->in->prev = l;
+	p->in = l;
+	return l;
+}
+
+/* A link another replica dialled: the cloud-role side, a tunnel streams open on. */
+int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot)
 {
 	struct cs_peers *p = peers_of(srv);
 	struct st_ext_offer offer, ag;
 	char why[200];
 	if (p == NULL || p->dir == NULL || in_admit(wsi, srv, &offer, why, sizeof why) != 0)
 		return -1;
+	if (strcmp(offer.replica_id, srv->replica) == 0)
+		return -1; /* ourselves: the dialler saw our echo and stops dialling this address */
 	agreed(srv, &offer, &ag);
-	struct in_link *l = calloc(1, sizeof *l);
-	if (l == NULL)
+	int pslot = cs_peerdir_peer_add(p->dir, offer.replica_id);
+	if (pslot < 0) {
+		st_err("peers: more than %d peers: %s refused", CS_PEERDIR_MAX_PEERS,
+		       offer.replica_id);
+		return -1;
+	}
+	struct cs_tunnel *t = calloc(1, sizeof *t);
+	if (t == NULL)
 		return -1;
 	struct st_session_config sc = {
-	        .role = ST_SESSION_EDGE,
+	        .role = ST_SESSION_CLOUD,
 	        .caps = ag.caps,
 	        .send_window_bytes =
 	                offer.window_bytes ? offer.window_bytes : ST_DEFAULT_STREAM_WINDOW_BYTES,
@@ -1210,27 +1254,68 @@ int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, void **slot)
 	        .max_data_payload = srv->cfg.data_payload_bytes,
 	        .totals = &srv->m.sessions,
 	};
-	if (st_session_new(&l->sess, &sc, &in_cbs, l) < 0) {
-		free(l);
+	if (st_session_new(&t->sess, &sc, &cs__tunnel_session_cbs, t) < 0) {
+		free(t);
 		return -1;
 	}
-	l->srv = srv;
-	l->wsi = wsi;
-	l->ordinal = ++srv->next_ordinal;
-	snprintf(l->replica, sizeof l->replica, "%s", offer.replica_id);
-	l->sync_pending = true;
-	st_liveness_init(&l->live, cs_now_ms());
-	st_session_hello(l->sess, srv->replica);
-	l->next = p->in;
-	if (p->in)
-		p->in->prev = l;
-	p->in = l;
-	*slot = l;
+	t->srv = srv;
+	t->wsi = wsi;
+	t->peer = true;
+	t->peer_slot = pslot;
+	t->caps = sc.caps;
+	t->ordinal = ++srv->next_ordinal;
+	t->next_stream_id = 1;
+	st_budget_init(&t->budget, 0);
+	t->connected_ms = cs_now_ms();
+	snprintf(t->node, sizeof t->node, "%s", offer.replica_id);
+	st_liveness_init(&t->live, t->connected_ms);
+	st_session_hello(t->sess, srv->replica);
+	struct cs_tunnel *old = p->slot_owner[pslot];
+	if (old != NULL) {
+		/* The same replica again (it redialled before we saw the old link go): the new
+		 * link's resync replaces what the old one said. */
+		st_warn("peers: a new link from %s replaces the old one", t->node);
+		cs__tunnel_end_streams(old,
+		                       "the link to the replica holding the node was replaced");
+		if (old->wsi)
+			lws_set_timeout(old->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+	p->slot_owner[pslot] = t;
+	t->all_next = p->acc;
+	if (p->acc)
+		p->acc->all_prev = t;
+	p->acc = t;
+	*slot = t;
 	char peer[64] = "";
 	lws_get_peer_simple(wsi, peer, sizeof peer);
-	st_info("peers: link from %s (%s) accepted", l->replica, peer);
-	in_kick(l);
+	st_info("peers: link from %s (%s) accepted", t->node, peer);
+	cs__tunnel_kick(t);
 	return 0;
+}
+
+/* tunnel.c's CLOSED for an accepted link: the replica's nodes are forgotten with it (unless a
+ * newer link from it took over), its streams end. */
+void cs__peer_link_closed(struct cs_tunnel *t)
+{
+	struct cs_server *srv = t->srv;
+	struct cs_peers *p = peers_of(srv);
+	t->wsi = NULL;
+	cs__tunnel_end_streams(t, "the link to the replica holding the node was lost");
+	if (t->all_prev)
+		t->all_prev->all_next = t->all_next;
+	else
+		p->acc = t->all_next;
+	if (t->all_next)
+		t->all_next->all_prev = t->all_prev;
+	if (p->slot_owner[t->peer_slot] == t) {
+		p->slot_owner[t->peer_slot] = NULL;
+		size_t gone = cs_peerdir_peer_drop(p->dir, t->peer_slot);
+		p->links_lost++;
+		st_warn("peers: link from %s lost: its %zu nodes forgotten", t->node, gone);
+	}
+	st_session_free(t->sess);
+	st_reasm_cleanup(&t->rx);
+	free(t);
 }
 
 int cs_peer_in_receive(void *slot, const uint8_t *in, size_t len, bool first, bool final)
@@ -1273,7 +1358,7 @@ int cs_peer_in_writeable(void *slot)
 		return 0;
 	}
 	in_fill(l);
-	ssize_t n = st_tunnel_write(&l->srv->tunnel_writer, l->wsi, l->sess);
+	ssize_t n = st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess); /* masked */
 	if (n < 0)
 		return -1;
 	in_kick(l);
@@ -1291,8 +1376,8 @@ void cs_peer_in_closed(void *slot)
 		ps->l = NULL;
 		ps->id = 0;
 		ps->prev = ps->next = NULL;
-		cs_endpoint_dropped(&ps->ep, ps->down_len);
-		ps->down_len = 0;
+		cs_endpoint_dropped(&ps->ep, ps->down.len);
+		pbuf_consume(&ps->down, ps->down.len);
 		cs_stream_close(&ps->ep, ST_EXT_ERR_UNREACHABLE, "the peer link was lost");
 		ps_maybe_free(ps);
 	}
@@ -1319,8 +1404,8 @@ void cs_peers_metrics(struct st_text *t, const struct cs_server *srv)
 	cs_peerdir_get_stats(p->dir, &st);
 	size_t up = 0, in = 0;
 	for (size_t i = 0; i < p->n_out; i++)
-		up += p->out[i].t != NULL;
-	for (const struct in_link *l = p->in; l; l = l->next)
+		up += p->out[i].e != NULL;
+	for (const struct cs_tunnel *a = p->acc; a; a = a->all_next)
 		in++;
 	st_text_metric(t, "cloudstream_peer_links", "gauge",
 	               "Peer links up: dialled by this replica (out) or by another (in).");

@@ -53,10 +53,13 @@ void cs_peer_trust_ca(struct cs_server *srv, void *ssl_ctx);
 bool cs_peer_cert_is_peer(struct cs_server *srv, struct lws *wsi);
 
 /* The tunnel port's callbacks for an accepted peer link (tunnel.c hands them over): each
- * returns what cb_tunnel returns. @slot is the pss's pointer. */
+ * returns what cb_tunnel returns. The link then is a struct cs_tunnel in the pss (cloud role:
+ * tunnel.c reads and writes it as an edge's), whose CLOSED goes to cs__peer_link_closed. */
 int cs_peer_in_confirm(struct lws *wsi, struct cs_server *srv);
 int cs_peer_in_headers(struct lws *wsi, struct cs_server *srv, void *in);
-int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, void **slot);
+int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot);
+
+/* The edge-role side of a link this replica dialled (peer.c's client callbacks). */
 int cs_peer_in_receive(void *slot, const uint8_t *in, size_t len, bool first, bool final);
 int cs_peer_in_writeable(void *slot);
 void cs_peer_in_pong(void *slot);

@@ -318,6 +318,14 @@ int cs_peerdir_peer_add(struct cs_peerdir *d, const char *replica)
 	return free_slot;
 }
 
+int cs_peerdir_peer_find(const struct cs_peerdir *d, const char *replica)
+{
+	for (int i = 0; i < CS_PEERDIR_MAX_PEERS; i++)
+		if (d->peers[i].used && strcmp(d->peers[i].replica, replica) == 0)
+			return i;
+	return -ENOENT;
+}
+
 size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot)
 {
 	if (slot < 0 || slot >= CS_PEERDIR_MAX_PEERS || !d->peers[slot].used)

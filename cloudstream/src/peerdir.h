@@ -77,6 +77,9 @@ void cs_peerdir_free(struct cs_peerdir *d);
  */
 int cs_peerdir_peer_add(struct cs_peerdir *d, const char *replica);
 
+/* cs_peerdir_peer_find() - the slot of peer @replica, or -ENOENT. */
+int cs_peerdir_peer_find(const struct cs_peerdir *d, const char *replica);
+
 /* cs_peerdir_peer_drop() - the link to @slot's peer is gone: its entries are forgotten and the
  * slot freed. Returns how many entries went. */
 size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot);

@@ -298,6 +298,10 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 
 static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 {
+	if (t->peer) {
+		cs__peer_link_closed(t); /* another replica's link, not an edge's tunnel */
+		return;
+	}
 	t->wsi = NULL; /* lws is closing it: no more writes or flow control */
 	cs_peers_node_down(srv, t);
 	cs__tunnel_end_streams(t, "the edge node disconnected");
@@ -370,8 +374,7 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		cs__tunnel_kick(t);
 		return 0;
 	}
-	ssize_t n = st_tunnel_write(t->client ? cs__peer_writer(srv) : &srv->tunnel_writer, t->wsi,
-	                            t->sess);
+	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
 	if (n == -EIO)
 		return -1;
 	if (n < 0) {
@@ -389,7 +392,6 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 struct cs_tunnel_pss {
 	struct cs_tunnel *t;
 	struct cs_join_req *join;
-	void *peer; /* an accepted peer link (peer.c), instead of a tunnel */
 };
 
 static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -467,13 +469,10 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_ESTABLISHED:
 		*slot = NULL;
 		if (cs_peer_is_peer_upgrade(wsi))
-			return cs_peer_in_established(wsi, srv, &pss->peer);
+			return cs_peer_in_established(wsi, srv, slot);
 		tunnel_established(wsi, srv, slot);
 		return *slot ? 0 : -1;
 	case LWS_CALLBACK_RECEIVE:
-		if (pss && pss->peer)
-			return cs_peer_in_receive(pss->peer, in, len, lws_is_first_fragment(wsi),
-			                          lws_is_final_fragment(wsi));
 		if (*slot == NULL)
 			return -1;
 		st_liveness_rx(&(*slot)->live, cs_now_ms());
@@ -481,20 +480,12 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return cs__tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
 		                          lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_RECEIVE_PONG:
-		if (pss && pss->peer)
-			cs_peer_in_pong(pss->peer);
 		if (*slot)
 			st_liveness_rx(&(*slot)->live, cs_now_ms());
 		return 0;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
-		if (pss && pss->peer)
-			return cs_peer_in_writeable(pss->peer);
 		return *slot ? cs__tunnel_writeable(*slot) : -1;
 	case LWS_CALLBACK_CLOSED:
-		if (pss && pss->peer) {
-			cs_peer_in_closed(pss->peer);
-			pss->peer = NULL;
-		}
 		if (*slot) {
 			tunnel_closed(srv, *slot);
 			*slot = NULL;

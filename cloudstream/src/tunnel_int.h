@@ -44,11 +44,11 @@ struct cs_tunnel {
 	uint64_t bytes_in, bytes_out;
 	char *replica; /* the edge's replica id from its offer (owned), NULL when none */
 	/* Peer links (peer.h): */
-	bool client;           /* a link this replica dialled to another one (not an edge) */
-	struct out_link *link; /* peer.c's, when client */
-	uint64_t gen_ms;       /* wall-clock admission time: the node's generation (PROTOCOL §7) */
-	char *ips;             /* with --peers: the node's IPs, comma-separated (owned) */
-	bool announced;        /* NODE_UP sent: NODE_DOWN follows when it goes */
+	bool peer;       /* a link another replica dialled to us (not an edge's tunnel) */
+	int peer_slot;   /* when peer: the replica's slot in the directory (peerdir.h) */
+	uint64_t gen_ms; /* wall-clock admission time: the node's generation (PROTOCOL §7) */
+	char *ips;       /* with --peers: the node's IPs, comma-separated (owned) */
+	bool announced;  /* NODE_UP sent: NODE_DOWN follows when it goes */
 };
 
 #define CS_TUNNEL_PATH "/v1/kubeedge/connect"
@@ -103,8 +103,8 @@ int cs__tunnel_writeable(struct cs_tunnel *t);
 
 /* peer.c: a directory message on a link this replica dialled (on_peer). 0 or -EPROTO. */
 int cs__peer_dir_msg(struct cs_tunnel *t, uint64_t type, const uint8_t *payload, size_t len);
-/* peer.c: the masked writer of dialled links. */
-struct st_tunnel_writer *cs__peer_writer(struct cs_server *srv);
+/* peer.c: an accepted peer link's CLOSED (instead of an edge tunnel's). */
+void cs__peer_link_closed(struct cs_tunnel *t);
 void cs__peers_free(struct cs_server *srv);
 
 /* @t leaves the list of tunnels paused for the process budget (when on it). */

@@ -117,7 +117,7 @@ class Fleet:
                  "--peer-ca", env.path("peer-ca.crt"),
                  "--peer-server-ca", env.path("tunnel-ca.crt"),
                  "--peer-server-name", "localhost", "--peer-redial-max", "500ms",
-                 "--ping-interval", "1s", "--dead-peer-timeout", "3s",
+                 "--peer-dead-timeout", "3s",
                  "--front-door-socket", env.sock("door-%s.sock" % NAMES[i])]
         p = h.start_cloudstream(env, extra=extra, name=NAMES[i])
         # --tunnel-listen 127.0.0.1:0 from the harness is overridden: fixed ports, the relays
@@ -510,7 +510,7 @@ def partition():
         cut = [fleet.relays[i][j] for i in range(3) for j in range(3)
                if (i == 2) != (j == 2) and fleet.relays[i][j]]
         # First a partition that closes nothing (bytes dropped): the links' liveness
-        # (--ping-interval 1s, --dead-peer-timeout 3s) drops them and the directories forget.
+        # (--peer-dead-timeout 3s) drops them and the directories forget.
         t0 = time.monotonic()
         for r in cut:
             r.blackhole = True
@@ -543,7 +543,7 @@ def partition():
                 logs(fleet.api(r), node)
         check(second.poll() is None, "edge-2's newer edge is still up")
         print("partition: a silent partition dropped the links and their nodes after %.1f s "
-              "(dead-peer-timeout 3 s); healed, every node held by one replica, reachable "
+              "(--peer-dead-timeout 3 s); healed, every node held by one replica, reachable "
               "through all three" % silent_s, flush=True)
     with_fleet("replicas-partition", body)
 
