@@ -386,8 +386,9 @@ static int cmd_quick(struct opts *o)
 	        {"tunnel-ca", "cloudstream tunnel CA"},
 	        {"stream-ca", "cloudstream stream-server CA"},
 	        {"kubelet-ca", "edge kubelet CA"},
+	        {"peer-ca", "cloudstream peer CA"},
 	};
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < sizeof cas / sizeof cas[0]; i++) {
 		snprintf(a, sizeof a, "%s/%s", o->out, cas[i].name);
 		struct opts ca = *o;
 		ca.out = a;
@@ -415,6 +416,9 @@ static int cmd_quick(struct opts *o)
 	        {"kubelet-ca", "kubelet", "kubelet", NULL, 0, CERTS_USAGE_SERVER, true},
 	        {"kubelet-ca", "edgestream-kubelet-client", "edgestream", NULL, 0,
 	         CERTS_USAGE_CLIENT, false},
+	        /* what each cloudstream replica presents to the others (--peer-cert) */
+	        {"peer-ca", "cloudstream-peer", "cloudstream-peer", NULL, 0, CERTS_USAGE_CLIENT,
+	         false},
 	};
 	for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
 		snprintf(a, sizeof a, "%s/%s", o->out, leaves[i].ca);

@@ -7,7 +7,7 @@ replica that holds the node's tunnel (issue 13; cloudstream/src/peer.h).
 Everything real, on 127.0.0.1: nginx plays the node's kubelet (as in relay_bench.py), edgestream
 holds edge-1's tunnel to replica cs-a, and cs-b is linked to cs-a by --peers.
   - local:      curl → cs-a's stream port → tunnel → edgestream → nginx
-  - forwarded:  curl → cs-b's stream port → peer link → cs-a → tunnel → edgestream → nginx
+  - forwarded:  curl → cs-b's stream port → peer link → cs-a → edgestream → nginx
 Prints the median of --runs 1 GiB downloads per path and their ratio, and the p50/p99 of
 keep-alive GETs of a 4 KiB answer on one connection per path (what the hop adds). A program,
 not a test: it asserts nothing about speed. Use a Release build.
@@ -43,9 +43,6 @@ def main():
     env = h.Env("replicas-bench")
     procs = []
     try:
-        env.mint("ca", "--out", env.path("peer-ca"), "--cn", "cloudstream-peer-ca")
-        env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer"),
-                 "--cn", "cloudstream-peer")
         d = os.path.join(env.dir, "www")
         os.makedirs(os.path.join(d, "tmp"))
         line = b"2026-11-22T10:00:00.000000000Z a log line of some typical length, " \
@@ -75,7 +72,8 @@ def main():
             clouds.append(h.start_cloudstream(env, name=name, wrap=fixed, extra=[
                 "--log-level", "warn", "--replica-id", name,
                 "--peers", ",".join("127.0.0.1:%d" % t for t in tports),
-                "--peer-cert", env.path("peer.crt"), "--peer-key", env.path("peer.key"),
+                "--peer-cert", env.path("cloudstream-peer.crt"),
+                "--peer-key", env.path("cloudstream-peer.key"),
                 "--peer-ca", env.path("peer-ca.crt"),
                 "--peer-server-ca", env.path("tunnel-ca.crt"),
                 "--peer-server-name", "localhost"]))

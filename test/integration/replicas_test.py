@@ -113,7 +113,8 @@ class Fleet:
         peers = ",".join("127.0.0.1:%d" % (self.relays[i][j].port if j != i
                                            else self.tunnel_ports[i]) for j in range(3))
         extra = ["--replica-id", NAMES[i], "--peers", peers,
-                 "--peer-cert", env.path("peer.crt"), "--peer-key", env.path("peer.key"),
+                 "--peer-cert", env.path("cloudstream-peer.crt"),
+                 "--peer-key", env.path("cloudstream-peer.key"),
                  "--peer-ca", env.path("peer-ca.crt"),
                  "--peer-server-ca", env.path("tunnel-ca.crt"),
                  "--peer-server-name", "localhost", "--peer-redial-max", "500ms",
@@ -155,9 +156,6 @@ def make_fleet(tag, nodes):
     f.env = h.Env(tag, nodes=nodes)
     f.env.fleet_ports = env_ports
     env = f.env
-    env.mint("ca", "--out", env.path("peer-ca"), "--cn", "cloudstream-peer-ca")
-    env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer"),
-             "--cn", "cloudstream-peer")
     env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer-wrong"),
              "--cn", "someone-else")
     f.tunnel_ports = env_ports
@@ -367,13 +365,11 @@ def readiness():
     env = h.Env("replicas-ready", nodes=())
     failed = True
     try:
-        env.mint("ca", "--out", env.path("peer-ca"), "--cn", "cloudstream-peer-ca")
-        env.mint("client", "--ca", env.path("peer-ca"), "--out", env.path("peer"),
-                 "--cn", "cloudstream-peer")
         nowhere = free_port()  # nothing listens there: that peer never syncs
         p = h.start_cloudstream(env, name="lonely", extra=[
             "--replica-id", "lonely", "--peers", "127.0.0.1:%d" % nowhere,
-            "--peer-cert", env.path("peer.crt"), "--peer-key", env.path("peer.key"),
+            "--peer-cert", env.path("cloudstream-peer.crt"),
+            "--peer-key", env.path("cloudstream-peer.key"),
             "--peer-ca", env.path("peer-ca.crt"), "--peer-server-ca", env.path("tunnel-ca.crt"),
             "--peer-sync-timeout", "2s"])
         t0 = time.monotonic()
@@ -427,7 +423,8 @@ def mesh():
         check(status == 503 and b"ghost-node" in body_, "ghost: %d %r" % (status, body_))
         # A peer certificate is never an edge node's, a wrong CN is no peer, and a node's
         # certificate opens no peer link.
-        for cert, path, want in (("peer", "/v1/kubeedge/connect", b"peer certificate"),
+        for cert, path, want in (("cloudstream-peer", "/v1/kubeedge/connect",
+                                  b"peer certificate"),
                                  ("peer-wrong", "/v1/cloudstream/peer", b"--peer-subject"),
                                  ("node-edge-1", "/v1/cloudstream/peer", b"--peer-ca")):
             status, text = upgrade(fleet, 1, cert, path)
