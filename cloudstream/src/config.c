@@ -740,6 +740,24 @@ static const struct st_opt options[] = {
                  "it holds and forwards requests for them there. Names are resolved at start. "
                  "Needs --peer-cert, --peer-key, --peer-ca and --peer-server-ca.",
          .since = "0.4"},
+        {.name = "peer-dns",
+         .type = ST_OPT_STRING,
+         .offset = OFF(peer_dns),
+         .value_name = "NAME:PORT",
+         .help = "The replicas are the addresses NAME resolves to (a headless Service's name, "
+                 "publishNotReadyAddresses: true), each at PORT (their tunnel port): resolved "
+                 "on the worker pool every --peer-dns-interval; an address that goes is no "
+                 "longer dialled. Besides or instead of --peers.",
+         .since = "0.4"},
+        {.name = "peer-dns-interval",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(peer_dns_interval_ms),
+         .default_value = "10s",
+         .min = 1000,
+         .max = 3600000,
+         .value_name = "DURATION",
+         .help = "How often --peer-dns is resolved again.",
+         .since = "0.4"},
         {.name = "peer-cert",
          .type = ST_OPT_STRING,
          .offset = OFF(peer_cert),

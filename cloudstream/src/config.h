@@ -88,6 +88,8 @@ struct cs_config {
 	uint64_t drain_timeout_ms;
 	/* the other replicas (peer.h): membership, the peer links' mTLS, readiness */
 	struct st_strlist peers; /* host:port of every replica's tunnel port (self included ok) */
+	char *peer_dns;          /* NAME:PORT: the replicas are what NAME resolves to */
+	uint64_t peer_dns_interval_ms; /* how often it is resolved again */
 	char *peer_cert, *peer_key, *peer_ca, *peer_server_ca, *peer_server_name;
 	char *peer_subject;            /* the CN a peer certificate must carry */
 	uint64_t peer_sync_timeout_ms; /* /readyz waits this long at most for the first syncs */

@@ -31,6 +31,7 @@
 #include <stream/log.h>
 #include <stream/reasm.h>
 #include <stream/tunnelwrite.h>
+#include <stream/workq.h>
 
 /* One entry of --peers: a link this replica dials. */
 struct out_link {
@@ -41,8 +42,10 @@ struct out_link {
 	struct lws *wsi;   /* the connection in progress or up, else NULL */
 	struct in_link *e; /* the link once up (edge role: our nodes, their streams) */
 	bool self;         /* the other end said our own replica id: never dialled again */
-	bool stopping;
-	unsigned fails;                            /* dials failed in a row (backoff) */
+	bool stopping;     /* no more dials (exit, or the address left the membership) */
+	bool used;         /* the slot holds a link (p->out is a table of slots) */
+	bool from_dns;     /* found by --peer-dns: goes when the name stops naming it */
+	unsigned fails;    /* dials failed in a row (backoff) */
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1]; /* the other's id, from its echo */
 	lws_sorted_usec_list_t sul_dial;
 };
@@ -118,9 +121,26 @@ struct in_link {
 	struct in_link *next, *prev;
 };
 
+#define PEER_ADDRS_MAX CS_PEERDIR_MAX_PEERS
+
+/* A --peer-dns resolution on the worker pool. */
+struct dns_job {
+	struct cs_server *srv;
+	char name[256];
+	char addrs[PEER_ADDRS_MAX][64]; /* numeric */
+	size_t n;
+	int err; /* getaddrinfo's, 0 when fine */
+};
+
 struct cs_peers {
-	struct out_link *out;
-	size_t n_out;
+	struct cs_server *srv;
+	struct out_link *out; /* PEER_ADDRS_MAX slots */
+	size_t n_out;         /* slots ever used (a bound for loops) */
+	char dns_name[256];   /* --peer-dns: the name, its port */
+	int dns_port;
+	bool dns_known; /* the first answer arrived (readiness waits for it) */
+	bool dns_failing;
+	lws_sorted_usec_list_t sul_dns;
 	struct in_link *in;    /* the edge-role sides of the links we dialled */
 	struct cs_tunnel *acc; /* the cloud-role sides of the links we accepted (all_next) */
 	struct cs_tunnel *slot_owner[CS_PEERDIR_MAX_PEERS]; /* the accepted link of each peer */
@@ -172,17 +192,24 @@ static int split_host_port(const char *v, char *host, size_t cap, int *port)
 int cs_peers_configure(struct cs_server *srv)
 {
 	const struct cs_config *c = &srv->cfg;
-	if (c->peers.n == 0)
+	bool dns = c->peer_dns && c->peer_dns[0];
+	if (c->peers.n == 0 && !dns)
 		return 0;
 	if (!c->peer_cert || !c->peer_key || !c->peer_ca || !c->peer_server_ca) {
-		st_err("--peers needs --peer-cert, --peer-key, --peer-ca and --peer-server-ca");
+		st_err("--peers and --peer-dns need --peer-cert, --peer-key, --peer-ca and "
+		       "--peer-server-ca");
+		return -EINVAL;
+	}
+	if (c->peers.n > PEER_ADDRS_MAX) {
+		st_err("--peers: at most %d replicas", PEER_ADDRS_MAX);
 		return -EINVAL;
 	}
 	struct cs_peers *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return -ENOMEM;
 	srv->peers = p;
-	p->out = calloc(c->peers.n, sizeof *p->out);
+	p->srv = srv;
+	p->out = calloc(PEER_ADDRS_MAX, sizeof *p->out);
 	p->peer_store = X509_STORE_new();
 	if (p->out == NULL || p->peer_store == NULL)
 		return -ENOMEM;
@@ -191,9 +218,15 @@ int cs_peers_configure(struct cs_server *srv)
 		st_err("--peer-ca %s: cannot load it as PEM certificates", c->peer_ca);
 		return -EINVAL;
 	}
+	if (dns &&
+	    split_host_port(c->peer_dns, p->dns_name, sizeof p->dns_name, &p->dns_port) < 0) {
+		st_err("--peer-dns %s: not NAME:PORT", c->peer_dns);
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < c->peers.n; i++) {
 		struct out_link *l = &p->out[i];
 		l->srv = srv;
+		l->used = true;
 		if (split_host_port(c->peers.v[i], l->host, sizeof l->host, &l->port) < 0) {
 			st_err("--peers %s: not HOST:PORT", c->peers.v[i]);
 			return -EINVAL;
@@ -239,9 +272,7 @@ static void dial(lws_sorted_usec_list_t *sul);
 static void on_live_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct cs_peers *p = lws_container_of(sul, struct cs_peers, sul_live);
-	struct cs_server *srv = p->out ? p->out[0].srv : NULL;
-	if (srv == NULL)
-		return;
+	struct cs_server *srv = p->srv;
 	uint64_t now = cs_now_ms(), dead = srv->cfg.peer_dead_timeout_ms, ping = dead / 3;
 	for (struct cs_tunnel *t = p->acc; t; t = t->all_next) {
 		if (t->wsi == NULL)
@@ -283,6 +314,119 @@ static void on_live_sweep(lws_sorted_usec_list_t *sul)
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(ping) * LWS_US_PER_MS);
 }
 
+/* ---- membership by DNS (--peer-dns): resolved on the worker pool, never on the loop ----- */
+
+static void dns_work(void *arg)
+{
+	struct dns_job *j = arg;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	j->err = getaddrinfo(j->name, NULL, &hints, &res);
+	for (struct addrinfo *a = j->err ? NULL : res; a && j->n < PEER_ADDRS_MAX; a = a->ai_next) {
+		char host[64];
+		if (getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof host, NULL, 0,
+		                NI_NUMERICHOST) != 0)
+			continue;
+		bool dup = false;
+		for (size_t k = 0; k < j->n; k++)
+			dup |= strcmp(j->addrs[k], host) == 0;
+		if (!dup)
+			snprintf(j->addrs[j->n++], sizeof j->addrs[0], "%s", host);
+	}
+	if (res)
+		freeaddrinfo(res);
+}
+
+/* The loop: links to the addresses the name has now; those it lost go (no redial). */
+static void dns_apply(struct cs_server *srv, const struct dns_job *j)
+{
+	struct cs_peers *p = peers_of(srv);
+	for (size_t i = 0; i < p->n_out; i++) {
+		struct out_link *l = &p->out[i];
+		if (!l->used || !l->from_dns || l->stopping)
+			continue;
+		bool kept = false;
+		for (size_t k = 0; k < j->n; k++)
+			kept |= strcmp(l->addr, j->addrs[k]) == 0;
+		if (kept)
+			continue;
+		st_info("peers: %s:%d left --peer-dns %s", l->addr, l->port, p->dns_name);
+		l->stopping = true;
+		lws_sul_cancel(&l->sul_dial);
+		if (l->wsi)
+			lws_set_timeout(l->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		else
+			l->used = false;
+	}
+	for (size_t k = 0; k < j->n; k++) {
+		bool known = false;
+		size_t free_slot = PEER_ADDRS_MAX;
+		for (size_t i = 0; i < PEER_ADDRS_MAX; i++) {
+			struct out_link *l = &p->out[i];
+			if (l->used && !l->stopping && strcmp(l->addr, j->addrs[k]) == 0 &&
+			    l->port == p->dns_port)
+				known = true;
+			if (!l->used && free_slot == PEER_ADDRS_MAX)
+				free_slot = i;
+		}
+		if (known || free_slot == PEER_ADDRS_MAX)
+			continue;
+		struct out_link *l = &p->out[free_slot];
+		memset(l, 0, sizeof *l);
+		l->srv = srv;
+		l->used = true;
+		l->from_dns = true;
+		l->port = p->dns_port;
+		snprintf(l->host, sizeof l->host, "%s", p->dns_name);
+		snprintf(l->addr, sizeof l->addr, "%s", j->addrs[k]);
+		if (free_slot + 1 > p->n_out)
+			p->n_out = free_slot + 1;
+		st_info("peers: %s:%d found by --peer-dns %s", l->addr, l->port, p->dns_name);
+		lws_sul_schedule(srv->ctx, 0, &l->sul_dial, dial, 1);
+	}
+}
+
+static void on_dns_timer(lws_sorted_usec_list_t *sul);
+
+static void dns_done(void *arg, int status)
+{
+	struct dns_job *j = arg;
+	struct cs_server *srv = j->srv;
+	struct cs_peers *p = peers_of(srv);
+	if (status == 0 && p && p->dns_name[0]) {
+		if (j->err) {
+			if (!p->dns_failing)
+				st_warn("peers: --peer-dns %s: %s (the links stay as they are)",
+				        p->dns_name, gai_strerror(j->err));
+			p->dns_failing = true;
+		} else {
+			p->dns_failing = false;
+			p->dns_known = true;
+			dns_apply(srv, j);
+		}
+		lws_sul_schedule(srv->ctx, 0, &p->sul_dns, on_dns_timer,
+		                 (lws_usec_t)srv->cfg.peer_dns_interval_ms * LWS_US_PER_MS);
+	}
+	free(j);
+}
+
+static void on_dns_timer(lws_sorted_usec_list_t *sul)
+{
+	struct cs_peers *p = lws_container_of(sul, struct cs_peers, sul_dns);
+	struct cs_server *srv = p->srv;
+	struct dns_job *j = calloc(1, sizeof *j);
+	if (j == NULL || srv->wq == NULL) {
+		free(j); /* before the pool runs, or without memory: in a second */
+		lws_sul_schedule(srv->ctx, 0, &p->sul_dns, on_dns_timer, LWS_US_PER_SEC);
+		return;
+	}
+	j->srv = srv;
+	snprintf(j->name, sizeof j->name, "%s", p->dns_name);
+	if (st_workq_submit(srv->wq, dns_work, dns_done, j) < 0) {
+		free(j); /* the pool is full: in a second */
+		lws_sul_schedule(srv->ctx, 0, &p->sul_dns, on_dns_timer, LWS_US_PER_SEC);
+	}
+}
+
 int cs_peers_start(struct cs_server *srv)
 {
 	struct cs_peers *p = peers_of(srv);
@@ -311,11 +455,14 @@ int cs_peers_start(struct cs_server *srv)
 	p->started_ms = cs_now_ms();
 	for (size_t i = 0; i < p->n_out; i++)
 		lws_sul_schedule(srv->ctx, 0, &p->out[i].sul_dial, dial, 1);
+	if (p->dns_name[0])
+		lws_sul_schedule(srv->ctx, 0, &p->sul_dns, on_dns_timer, 1);
 	lws_sul_schedule(srv->ctx, 0, &p->sul_live, on_live_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(c->peer_dead_timeout_ms / 3) *
 	                         LWS_US_PER_MS);
-	st_info("peers: %zu configured (%s ...), this replica is %s", p->n_out, c->peers.v[0],
-	        srv->replica);
+	st_info("peers: %zu listed%s%s, this replica is %s", p->n_out,
+	        p->dns_name[0] ? ", and what --peer-dns finds: " : "",
+	        p->dns_name[0] ? c->peer_dns : "", srv->replica);
 	return 0;
 }
 
@@ -329,6 +476,8 @@ void cs_peers_stop(struct cs_server *srv)
 		lws_sul_cancel(&p->out[i].sul_dial);
 	}
 	lws_sul_cancel(&p->sul_live);
+	lws_sul_cancel(&p->sul_dns);
+	p->dns_name[0] = '\0'; /* a resolution in flight changes nothing now */
 }
 
 static void peers_free(struct cs_peers *p)
@@ -437,10 +586,10 @@ bool cs_peers_ready(struct cs_server *srv, const char **why)
 	struct cs_peers *p = peers_of(srv);
 	if (p == NULL || p->dir == NULL)
 		return true;
-	const char *missing = NULL;
-	for (size_t i = 0; i < p->n_out; i++) {
+	const char *missing = p->dns_name[0] && !p->dns_known ? p->dns_name : NULL;
+	for (size_t i = 0; missing == NULL && i < p->n_out; i++) {
 		struct out_link *l = &p->out[i];
-		if (l->self)
+		if (!l->used || l->stopping || l->self)
 			continue;
 		/* Its node list comes on the link it dialled to us; it names itself on ours. */
 		int slot = l->e ? cs_peerdir_peer_find(p->dir, l->replica) : -1;
@@ -566,6 +715,14 @@ static int out_established(struct out_link *l, struct lws *wsi)
 static void out_closed(struct out_link *l, const char *why)
 {
 	l->wsi = NULL;
+	if (l->stopping && l->from_dns) {
+		if (l->e != NULL) {
+			cs_peer_in_closed(l->e);
+			l->e = NULL;
+		}
+		l->used = false; /* it left the membership: the slot is free again */
+		return;
+	}
 	if (l->e != NULL) {
 		cs_peer_in_closed(l->e);
 		l->e = NULL;

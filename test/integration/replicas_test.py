@@ -360,6 +360,48 @@ def door_get(fleet, i, node, path):
     return code, reason, status, body
 
 
+def dns():
+    """--peer-dns: the replicas are what a name resolves to (here localhost, i.e. 127.0.0.1).
+    cs-a finds only itself that way (recognized by its replica id, not dialled again) and
+    lists cs-b with --peers; cs-b finds cs-a by the name alone. cs-a forwards edge-2's
+    requests over the link cs-b dialled to it, which only DNS told cs-b about."""
+    env = h.Env("replicas-dns", nodes=("edge-1", "edge-2"))
+    failed = True
+    try:
+        ports = [free_port(), free_port()]
+        env.fleet_ports = ports
+        kubelet = h.start_kubelet(env)
+        common = ["--peer-cert", env.path("cloudstream-peer.crt"),
+                  "--peer-key", env.path("cloudstream-peer.key"),
+                  "--peer-ca", env.path("peer-ca.crt"),
+                  "--peer-server-ca", env.path("tunnel-ca.crt"),
+                  "--peer-server-name", "localhost", "--peer-dns-interval", "1s"]
+        a = h.start_cloudstream(env, name=NAMES[0], extra=common + [
+            "--replica-id", NAMES[0], "--peer-dns", "localhost:%d" % ports[0],
+            "--peers", "127.0.0.1:%d" % ports[1]])
+        b = h.start_cloudstream(env, name=NAMES[1], extra=common + [
+            "--replica-id", NAMES[1], "--peer-dns", "localhost:%d" % ports[0]])
+        h.start_edgestream(env, a, kubelet, node="edge-1")
+        h.start_edgestream(env, b, kubelet, node="edge-2")
+        fleet = type("F", (), {"cs": [a, b, None]})()
+        wait_directory(fleet, [1, 1, None])
+        for i, p in enumerate((a, b)):
+            api = h.Api(env, p.ports["stream"])
+            for node in ("edge-1", "edge-2"):
+                logs(api, node)
+        with open(a.logpath) as f:
+            check("is this replica (cs-a)" in f.read(), "cs-a did not recognize itself")
+        with open(b.logpath) as f:
+            check("found by --peer-dns localhost" in f.read(), "cs-b found nobody by DNS")
+        for p in (a, b):
+            check(env.stop(p) == 0, "%s exit status" % p.name)
+        print("dns: cs-b found cs-a by --peer-dns alone, cs-a recognized itself in the same "
+              "name by its replica id; both nodes reachable through both replicas", flush=True)
+        failed = False
+    finally:
+        h.close_env(env, failed)
+
+
 def readiness():
     """/readyz waits for every peer's full list, at most --peer-sync-timeout (logged)."""
     env = h.Env("replicas-ready", nodes=())
@@ -546,4 +588,4 @@ def partition():
 
 
 if __name__ == "__main__":
-    sys.exit(h.run([mesh, failover, reconnect, partition, readiness]))
+    sys.exit(h.run([mesh, failover, reconnect, partition, readiness, dns]))
