@@ -34,12 +34,13 @@ uint64_t es_backoff_next(struct es_backoff *b)
 	return base - half + next_random(b) % (half + 1);
 }
 
-uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t spread_ms)
+uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t up_ms)
 {
-	if (b->attempt != 0)
-		return es_backoff_next(b);
-	b->attempt = 1;
-	return spread_ms == UINT64_MAX ? next_random(b) : next_random(b) % (spread_ms + 1);
+	if (up_ms < b->initial_ms)
+		return es_backoff_next(b); /* it flapped: back off as after a failed dial */
+	if (b->attempt == 0)
+		b->attempt = 1; /* a failure of this redial continues at 2 * initial */
+	return 0;
 }
 
 void es_backoff_reset(struct es_backoff *b)

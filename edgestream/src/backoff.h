@@ -24,14 +24,13 @@ void es_backoff_init(struct es_backoff *b, uint64_t initial_ms, uint64_t max_ms,
 uint64_t es_backoff_next(struct es_backoff *b);
 
 /*
- * es_backoff_after_up() - the delay before the first redial after a tunnel that was up went
- * down: drawn uniformly in [0, @spread_ms] while the sequence is fresh (the tunnel was stable,
- * or never failed), so a fleet cut off by one cloud restart spreads its redials over the window
- * instead of all landing in [initial/2, initial], and some edges redial at once (failover to
- * another replica is not a backoff window). The next failure continues at 2 * initial. A tunnel
- * that flaps (dropped again before es_backoff_reset()) gets es_backoff_next() instead.
+ * es_backoff_after_up() - the delay before the first redial after a tunnel that was up for
+ * @up_ms went down: 0 (failover to another replica is not a backoff window; the cloud's
+ * handshake gate, not the edge, spreads a fleet that redials at once), unless the tunnel was up
+ * for less than initial_ms (a tunnel that flaps gets es_backoff_next(), as a failed dial). A
+ * failure of that redial continues the sequence at 2 * initial or beyond.
  */
-uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t spread_ms);
+uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t up_ms);
 
 /* es_backoff_reset() - the tunnel was stable: start again from initial_ms. */
 void es_backoff_reset(struct es_backoff *b);

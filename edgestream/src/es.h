@@ -38,6 +38,13 @@
 #define ES_NODE_NAME_MAX  253u
 #define ES_CRI_SOCKET_MAX 512u
 #define ES_HOST_MAX       256u
+#define ES_MAX_CLOUD_URLS 8u /* --cloud-url entries */
+
+/* One --cloud-url entry: where a tunnel dials and the name the cloud's certificate must carry. */
+struct es_cloud_url {
+	char host[ES_HOST_MAX], path[ES_HOST_MAX], name[ES_HOST_MAX];
+	int port;
+};
 
 struct edgestream_config {
 	struct es_config c;
@@ -66,10 +73,16 @@ struct edgestream {
 	SSL_CTX *tunnel_ctx; /* the client vhost's, captured at its creation (reload.c) */
 	char node[ES_NODE_NAME_MAX + 1];
 	char internal_ip[64];
-	/* The configured cloud (--cloud-url); each tunnel keeps its own copy of where it dials. */
+	/* The configured cloud (--cloud-url's first entry: joins and renewals go there); each
+	 * tunnel keeps its own copy of where it dials. */
 	char cloud_host[ES_HOST_MAX], cloud_path[ES_HOST_MAX], cloud_name[ES_HOST_MAX];
 	int cloud_port;
-	struct es_tunnel *tunnels; /* every tunnel of the instance (one today) */
+	/* Every --cloud-url entry, tried in turn (tunnel.c); urls[0] is the one above. */
+	struct es_cloud_url urls[ES_MAX_CLOUD_URLS];
+	size_t n_urls;
+	/* Every tunnel of the instance: one, plus the one being retired while a draining cloud's
+	 * RECONNECT moves the edge (at most two live; a retired one is kept as a spare). */
+	struct es_tunnel *tunnels;
 	struct st_certreload
 	        *certs;           /* the tunnel certificate files (reload.c, stream/certreload.h) */
 	bool certs_log_unchanged; /* the check under way was asked for: say if nothing changed */
@@ -135,6 +148,12 @@ void es_cert_event(struct edgestream *es, int result, const char *reason);
 
 /* lib.c */
 uint64_t es_now_ms(void);
+/* es_parse_cloud_urls() - --cloud-url: one URL or several separated by commas (at most
+ * ES_MAX_CLOUD_URLS), each wss://HOST[:PORT][/PATH], into es->urls and es->cloud_* (the first);
+ * @server_name (may be NULL or "") names every URL's certificate, else its host. 0 or -EINVAL
+ * with the reason in @err. */
+int es_parse_cloud_urls(struct edgestream *es, const char *value, const char *server_name,
+                        char *err, size_t errlen);
 /* The same clock in microseconds, for the latency histograms. */
 uint64_t es_now_us(void);
 /* stats.c: the admin endpoints' /metrics and /readyz (stream/admin.h ops). */

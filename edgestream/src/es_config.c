@@ -20,8 +20,13 @@ static const struct st_opt options[] = {
         {.name = "cloud-url",
          .type = ST_OPT_STRING,
          .offset = OFF(cloud_url),
-         .value_name = "URL",
-         .help = "The cloud's tunnel endpoint. Required.",
+         .value_name = "URL[,URL...]",
+         .help = "The cloud's tunnel endpoint. Required. Several URLs separated by commas (at "
+                 "most 8: cloudstream replicas without a load balancer in front) are tried in "
+                 "turn: a dial that fails goes on to the next at once, a whole round that "
+                 "failed backs off (--backoff-initial). Host names are resolved on a worker "
+                 "thread before each dial, never on the event loop; the certificate is checked "
+                 "against --cloud-server-name or the URL's host.",
          .example = "--cloud-url wss://cloudstream.example:10004/v1/kubeedge/connect",
          .since = "0.1"},
         {.name = "cloud-server-name",

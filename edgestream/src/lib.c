@@ -307,6 +307,53 @@ static int tunnel_credentials(struct edgestream *es, char *err, size_t errlen)
 	return es_join_bootstrap(es, err, errlen);
 }
 
+int es_parse_cloud_urls(struct edgestream *es, const char *value, const char *server_name,
+                        char *err, size_t errlen)
+{
+	es->n_urls = 0;
+	const char *p = value;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		while (len > 0 && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		char one[3 * ES_HOST_MAX];
+		struct es_cloud_url *u = &es->urls[es->n_urls];
+		if (es->n_urls == ES_MAX_CLOUD_URLS) {
+			snprintf(err, errlen, "cloud-url: more than %u URLs", ES_MAX_CLOUD_URLS);
+			return -EINVAL;
+		}
+		if (len == 0 || len >= sizeof one) {
+			snprintf(err, errlen, "cloud-url %.200s: an empty or overlong entry",
+			         value);
+			return -EINVAL;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		if (es_parse_url(one, "wss", 443, u->host, sizeof u->host, &u->port, u->path,
+		                 sizeof u->path) < 0) {
+			snprintf(err, errlen, "cloud-url %.200s: expected wss://HOST[:PORT][/PATH]",
+			         one);
+			return -EINVAL;
+		}
+		snprintf(u->name, sizeof u->name, "%s",
+		         server_name && server_name[0] ? server_name : u->host);
+		es->n_urls++;
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	memcpy(es->cloud_host, es->urls[0].host, sizeof es->cloud_host);
+	memcpy(es->cloud_path, es->urls[0].path, sizeof es->cloud_path);
+	memcpy(es->cloud_name, es->urls[0].name, sizeof es->cloud_name);
+	es->cloud_port = es->urls[0].port;
+	return 0;
+}
+
 static int check_config(struct edgestream *es, char *err, size_t errlen)
 {
 	struct es_config *c = &es->cfg;
@@ -315,15 +362,9 @@ static int check_config(struct edgestream *es, char *err, size_t errlen)
 		         "cloud-url is required (wss://HOST:PORT/v1/kubeedge/connect)");
 		return -EINVAL;
 	}
-	if (es_parse_url(c->cloud_url, "wss", 443, es->cloud_host, sizeof es->cloud_host,
-	                 &es->cloud_port, es->cloud_path, sizeof es->cloud_path) < 0) {
-		snprintf(err, errlen, "cloud-url %.200s: expected wss://HOST[:PORT][/PATH]",
-		         c->cloud_url);
-		return -EINVAL;
-	}
-	snprintf(es->cloud_name, sizeof es->cloud_name, "%s",
-	         c->cloud_server_name && c->cloud_server_name[0] ? c->cloud_server_name
-	                                                         : es->cloud_host);
+	int urc = es_parse_cloud_urls(es, c->cloud_url, c->cloud_server_name, err, errlen);
+	if (urc < 0)
+		return urc;
 	int rc = tunnel_credentials(es, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -493,7 +534,8 @@ static int instance_new(struct edgestream **out, const struct edgestream_config 
 		edgestream_free(es);
 		return -ENOMEM;
 	}
-	/* One tunnel, to --cloud-url; the structure takes more (tunnel.h). */
+	/* One tunnel, to --cloud-url's entries in turn; a draining cloud's RECONNECT adds a
+	 * second for the move (tunnel.h). */
 	struct es_tunnel *t;
 	if (es_tunnel_new(&t, es, seed) < 0) {
 		snprintf(err, errlen, "out of memory");
@@ -637,12 +679,13 @@ int edgestream_config_check(const struct edgestream_config *cfg, char *err, size
 		st_info("not joined yet (%s): the tunnel certificate comes from --join-token at "
 		        "start; --check-config does not join",
 		        why);
-		if (c->cloud_url == NULL ||
-		    es_parse_url(c->cloud_url, "wss", 443, es->cloud_host, sizeof es->cloud_host,
-		                 &es->cloud_port, es->cloud_path, sizeof es->cloud_path) < 0) {
-			snprintf(err, errlen, "cloud-url %.200s: expected wss://HOST[:PORT][/PATH]",
-			         c->cloud_url ? c->cloud_url : "(none)");
+		if (c->cloud_url == NULL) {
+			snprintf(err, errlen,
+			         "cloud-url (none): expected wss://HOST[:PORT][/PATH]");
 			rc = -EINVAL;
+		} else {
+			rc = es_parse_cloud_urls(es, c->cloud_url, c->cloud_server_name, err,
+			                         errlen);
 		}
 	} else if (rc == 0) {
 		rc = check_config(es, err, errlen);

@@ -85,6 +85,7 @@ static void stream_free(struct es_stream *st)
 	free(st);
 	es_publish_stats(es);
 	es_maybe_finish_drain(es);
+	es_tunnel_stream_ended(t);
 }
 
 /* The stream ends from our side: the queued bytes go first, then REMOVE. */

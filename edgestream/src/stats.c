@@ -67,6 +67,14 @@ void es_render_metrics(struct st_text *t, void *user)
 	               "Tunnels that went down.");
 	st_text_put(t, "edgestream_tunnel_disconnects_total %llu\n",
 	            (unsigned long long)m->disconnects_total);
+	st_text_metric(t, "edgestream_tunnel_reconnects_asked_total", "counter",
+	               "RECONNECTs from a draining cloud replica: the edge moved to a new tunnel.");
+	st_text_put(t, "edgestream_tunnel_reconnects_asked_total %llu\n",
+	            (unsigned long long)m->reconnects_asked);
+	st_text_metric(t, "edgestream_tunnels_retired_total", "counter",
+	               "Tunnels closed after their successor was up (make before break).");
+	st_text_put(t, "edgestream_tunnels_retired_total %llu\n",
+	            (unsigned long long)m->tunnels_retired);
 	st_text_metric(t, "edgestream_streams", "gauge", "Streams open now.");
 	st_text_put(t, "edgestream_streams %llu\n", (unsigned long long)m->streams_open);
 	st_text_metric(t, "edgestream_streams_total", "counter", "Streams the cloud opened.");

@@ -6,15 +6,19 @@
  */
 #include "tunnel.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <stream/err.h>
 #include <stream/ext.h>
 #include <stream/log.h>
 #include <stream/loop.h>
+#include <stream/workq.h>
 
 #include "relay.h"
 
@@ -69,6 +73,8 @@ static void on_tunnel_close(struct st_session *s, const char *text, size_t len, 
 	es_tunnel_close(user, -ECONNRESET, why);
 }
 
+static void on_reconnect(struct st_session *s, uint64_t drain_ms, void *user);
+
 static const struct st_session_callbacks session_cbs = {
         .on_open = on_open,
         .on_data = on_data,
@@ -76,6 +82,7 @@ static const struct st_session_callbacks session_cbs = {
         .on_close = on_close,
         .on_writable = on_writable,
         .on_tunnel_close = on_tunnel_close,
+        .on_reconnect = on_reconnect,
 };
 
 /* ---- the streams' side ----------------------------------------------------------------- */
@@ -177,17 +184,28 @@ void es_tunnel_close(struct es_tunnel *t, int err, const char *why)
 
 /* ---- dialling -------------------------------------------------------------------------- */
 
-static void dial_now(lws_sorted_usec_list_t *sul)
+static void down(struct es_tunnel *t, int err, const char *why);
+
+/* The tunnel dials es->urls[url_i] next: its copy of where, for the log and the listings. */
+static void use_url(struct es_tunnel *t)
 {
-	struct es_tunnel *t = lws_container_of(sul, struct es_tunnel, sul_dial);
+	const struct es_cloud_url *u = &t->es->urls[t->url_i];
+	memcpy(t->cloud_host, u->host, sizeof t->cloud_host);
+	memcpy(t->cloud_path, u->path, sizeof t->cloud_path);
+	memcpy(t->cloud_name, u->name, sizeof t->cloud_name);
+	t->cloud_port = u->port;
+}
+
+/* Connect to @t->addr, the cloud's resolved address; the host name stays the name for SNI and
+ * the certificate check (i.host), so nothing here resolves (lws 4.1.6 would, on the loop). */
+static void connect_now(struct es_tunnel *t)
+{
 	struct edgestream *es = t->es;
-	if (es->stopped || t->wsi || t->dialing)
-		return;
 	struct lws_client_connect_info i;
 	memset(&i, 0, sizeof i);
 	i.context = es->ctx;
 	i.vhost = es->vh_client;
-	i.address = t->cloud_host;
+	i.address = t->addr;
 	i.port = t->cloud_port;
 	i.path = t->cloud_path;
 	i.host = t->cloud_name; /* SNI and the certificate name check */
@@ -196,20 +214,117 @@ static void dial_now(lws_sorted_usec_list_t *sul)
 	i.local_protocol_name = es_tunnel_protocol.name;
 	i.pwsi = &t->wsi; /* the tunnel outlives every wsi of it */
 	i.opaque_user_data = t;
+	st_dbg("dialling wss://%s:%d%s at %s", t->cloud_host, t->cloud_port, t->cloud_path,
+	       t->addr);
+	if (lws_client_connect_via_info(&i) == NULL && t->dialing) {
+		char why[400];
+		snprintf(why, sizeof why, "%.100s:%d: cannot dial %s", t->cloud_host, t->cloud_port,
+		         t->addr);
+		down(t, -ECONNREFUSED, why);
+	}
+}
+
+/* A worker resolves the cloud's host name (STYLE B7.2: no DNS on the loop). The job holds the
+ * tunnel's pointer: tunnels outlive the worker pool (edgestream_free frees the pool first, its
+ * cancelled completions only clear @resolving), and dial_gen drops a result a newer dial
+ * replaced. */
+struct resolve_job {
+	struct es_tunnel *t;
+	uint64_t gen;
+	char host[ES_HOST_MAX];
+	char addr[64];
+	char err[160];
+};
+
+static void resolve_work(void *arg)
+{
+	struct resolve_job *j = arg;
+	struct addrinfo hints, *res = NULL;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	int rc = getaddrinfo(j->host, NULL, &hints, &res);
+	if (rc != 0) {
+		snprintf(j->err, sizeof j->err, "cannot resolve %.80s: %.40s", j->host,
+		         gai_strerror(rc));
+		return;
+	}
+	for (const struct addrinfo *a = res; a && j->addr[0] == '\0'; a = a->ai_next) {
+		const void *ip = NULL;
+		if (a->ai_family == AF_INET)
+			ip = &((const struct sockaddr_in *)(const void *)a->ai_addr)->sin_addr;
+		else if (a->ai_family == AF_INET6)
+			ip = &((const struct sockaddr_in6 *)(const void *)a->ai_addr)->sin6_addr;
+		if (ip && inet_ntop(a->ai_family, ip, j->addr, sizeof j->addr) == NULL)
+			j->addr[0] = '\0';
+	}
+	freeaddrinfo(res);
+	if (j->addr[0] == '\0')
+		snprintf(j->err, sizeof j->err, "cannot resolve %.80s: no IPv4 or IPv6 address",
+		         j->host);
+}
+
+static void resolve_done(void *arg, int status)
+{
+	struct resolve_job *j = arg;
+	struct es_tunnel *t = j->t;
+	bool current = t->resolving && t->dial_gen == j->gen;
+	if (current)
+		t->resolving = false;
+	if (current && status == 0 && !t->es->stopped) {
+		if (j->addr[0] == '\0') {
+			char why[300];
+			snprintf(why, sizeof why, "%.250s", j->err);
+			down(t, -EHOSTUNREACH, why);
+		} else {
+			memcpy(t->addr, j->addr, sizeof t->addr);
+			connect_now(t);
+		}
+	} else if (current) {
+		t->dialing = false; /* cancelled: the instance is going */
+	}
+	free(j);
+}
+
+static bool is_ip_literal(const char *host)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+static void dial_now(lws_sorted_usec_list_t *sul)
+{
+	struct es_tunnel *t = lws_container_of(sul, struct es_tunnel, sul_dial);
+	struct edgestream *es = t->es;
+	if (es->stopped || t->wsi || t->dialing || t->spare)
+		return;
+	use_url(t);
 	t->dialing = true;
+	t->dial_gen++;
 	t->close_reason[0] = '\0';
 	t->close_err = 0;
 	es->m.dials_total++;
-	st_dbg("dialling wss://%s:%d%s", t->cloud_host, t->cloud_port, t->cloud_path);
-	if (lws_client_connect_via_info(&i) == NULL && t->dialing) {
-		t->dialing = false;
-		t->wsi = NULL;
-		uint64_t d = es_backoff_next(&t->backoff);
-		st_warn("cannot dial %s:%d; retrying in %llu ms", t->cloud_host, t->cloud_port,
-		        (unsigned long long)d);
-		if (es->cb.disconnected)
-			es->cb.disconnected(es, -ECONNREFUSED, "dial failed", d, es->user);
-		es_tunnel_schedule_dial(t, d);
+	if (is_ip_literal(t->cloud_host)) {
+		snprintf(t->addr, sizeof t->addr, "%.63s", t->cloud_host);
+		connect_now(t);
+		return;
+	}
+	struct resolve_job *j = calloc(1, sizeof *j);
+	int rc = j ? 0 : -ENOMEM;
+	if (j) {
+		j->t = t;
+		j->gen = t->dial_gen;
+		memcpy(j->host, t->cloud_host, sizeof j->host);
+		t->resolving = true;
+		rc = st_workq_submit(es->wq, resolve_work, resolve_done, j);
+	}
+	if (rc < 0) {
+		free(j);
+		t->resolving = false;
+		char why[300];
+		snprintf(why, sizeof why, "%.100s: cannot resolve now (%s)", t->cloud_host,
+		         rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
+		down(t, rc, why);
 	}
 }
 
@@ -255,6 +370,59 @@ static void on_ping_timer(lws_sorted_usec_list_t *sul)
 	                         LWS_US_PER_MS);
 }
 
+/* ---- moving to another replica (RECONNECT, PROTOCOL.md §5.6) --------------------------- */
+
+/* A retiring tunnel closes once another tunnel is up and it carries no stream. */
+static void on_retire_check(lws_sorted_usec_list_t *sul)
+{
+	struct es_tunnel *t = lws_container_of(sul, struct es_tunnel, sul_retire);
+	if (!t->retiring || t->wsi == NULL || !t->connected || t->streams != NULL)
+		return;
+	for (const struct es_tunnel *o = t->es->tunnels; o; o = o->next)
+		if (o != t && o->connected && !o->retiring) {
+			es_tunnel_close(t, 0, "moved to a new tunnel, no stream left on this one");
+			return;
+		}
+}
+
+void es_tunnel_stream_ended(struct es_tunnel *t)
+{
+	/* From a timer: a stream ends inside session and socket callbacks. */
+	if (t->retiring)
+		lws_sul_schedule(t->es->ctx, 0, &t->sul_retire, on_retire_check, 1);
+}
+
+static void on_reconnect(struct st_session *s, uint64_t drain_ms, void *user)
+{
+	(void)s;
+	struct es_tunnel *t = user;
+	struct edgestream *es = t->es;
+	if (t->retiring || es->stopped)
+		return;
+	struct es_tunnel *n;
+	for (n = es->tunnels; n; n = n->next)
+		if (n->spare)
+			break;
+	if (n == NULL && es_tunnel_new(&n, es, t->backoff.rng ^ es_now_ms()) < 0) {
+		st_warn("the cloud asked to move to another replica; no memory for a second "
+		        "tunnel: staying until it closes");
+		return;
+	}
+	n->spare = false;
+	n->round_fails = 0;
+	es_backoff_reset(&n->backoff);
+	n->url_i = es->n_urls > 0 ? (t->url_i + 1) % es->n_urls : 0;
+	t->retiring = true;
+	es->m.reconnects_asked++;
+	size_t open = 0;
+	for (const struct es_stream *st = t->streams; st; st = st->next)
+		open++;
+	st_info("cloud replica %s is draining (for up to %llu ms): dialling a new tunnel; this one "
+	        "closes once that one is up and its %zu streams ended",
+	        t->replica[0] ? t->replica : "?", (unsigned long long)drain_ms, open);
+	es_tunnel_schedule_dial(n, 0);
+}
+
 /* ---- life cycle ------------------------------------------------------------------------ */
 
 /* The ready file, once the first tunnel is up. */
@@ -295,6 +463,7 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	t->extended = sc.caps != 0;
 	t->connected = true;
 	t->dialing = false;
+	t->round_fails = 0;
 	t->rx_paused = false;
 	t->connected_ms = es_now_ms();
 	t->bytes_in = t->bytes_out = 0;
@@ -303,9 +472,13 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	es->m.connects_total++;
 	if (t->caps)
 		st_session_hello(t->sess, es->node);
-	st_info("tunnel up to %s:%d as node %s (%s protocol%s%s)", t->cloud_host, t->cloud_port,
-	        es->node, t->extended ? "extended" : "base",
+	st_info("tunnel up to %s:%d (%s) as node %s (%s protocol%s%s)", t->cloud_host,
+	        t->cloud_port, t->addr, es->node, t->extended ? "extended" : "base",
 	        agreed->replica_id[0] ? ", cloud replica " : "", agreed->replica_id);
+	/* Make before break: a tunnel this one replaces closes once it carries no stream. */
+	for (struct es_tunnel *o = es->tunnels; o; o = o->next)
+		if (o != t && o->retiring)
+			es_tunnel_stream_ended(o);
 	lws_sul_schedule(es->ctx, 0, &t->sul_ping, on_ping_timer,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(es->cfg.ping_interval_ms) *
 	                         LWS_US_PER_MS);
@@ -347,11 +520,36 @@ static void down(struct es_tunnel *t, int err, const char *why)
 		why = t->close_reason;
 		err = t->close_err ? t->close_err : err;
 	}
-	/* After a tunnel that was up: the first redial anywhere in [0, 2 * --backoff-initial], so
-	 * a fleet cut off by a cloud restart does not redial within one second (backoff.h). */
-	uint64_t retry = es->stopped ? 0
-	                 : was_up ? es_backoff_after_up(&t->backoff, 2 * es->cfg.backoff_initial_ms)
-	                          : es_backoff_next(&t->backoff);
+	lws_sul_cancel(&t->sul_retire);
+	if (t->retiring) {
+		/* Moved: the new tunnel carries the node; this one never redials. */
+		t->retiring = false;
+		t->spare = true;
+		st_info("the retired tunnel to %s:%d closed after %llu s: %s", t->cloud_host,
+		        t->cloud_port, (unsigned long long)((es_now_ms() - t->connected_ms) / 1000),
+		        why);
+		es->m.tunnels_retired++;
+		es_publish_stats(es);
+		if (es->stopped)
+			lws_cancel_service(es->ctx);
+		return;
+	}
+	/* Each dial after this one goes to the next --cloud-url entry. After a tunnel that was up
+	 * the first redial is at once (failover to another replica is not a backoff window), unless
+	 * it flapped (backoff.h); failed dials go round the list at once, and back off once a
+	 * whole round failed. */
+	uint64_t retry = 0;
+	if (es->n_urls > 0)
+		t->url_i = (t->url_i + 1) % es->n_urls;
+	if (es->stopped) {
+		retry = 0;
+	} else if (was_up) {
+		t->round_fails = 0;
+		retry = es_backoff_after_up(&t->backoff, es_now_ms() - t->connected_ms);
+	} else if (++t->round_fails >= es->n_urls) {
+		t->round_fails = 0;
+		retry = es_backoff_next(&t->backoff);
+	}
 	if (was_up) {
 		es->m.disconnects_total++;
 		st_warn("tunnel down after %llu s: %s%s",
@@ -525,10 +723,9 @@ int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed)
 	if (t == NULL)
 		return -ENOMEM;
 	t->es = es;
-	snprintf(t->cloud_host, sizeof t->cloud_host, "%s", es->cloud_host);
-	snprintf(t->cloud_path, sizeof t->cloud_path, "%s", es->cloud_path);
-	snprintf(t->cloud_name, sizeof t->cloud_name, "%s", es->cloud_name);
-	t->cloud_port = es->cloud_port;
+	t->url_i = 0;
+	if (es->n_urls > 0)
+		use_url(t);
 	es_backoff_init(&t->backoff, es->cfg.backoff_initial_ms, es->cfg.backoff_max_ms, seed);
 	t->next = es->tunnels;
 	es->tunnels = t;
@@ -539,6 +736,7 @@ int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed)
 void es_tunnel_stop(struct es_tunnel *t)
 {
 	lws_sul_cancel(&t->sul_dial);
+	lws_sul_cancel(&t->sul_retire);
 	if (t->wsi)
 		es_tunnel_close(t, -ECANCELED, "stopping");
 }

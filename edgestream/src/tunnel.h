@@ -39,6 +39,17 @@ struct es_tunnel {
 	char cloud_host[ES_HOST_MAX], cloud_path[ES_HOST_MAX];
 	char cloud_name[ES_HOST_MAX]; /* what the cloud's certificate must name */
 	int cloud_port;
+	size_t url_i;         /* es->urls entry of the current (or next) dial */
+	unsigned round_fails; /* dials failed since the last tunnel up (a round: n_urls) */
+	char addr[64];        /* cloud_host resolved (a worker's getaddrinfo), dialled */
+	bool resolving;       /* a resolve job for dial_gen runs; counts as dialling */
+	uint64_t dial_gen;    /* bumped per dial: a late resolve result is dropped */
+	/* RECONNECT from a draining cloud (PROTOCOL.md §5.6): this tunnel's streams go on, a new
+	 * tunnel is dialled; once that one is up, this one closes when it carries no stream. It
+	 * never redials. */
+	bool retiring;
+	bool spare; /* a retired tunnel, closed: kept for the next move, never dials by itself */
+	lws_sorted_usec_list_t sul_retire; /* may a retiring tunnel close now? (off callbacks) */
 	/* the websocket: wsi set from the upgrade's answer until CLOSED */
 	struct lws *wsi;
 	bool dialing;   /* a connect is under way (wsi may still be NULL) */
@@ -73,6 +84,9 @@ int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed);
 /* es_tunnel_free() - after the context is gone (no callback can reach it any more): ends its
  * streams, frees its session, unlinks it. NULL is a no-op. */
 void es_tunnel_free(struct es_tunnel *t);
+
+/* es_tunnel_stream_ended() - a stream of @t ended (relay.c): a retiring tunnel may close. */
+void es_tunnel_stream_ended(struct es_tunnel *t);
 
 /* es_tunnel_schedule_dial() - dial in @delay_ms (unless the instance is stopping). */
 void es_tunnel_schedule_dial(struct es_tunnel *t, uint64_t delay_ms);

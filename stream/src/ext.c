@@ -8,10 +8,15 @@ static const struct {
 	const char *name;
 	uint32_t bit;
 } cap_names[] = {
-        {"flow", ST_CAP_FLOW},     {"half-close", ST_CAP_HALF_CLOSE},
-        {"error", ST_CAP_ERROR},   {"binary", ST_CAP_BINARY},
-        {"tcp", ST_CAP_TCP},       {"raw-response", ST_CAP_RAW_RESPONSE},
-        {"opened", ST_CAP_OPENED}, {"peer", ST_CAP_PEER},
+        {"flow", ST_CAP_FLOW},
+        {"half-close", ST_CAP_HALF_CLOSE},
+        {"error", ST_CAP_ERROR},
+        {"binary", ST_CAP_BINARY},
+        {"tcp", ST_CAP_TCP},
+        {"raw-response", ST_CAP_RAW_RESPONSE},
+        {"opened", ST_CAP_OPENED},
+        {"peer", ST_CAP_PEER},
+        {"reconnect", ST_CAP_RECONNECT},
 };
 
 /* The smallest window worth announcing: below it, WINDOW messages would outnumber DATA. */

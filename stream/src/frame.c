@@ -129,8 +129,8 @@ const char *st_msg_type_name(uint64_t type)
 	        "REMOVE_CONNECT", "CLOSE_CONNECT", "ATTACH_CONNECT",
 	};
 	static const char *const ext_names[] = {
-	        "HELLO",  "WINDOW",  "HALF_CLOSE", "ERROR", "TCP_CONNECT",
-	        "OPENED", "NODE_UP", "NODE_DOWN",  "SYNC",  "SYNC_END",
+	        "HELLO",   "WINDOW",    "HALF_CLOSE", "ERROR",    "TCP_CONNECT", "OPENED",
+	        "NODE_UP", "NODE_DOWN", "SYNC",       "SYNC_END", "RECONNECT",
 	};
 	if (type <= ST_MSG_BASE_LAST)
 		return names[type];

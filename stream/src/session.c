@@ -74,6 +74,12 @@ struct st_session {
 	struct stream *ready; /* head of the ready ring */
 	bool hello_pending;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
+	/* Cloud: one tunnel-level message to pack after HELLO (RECONNECT or CLOSE_CONNECT), once
+	 * per session: tunnel_ctl_type 0 = none queued; tunnel_ctl_done once one was queued. */
+	uint64_t tunnel_ctl_type;
+	uint8_t tunnel_ctl[ST_MAX_EXT_PAYLOAD_BYTES];
+	size_t tunnel_ctl_len;
+	bool tunnel_ctl_done;
 	/* ST_CAP_PEER: queued peer messages, each [type][len hi][len lo][payload]; bytes
 	 * [peerq_head, peerq_len) are unsent (allocated at the first st_session_send_peer). */
 	uint8_t *peerq;
@@ -722,6 +728,20 @@ int st_session_recv(struct st_session *s, const uint8_t *msg, size_t len)
 		if (s->cfg.role == ST_SESSION_EDGE && s->cb->on_tunnel_close)
 			s->cb->on_tunnel_close(s, (const char *)m.payload, m.payload_len, s->user);
 		return 0;
+	case ST_MSG_RECONNECT: {
+		if (!has_cap(s, ST_CAP_RECONNECT))
+			break;
+		/* Only the cloud asks, only on ConnectID 0, with exactly one uvarint. */
+		uint64_t drain_ms = 0;
+		ssize_t n =
+		        m.payload_len ? st_uvarint_decode(m.payload, m.payload_len, &drain_ms) : 0;
+		if (s->cfg.role != ST_SESSION_EDGE || m.connect_id != 0 || n <= 0 ||
+		    (size_t)n != m.payload_len)
+			return -EPROTO;
+		if (s->cb->on_reconnect)
+			s->cb->on_reconnect(s, drain_ms, s->user);
+		return 0;
+	}
 	case ST_MSG_HELLO: {
 		if (!ext)
 			break;
@@ -927,10 +947,40 @@ int st_session_hello(struct st_session *s, const char *replica_id)
 	return 0;
 }
 
+int st_session_reconnect(struct st_session *s, uint64_t drain_ms)
+{
+	if (s->cfg.role != ST_SESSION_CLOUD)
+		return -EINVAL;
+	if (!has_cap(s, ST_CAP_RECONNECT))
+		return -ENOTSUP;
+	if (s->tunnel_ctl_done)
+		return -EALREADY;
+	s->tunnel_ctl_type = ST_MSG_RECONNECT;
+	s->tunnel_ctl_len = st_uvarint_encode(s->tunnel_ctl, drain_ms);
+	s->tunnel_ctl_done = true;
+	return 0;
+}
+
+int st_session_close_tunnel(struct st_session *s, const char *text)
+{
+	if (s->cfg.role != ST_SESSION_CLOUD)
+		return -EINVAL;
+	size_t n = text ? strlen(text) : 0;
+	if (n > sizeof s->tunnel_ctl)
+		return -EMSGSIZE;
+	if (s->tunnel_ctl_done)
+		return -EALREADY;
+	s->tunnel_ctl_type = ST_MSG_CLOSE_CONNECT;
+	memcpy(s->tunnel_ctl, text ? text : "", n);
+	s->tunnel_ctl_len = n;
+	s->tunnel_ctl_done = true;
+	return 0;
+}
+
 bool st_session_want_write(const struct st_session *s)
 {
-	return s->hello_pending || s->answers_pending > 0 || s->ready != NULL ||
-	       s->peerq_head < s->peerq_len;
+	return s->hello_pending || s->tunnel_ctl_type != 0 || s->answers_pending > 0 ||
+	       s->ready != NULL || s->peerq_head < s->peerq_len;
 }
 
 size_t st_session_peer_space(const struct st_session *s)
@@ -1106,6 +1156,16 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		s->hello_pending = false;
 		s->stats.msgs_out++;
 		return pack_control(out, cap, 0, ST_MSG_HELLO, payload, (size_t)pl);
+	}
+	if (s->tunnel_ctl_type != 0) {
+		ssize_t n =
+		        pack_control(out, cap, 0, s->tunnel_ctl_type,
+		                     s->tunnel_ctl_len ? s->tunnel_ctl : NULL, s->tunnel_ctl_len);
+		if (n > 0) {
+			s->tunnel_ctl_type = 0;
+			s->stats.msgs_out++;
+		}
+		return n;
 	}
 	if (s->peerq_head < s->peerq_len) {
 		const uint8_t *q = s->peerq + s->peerq_head;

@@ -116,6 +116,9 @@ struct edgestream_stats {
 	/* kubelet TLS handshakes that failed because it refused the session offered for resumption
 	 * (the request went again with a full handshake; resumption stays off afterwards) */
 	uint64_t kubelet_resumption_refused;
+	/* A draining cloud replica asked the edge to move (RECONNECT), and tunnels closed after
+	 * their successor was up (make before break). */
+	uint64_t reconnects_asked, tunnels_retired;
 };
 
 /*

@@ -44,10 +44,12 @@ enum st_ext_cap {
 	ST_CAP_OPENED = 1u << 6,       /* OPENED: the edge acknowledges a TCP_CONNECT's dial */
 	ST_CAP_PEER = 1u << 7,         /* a link between two cloudstream replicas: NODE_UP,
 	                                * NODE_DOWN, SYNC, SYNC_END (never offered by an edge) */
+	ST_CAP_RECONNECT = 1u << 8,    /* RECONNECT: a draining cloud asks the edge to open a new
+	                                * tunnel before it closes this one (make before break) */
 };
 #define ST_CAP_ALL                                                                                 \
 	(ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY | ST_CAP_TCP |             \
-	 ST_CAP_RAW_RESPONSE | ST_CAP_OPENED)
+	 ST_CAP_RAW_RESPONSE | ST_CAP_OPENED | ST_CAP_RECONNECT)
 /* Every capability this code knows: ST_CAP_ALL (what edges and clouds offer each other) and the
  * peer links' own. */
 #define ST_CAP_KNOWN (ST_CAP_ALL | ST_CAP_PEER)

@@ -44,7 +44,8 @@ enum st_msg_type {
 	ST_MSG_NODE_DOWN = 71, /* the sender no longer holds these nodes' tunnels */
 	ST_MSG_SYNC = 72,      /* empty: a full list of the sender's nodes follows */
 	ST_MSG_SYNC_END = 73,  /* empty: the full list is complete (forget the rest) */
-	ST_MSG_EXT_LAST = 73,
+	ST_MSG_RECONNECT = 74, /* cloud->edge, ConnectID 0: open a new tunnel, retire this one */
+	ST_MSG_EXT_LAST = 74,
 };
 
 /* A decoded message: a view into the caller's buffer (valid while that buffer is). */

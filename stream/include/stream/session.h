@@ -94,6 +94,10 @@ struct st_session_callbacks {
 	void (*on_opened)(struct st_session *s, uint64_t id, void *user);
 	/* Edge: the cloud asked to drop the tunnel (CLOSE_CONNECT) with @text. May be NULL. */
 	void (*on_tunnel_close)(struct st_session *s, const char *text, size_t len, void *user);
+	/* Edge, with ST_CAP_RECONNECT: the cloud is draining and asks for a new tunnel (through
+	 * its load balancer, to another replica) before this one closes; it serves this tunnel's
+	 * streams for up to @drain_ms more (PROTOCOL.md §5.6). May be NULL. */
+	void (*on_reconnect)(struct st_session *s, uint64_t drain_ms, void *user);
 	/* With ST_CAP_PEER (a link between two cloudstream replicas): a NODE_UP, NODE_DOWN, SYNC
 	 * or SYNC_END message (@type, ConnectID 0) with its payload (a view, valid during the
 	 * call). Return 0, or a negative errno: the session then fails with -EPROTO (the link
@@ -204,6 +208,21 @@ int st_session_send_peer(struct st_session *s, uint64_t type, const uint8_t *pay
 /* st_session_peer_space() - payload bytes st_session_send_peer takes now in one message (0
  * when the queue is full or without ST_CAP_PEER). */
 size_t st_session_peer_space(const struct st_session *s);
+
+/*
+ * st_session_reconnect() - cloud, with ST_CAP_RECONNECT: queue RECONNECT (ConnectID 0,
+ * payload uvarint @drain_ms: how long this tunnel's streams are still served), packed right
+ * after HELLO before any stream's message. Once per session. Returns 0; -ENOTSUP (not
+ * agreed); -EALREADY (RECONNECT or CLOSE_CONNECT queued before); -EINVAL (the edge role).
+ */
+int st_session_reconnect(struct st_session *s, uint64_t drain_ms);
+
+/*
+ * st_session_close_tunnel() - cloud: queue CLOSE_CONNECT (ConnectID 0) with @text (copied,
+ * at most ST_MAX_EXT_PAYLOAD_BYTES): the base protocol's "drop this tunnel and redial". Packed
+ * like RECONNECT; once per session. Returns 0; -EMSGSIZE; -EALREADY; -EINVAL (edge role).
+ */
+int st_session_close_tunnel(struct st_session *s, const char *text);
 
 /* st_session_want_write() - is there a message to pack? */
 bool st_session_want_write(const struct st_session *s);

@@ -55,38 +55,40 @@ static void test_es_backoff__degenerate_settings(void **state)
 		assert_true(es_backoff_next(&b) <= (1u << 30));
 }
 
-static void test_es_backoff__first_redial_after_up_is_spread_from_zero(void **state)
+static void test_es_backoff_after_up__first_redial_at_once(void **state)
 {
 	(void)state;
-	/* Many edges whose stable tunnels dropped at once: redials cover [0, spread], some at
-	 * once and none later than the spread. */
-	int early = 0, late = 0;
 	for (uint64_t seed = 1; seed <= 1000; seed++) {
 		struct es_backoff b;
 		es_backoff_init(&b, 1000, 60000, seed);
-		uint64_t d = es_backoff_after_up(&b, 2000);
-		assert_true(d <= 2000);
-		early += d < 500;
-		late += d > 1500;
+		assert_true(es_backoff_after_up(&b, 1000) == 0);
 		/* The redial failed: backoff continues past the first step. */
 		uint64_t n = es_backoff_next(&b);
 		assert_true(n >= 1000 && n <= 2000);
 	}
-	assert_true(early > 150 && early < 350); /* ~25 % each side of a uniform draw */
-	assert_true(late > 150 && late < 350);
+	/* Also after earlier failures: the first redial after a tunnel that stayed up is at once,
+	 * the next failure continues where the sequence stood. */
+	struct es_backoff b;
+	es_backoff_init(&b, 1000, 60000, 5);
+	(void)es_backoff_next(&b);
+	(void)es_backoff_next(&b);
+	assert_true(es_backoff_after_up(&b, 30000) == 0);
+	uint64_t n = es_backoff_next(&b);
+	assert_true(n >= 2000 && n <= 4000);
 }
 
-static void test_es_backoff__a_flapping_tunnel_is_not_spread_again(void **state)
+static void test_es_backoff_after_up__a_flapping_tunnel_backs_off(void **state)
 {
 	(void)state;
 	struct es_backoff b;
 	es_backoff_init(&b, 1000, 60000, 9);
-	(void)es_backoff_after_up(&b, 2000);
-	/* Up again but dropped before it counted as stable: normal backoff, not the spread. */
-	uint64_t d = es_backoff_after_up(&b, 2000);
+	/* Up for less than --backoff-initial: as a failed dial, at [initial/2, initial] first. */
+	uint64_t d = es_backoff_after_up(&b, 999);
+	assert_true(d >= 500 && d <= 1000);
+	d = es_backoff_after_up(&b, 0);
 	assert_true(d >= 1000 && d <= 2000);
-	es_backoff_reset(&b); /* stable: the next drop is spread again */
-	assert_true(es_backoff_after_up(&b, 0) == 0);
+	es_backoff_reset(&b);
+	assert_true(es_backoff_after_up(&b, 1000) == 0);
 }
 
 int main(void)
@@ -95,8 +97,8 @@ int main(void)
 	        cmocka_unit_test(test_es_backoff__doubles_with_jitter_up_to_the_cap),
 	        cmocka_unit_test(test_es_backoff__edges_do_not_redial_in_lockstep),
 	        cmocka_unit_test(test_es_backoff__degenerate_settings),
-	        cmocka_unit_test(test_es_backoff__first_redial_after_up_is_spread_from_zero),
-	        cmocka_unit_test(test_es_backoff__a_flapping_tunnel_is_not_spread_again),
+	        cmocka_unit_test(test_es_backoff_after_up__first_redial_at_once),
+	        cmocka_unit_test(test_es_backoff_after_up__a_flapping_tunnel_backs_off),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,8 @@ static void test_offer_parse(void **state)
 {
 	(void)state;
 	struct st_ext_offer o;
-	assert_int_equal(parse("v=1; caps=flow,half-close,error,binary,tcp,raw-response,opened; "
+	assert_int_equal(parse("v=1; caps=flow,half-close,error,binary,tcp,raw-response,opened,"
+	                       "reconnect; "
 	                       "window=1048576; replica=cs-0",
 	                       &o),
 	                 0);
@@ -86,8 +87,9 @@ static void test_offer_format_roundtrip(void **state)
 	memcpy(o.replica_id, "cloudstream-1", 14);
 	char out[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(out, sizeof out, &o);
-	const char *want = "v=1; caps=flow,half-close,error,binary,tcp,raw-response,opened; "
-	                   "window=65536; replica=cloudstream-1";
+	const char *want =
+	        "v=1; caps=flow,half-close,error,binary,tcp,raw-response,opened,reconnect; "
+	        "window=65536; replica=cloudstream-1";
 	assert_int_equal(n, (ssize_t)strlen(want));
 	assert_memory_equal(out, want, (size_t)n);
 	assert_int_equal(st_ext_offer_format(out, (size_t)n - 1, &o), -EMSGSIZE);
@@ -133,8 +135,8 @@ static void test_hello(void **state)
 	                         .replica_id = "cs-0",
 	                         .replica_id_len = 4};
 	ssize_t n = st_ext_hello_encode(buf, sizeof buf, &h);
-	/* 01 | 7f | 80 80 40 | 04 "cs-0" */
-	const uint8_t want[] = {0x01, 0x7f, 0x80, 0x80, 0x40, 0x04, 'c', 's', '-', '0'};
+	/* 01 | ff 02 (0x17f) | 80 80 40 | 04 "cs-0" */
+	const uint8_t want[] = {0x01, 0xff, 0x02, 0x80, 0x80, 0x40, 0x04, 'c', 's', '-', '0'};
 	assert_int_equal(n, sizeof want);
 	assert_memory_equal(buf, want, sizeof want);
 	struct st_ext_hello back;

@@ -42,6 +42,9 @@ struct side {
 	size_t peer_len[8];
 	int peer_refuse; /* on_peer returns this */
 	uint64_t bytes_at_opened[MAX_IDS];
+	int reconnects; /* on_reconnect calls */
+	uint64_t reconnect_drain_ms;
+	char tunnel_close_text[64];
 };
 
 static int on_open(struct st_session *s, uint64_t id, uint64_t type, const uint8_t *p, size_t len,
@@ -110,9 +113,17 @@ static void on_opened(struct st_session *s, uint64_t id, void *user)
 static void on_tunnel_close(struct st_session *s, const char *text, size_t len, void *user)
 {
 	(void)s;
-	(void)text;
-	(void)len;
-	((struct side *)user)->tunnel_closes++;
+	struct side *d = user;
+	d->tunnel_closes++;
+	memcpy(d->tunnel_close_text, text, len < 63 ? len : 63);
+}
+
+static void on_reconnect(struct st_session *s, uint64_t drain_ms, void *user)
+{
+	(void)s;
+	struct side *d = user;
+	d->reconnects++;
+	d->reconnect_drain_ms = drain_ms;
 }
 
 static int on_peer(struct st_session *s, uint64_t type, const uint8_t *p, size_t len, void *user)
@@ -137,6 +148,7 @@ static const struct st_session_callbacks callbacks = {
         .on_writable = on_writable,
         .on_tunnel_close = on_tunnel_close,
         .on_opened = on_opened,
+        .on_reconnect = on_reconnect,
 };
 
 static uint8_t wire[ST_MAX_MESSAGE_BYTES];
@@ -1080,6 +1092,85 @@ static void test_st_session_send_peer__queue(void **state)
 	assert_int_equal(st_session_new(&s, &c, &no_peer, NULL), -EINVAL);
 }
 
+/* RECONNECT (PROTOCOL.md §5.6): the cloud's one tunnel-level message, after HELLO and before any
+ * stream's; exact bytes; only cloud to edge, on ConnectID 0, one uvarint. */
+static void test_st_session_reconnect__exchange(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	assert_int_equal(st_session_reconnect(edge.s, 1000), -EINVAL);
+	assert_int_equal(st_session_hello(cloud.s, "cs-0"), 0);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(st_session_reconnect(cloud.s, 30000), 0);
+	assert_int_equal(st_session_reconnect(cloud.s, 30000), -EALREADY);
+	assert_int_equal(st_session_close_tunnel(cloud.s, "x"), -EALREADY);
+	bool binary;
+	ssize_t n = st_session_pack(cloud.s, wire, sizeof wire, &binary); /* HELLO */
+	assert_true(n > 0);
+	assert_int_equal(st_session_recv(edge.s, wire, (size_t)n), 0);
+	/* 30000 = 0xb0 0xea 0x01 as a uvarint; ConnectID 0, type 74 */
+	n = st_session_pack(cloud.s, wire, sizeof wire, &binary);
+	assert_int_equal(n, 5);
+	assert_memory_equal(wire, "\x00\x4a\xb0\xea\x01", 5);
+	assert_int_equal(st_session_recv(edge.s, wire, (size_t)n), 0);
+	assert_int_equal(edge.reconnects, 1);
+	assert_true(edge.reconnect_drain_ms == 30000);
+	assert_int_equal(edge.opens, 0); /* the stream's connect comes after it */
+	assert_int_equal(pump(&cloud, &edge, 10, false), 1);
+	assert_int_equal(edge.opens, 1);
+	/* Streams go on as before on the old tunnel. */
+	assert_int_equal(st_session_write(edge.s, 1, (const uint8_t *)"out", 3), 3);
+	assert_int_equal(pump(&edge, &cloud, 10, false), 1);
+	assert_true(cloud.bytes[1] == 3);
+	/* Malformed: trailing bytes, empty, on a stream id, sent to the cloud. */
+	static const uint8_t trailing[] = {0x00, 0x4a, 0x01, 0x00};
+	static const uint8_t empty[] = {0x00, 0x4a};
+	static const uint8_t on_stream[] = {0x01, 0x4a, 0x01};
+	static const uint8_t ok[] = {0x00, 0x4a, 0x00};
+	assert_int_equal(st_session_recv(edge.s, trailing, sizeof trailing), -EPROTO);
+	assert_int_equal(st_session_recv(edge.s, empty, sizeof empty), -EPROTO);
+	assert_int_equal(st_session_recv(edge.s, on_stream, sizeof on_stream), -EPROTO);
+	assert_int_equal(st_session_recv(cloud.s, ok, sizeof ok), -EPROTO);
+	assert_int_equal(edge.reconnects, 1);
+	free_pair(&cloud, &edge);
+	/* Not agreed: never sent, ignored when received. */
+	make_pair(&cloud, &edge, ST_CAP_ALL & ~ST_CAP_RECONNECT, 65536, 0);
+	assert_int_equal(st_session_reconnect(cloud.s, 1), -ENOTSUP);
+	assert_int_equal(st_session_recv(edge.s, ok, sizeof ok), 0);
+	assert_int_equal(edge.reconnects, 0);
+	free_pair(&cloud, &edge);
+}
+
+/* CLOSE_CONNECT from the cloud (the base protocol's drain): exact bytes, once per session. */
+static void test_st_session_close_tunnel__base(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, 0, 0, 0);
+	assert_int_equal(st_session_close_tunnel(edge.s, "x"), -EINVAL);
+	static char big[ST_MAX_EXT_PAYLOAD_BYTES + 2];
+	memset(big, 'a', sizeof big - 1);
+	assert_int_equal(st_session_close_tunnel(cloud.s, big), -EMSGSIZE);
+	assert_int_equal(st_session_close_tunnel(cloud.s, "draining"), 0);
+	assert_int_equal(st_session_close_tunnel(cloud.s, "draining"), -EALREADY);
+	assert_true(st_session_want_write(cloud.s));
+	bool binary;
+	ssize_t n = st_session_pack(cloud.s, wire, sizeof wire, &binary);
+	assert_int_equal(n, 10);
+	assert_false(binary);
+	assert_memory_equal(wire,
+	                    "\x00\x05"
+	                    "draining",
+	                    10);
+	assert_false(st_session_want_write(cloud.s));
+	assert_int_equal(st_session_recv(edge.s, wire, (size_t)n), 0);
+	assert_int_equal(edge.tunnel_closes, 1);
+	assert_string_equal(edge.tunnel_close_text, "draining");
+	free_pair(&cloud, &edge);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1105,6 +1196,8 @@ int main(void)
 	        cmocka_unit_test(test_opened_protocol_errors),
 	        cmocka_unit_test(test_failmalloc),
 	        cmocka_unit_test(test_st_session_send_peer__queue),
+	        cmocka_unit_test(test_st_session_reconnect__exchange),
+	        cmocka_unit_test(test_st_session_close_tunnel__base),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
