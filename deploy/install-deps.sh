@@ -25,6 +25,7 @@ peer_pkgs=(
   golang-go  # Go 1.19: edgestream/go and its example agent (integration.go_*, e2e.kubectl_goagent)
   umoci  # OCI image layouts without a registry or engine (build-images.sh, integration.images)
   prometheus  # promtool: the alert rules' unit tests and the /metrics lint (integration.promtool)
+  haproxy  # the load balancer in front of 3 replicas (integration.ha_*)
 )
 
 want=("${build_pkgs[@]}")

@@ -221,6 +221,8 @@ int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_ad
 	lws_get_peer_simple(wsi, peer, sizeof peer);
 	st_log(ST_LOG_WARN, a->node[0] ? a->node : NULL, 0, "tunnel from %s refused (%d, %s): %s",
 	       peer, a->status, cs_refusal_name(a->reason), a->detail);
+	if (a->reason == CS_REFUSE_DRAINING && a->node[0])
+		cs_tunnel_move_refused(srv, a->node); /* the balancer sent a moving edge back */
 	/* On the Node, when it is known: a rollout's draining refusals are no news. */
 	if (a->reason != CS_REFUSE_DRAINING && a->reason != CS_REFUSE_PATH)
 		cs_node_event(srv, a->node, CS_EVENT_TUNNEL_REFUSED,

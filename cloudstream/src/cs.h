@@ -73,6 +73,7 @@ struct cs_tunnel_set {
 	struct cs_tunnel *paused; /* base-protocol tunnels paused for the process budget (list) */
 	size_t n;                 /* tunnels connected */
 	size_t n_streams;         /* streams open, all tunnels */
+	size_t moving;            /* draining: tunnels whose edges are moving (tunnel.c) */
 	struct st_budget budget;  /* the process budget (budget.h): the windows of every stream
 	                           * to an edge with credit, and the bytes endpoints hold toward
 	                           * their consumers otherwise */

@@ -229,7 +229,7 @@ static int front_writeable(struct cs_front *f)
 void cs_front_drain_idle(struct cs_server *srv)
 {
 	for (struct cs_front *f = srv->fronts; f; f = f->anext)
-		if (f->state == CS_FRONT_HEAD && f->in_len == 0) {
+		if (f->state == CS_FRONT_HEAD && f->in_len == 0 && f->served) {
 			f->state = CS_FRONT_CLOSING;
 			lws_callback_on_writable(f->wsi);
 		}

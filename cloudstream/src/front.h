@@ -34,6 +34,8 @@ struct cs_front {
 	bool pod_looked_up;  /* this request's pod was asked of the apiserver already */
 	bool pod_lookup_ok;  /* ... and the apiserver answered */
 	bool counted_stream; /* counted in streams_open (while it has a stream) */
+	bool served;         /* answered a request: idle in HEAD now means kept alive, and a
+	                      * drain may close it (a new connection's request is on its way) */
 	uint8_t *in;         /* unprocessed input (head, or bytes the stream cannot take yet);
 	                     * NULL while empty */
 	size_t in_len;

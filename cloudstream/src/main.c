@@ -175,9 +175,13 @@ static void stop_now(struct cs_server *srv, const char *why)
 
 void cs_maybe_finish_drain(struct cs_server *srv)
 {
-	if (srv->draining &&
-	    st_drain_check(&srv->drain, srv->tun.n_streams, cs_now_ms()) == ST_DRAIN_STOPPING)
-		stop_now(srv, srv->tun.n_streams == 0 ? "drained" : "drain timeout");
+	/* In flight: the streams, and the edges still moving to another replica (their tunnels
+	 * stay until the new one is up: make before break, tunnel.c). With peers, requests are
+	 * still taken while draining (until the load balancer sees /readyz fail), so an apiserver
+	 * connection is in flight too (idle ones are closed: request.c). */
+	size_t busy = srv->tun.n_streams + srv->tun.moving + (srv->peers ? srv->n_fronts : 0);
+	if (srv->draining && st_drain_check(&srv->drain, busy, cs_now_ms()) == ST_DRAIN_STOPPING)
+		stop_now(srv, busy == 0 ? "drained" : "drain timeout");
 }
 
 static void on_drain_timeout(lws_sorted_usec_list_t *sul)
@@ -267,6 +271,7 @@ static void on_signal(int signo, void *user)
 	st_info("%s: draining (%zu streams in flight, up to %llu ms)", strsignal(signo),
 	        srv->tun.n_streams, (unsigned long long)srv->cfg.drain_timeout_ms);
 	cs_front_drain_idle(srv);
+	cs_tunnels_drain(srv);
 	lws_sul_schedule(srv->ctx, 0, &srv->sul_drain, on_drain_timeout,
 	                 (lws_usec_t)srv->cfg.drain_timeout_ms * LWS_US_PER_MS);
 	cs_maybe_finish_drain(srv);
@@ -527,9 +532,10 @@ int main(int argc, char **argv)
 	set_replica(&srv);
 	if (cs_peers_configure(&srv) < 0) /* --peers resolved here, before the loop */
 		goto out_config;
-	/* tcp and opened: front-door tunnels (door.h), 200 only once the edge's dial worked. */
+	/* tcp and opened: front-door tunnels (door.h), 200 only once the edge's dial worked;
+	 * reconnect: a drain moves our edges make-before-break (tunnel.c). */
 	srv.our_caps = ST_CAP_FLOW | ST_CAP_HALF_CLOSE | ST_CAP_ERROR | ST_CAP_BINARY |
-	               ST_CAP_RAW_RESPONSE | ST_CAP_TCP | ST_CAP_OPENED;
+	               ST_CAP_RAW_RESPONSE | ST_CAP_TCP | ST_CAP_OPENED | ST_CAP_RECONNECT;
 	srv.tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES);
 	srv.scratch = malloc(ST_MAX_CONNECT_JSON_BYTES);
 	uint64_t seed = (uint64_t)cs_now_ms() ^ ((uint64_t)getpid() << 32);

@@ -551,6 +551,8 @@ static void on_dir_up(const char *node, size_t len, uint64_t gen, const char *re
 	struct cs_tunnel *t = cs_registry_get(srv->reg, node, len);
 	if (t == NULL || cs_peerdir_gen_cmp(t->gen_ms, srv->replica, gen, replica) >= 0)
 		return;
+	if (cs_tunnel_moved(t))
+		return; /* draining: its streams finish here, new requests go to @replica */
 	peers_of(srv)->stale_closed++;
 	st_log(ST_LOG_INFO, t->node, 0,
 	       "tunnel superseded: the edge node reconnected to replica %s (%llu ms later)",
@@ -1146,7 +1148,11 @@ static int in_on_open(struct st_session *s, uint64_t id, uint64_t type, const ui
 		return -EBADMSG;
 	const char *node = (const char *)payload + h;
 	struct cs_tunnel *t = cs_registry_get(srv->reg, node, (size_t)nl);
-	if (t == NULL || srv->draining)
+	/* Draining: a tunnel still here (its edge is moving, or moved a moment ago) serves a
+	 * request forwarded by a peer whose directory was behind (tunnel.c). */
+	if (t == NULL)
+		t = cs_tunnel_find_moved(srv, node, (size_t)nl);
+	if (t == NULL)
 		return -EHOSTUNREACH; /* ERROR unreachable: the directory was behind */
 	struct pstream *ps = calloc(1, sizeof *ps);
 	if (ps == NULL)

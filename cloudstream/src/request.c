@@ -133,7 +133,10 @@ static void request_done(struct cs_front *f, bool send_remove)
 	end_stream(f, send_remove, 0, NULL);
 	bool again = cs_relay_keep_alive(&f->rl);
 	cs_relay_cleanup(&f->rl); /* idle: the next request's errors are answered again */
-	if (!again) {
+	/* Draining: a connection left idle is closed, as at SIGTERM (cs_front_drain_idle), so
+	 * the drain ends once the balancer stops sending (main.c). */
+	f->served = true;
+	if (!again || (f->srv->draining && f->in_len == 0)) {
 		f->state = CS_FRONT_CLOSING;
 	} else {
 		f->state = CS_FRONT_HEAD;
@@ -476,7 +479,9 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 	const char *why;
 	access_begin(f, req);
 	int status = cs_relay_begin(&f->rl, req, &why); /* first: it sets the error form */
-	if (srv->draining) {
+	/* Draining with peers: new requests are still served, by the node's tunnel while it is
+	 * here (its edge is moving) or forwarded to its new holder; alone, refused. */
+	if (srv->draining && srv->peers == NULL) {
 		cs__request_fail(f, 0, CS_ERR_DRAINING, "cloudstream is shutting down; retry");
 		return true;
 	}

@@ -203,6 +203,29 @@ void cs_tunnels_init(struct cs_server *srv);
  * we paused is never declared dead by us). Stopped by cs_tunnels_stop(). */
 void cs_tunnel_liveness_start(struct cs_server *srv);
 
+/*
+ * cs_tunnels_drain() - SIGTERM: every edge is asked to move to another replica (PROTOCOL.md
+ * §5.6): RECONNECT to an edge that agreed to it (it opens a new tunnel, then closes this one
+ * once its streams ended), CLOSE_CONNECT to any other once its last stream ended. The drain is
+ * over when no stream is left and no edge is still moving (srv->tun.moving), or at the drain
+ * timeout.
+ */
+void cs_tunnels_drain(struct cs_server *srv);
+
+/* cs_tunnel_move_refused() - while draining, admission refused a new tunnel of @node: the
+ * load balancer sent the moving edge back here. After a few, no other replica is thought to
+ * take it and its move is not waited for. */
+void cs_tunnel_move_refused(struct cs_server *srv, const char *node);
+
+/* cs_tunnel_moved() - a peer holds a newer tunnel of @t's node while @t is moving: @t no
+ * longer takes new requests (unregistered: they go to the new holder), its streams go on until
+ * the edge closes it. False when @t is not moving (then it is stale: close it). */
+bool cs_tunnel_moved(struct cs_tunnel *t);
+
+/* cs_tunnel_find_moved() - a moved tunnel of @node (@len bytes) still open, or NULL: for a
+ * request a peer forwarded here because its directory was behind. */
+struct cs_tunnel *cs_tunnel_find_moved(struct cs_server *srv, const char *node, size_t len);
+
 /* cs_tunnels_stop() - cancel the sweep (at exit, before the context goes). */
 void cs_tunnels_stop(struct cs_server *srv);
 

@@ -49,6 +49,16 @@ struct cs_tunnel {
 	uint64_t gen_ms; /* wall-clock admission time: the node's generation (PROTOCOL §7) */
 	char *ips;       /* with --peers: the node's IPs, comma-separated (owned) */
 	bool announced;  /* NODE_UP sent: NODE_DOWN follows when it goes */
+	/* Draining (PROTOCOL.md §5.6): the edge was asked to move (RECONNECT, or CLOSE_CONNECT
+	 * once no stream is left); counted in srv->tun.moving until it closes or its move is
+	 * given up (its new tunnels keep coming back here: no other replica takes it). */
+	bool moving;
+	bool close_sent; /* CLOSE_CONNECT queued (the base way to move) */
+	bool moved;      /* moving, and a peer holds the node's newer tunnel: unregistered, still
+	             * serves its streams and requests forwarded by peers whose directory was
+	             * behind; closed once it carried none for CS_MOVED_LINGER_MS */
+	unsigned move_refusals;          /* its new tunnels refused here while draining */
+	lws_sorted_usec_list_t sul_move; /* CLOSE_CONNECT off the stream callbacks */
 };
 
 #define CS_TUNNEL_PATH "/v1/kubeedge/connect"
@@ -81,6 +91,9 @@ int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_ad
 
 /* tunnel_stream.c: the session's callbacks, which hand each stream's events to its endpoint. */
 extern const struct st_session_callbacks cs__tunnel_session_cbs;
+
+/* tunnel.c: a stream of @t ended (tunnel_stream.c): a draining tunnel may be told to go. */
+void cs__tunnel_stream_ended(struct cs_tunnel *t);
 
 /* Ask for WRITEABLE when the session has a message to send. */
 void cs__tunnel_kick(struct cs_tunnel *t);

@@ -204,6 +204,7 @@ static void detach(struct cs_endpoint *ep, bool send_close, uint64_t code, const
 	ep->sid = 0;
 	t->srv->tun.n_streams--;
 	cs__tunnel_update_rx(t);
+	cs__tunnel_stream_ended(t);
 }
 
 void cs__tunnel_end_streams(struct cs_tunnel *t, const char *why)

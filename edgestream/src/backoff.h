@@ -27,9 +27,11 @@ uint64_t es_backoff_next(struct es_backoff *b);
  * es_backoff_after_up() - the delay before the first redial after a tunnel that was up for
  * @up_ms went down: 0 (failover to another replica is not a backoff window; the cloud's
  * handshake gate, not the edge, spreads a fleet that redials at once), unless the tunnel was up
- * for less than initial_ms (a tunnel that flaps gets es_backoff_next(), as a failed dial). A
+ * for less than initial_ms or ES_BACKOFF_FLAP_MS, whichever is less (a tunnel that flaps gets
+ * es_backoff_next(), as a failed dial). A
  * failure of that redial continues the sequence at 2 * initial or beyond.
  */
+#define ES_BACKOFF_FLAP_MS 1000u
 uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t up_ms);
 
 /* es_backoff_reset() - the tunnel was stable: start again from initial_ms. */

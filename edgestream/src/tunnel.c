@@ -249,15 +249,23 @@ static void resolve_work(void *arg)
 		         gai_strerror(rc));
 		return;
 	}
-	for (const struct addrinfo *a = res; a && j->addr[0] == '\0'; a = a->ai_next) {
-		const void *ip = NULL;
-		if (a->ai_family == AF_INET)
-			ip = &((const struct sockaddr_in *)(const void *)a->ai_addr)->sin_addr;
-		else if (a->ai_family == AF_INET6)
-			ip = &((const struct sockaddr_in6 *)(const void *)a->ai_addr)->sin6_addr;
-		if (ip && inet_ntop(a->ai_family, ip, j->addr, sizeof j->addr) == NULL)
-			j->addr[0] = '\0';
-	}
+	/* The first IPv4 address, else the first IPv6 one: "localhost" answers ::1 first, and a
+	 * cloud (or its load balancer) listening on IPv4 only is the common case. */
+	for (int family = AF_INET; j->addr[0] == '\0' && family != 0;
+	     family = family == AF_INET ? AF_INET6 : 0)
+		for (const struct addrinfo *a = res; a && j->addr[0] == '\0'; a = a->ai_next) {
+			const void *ip = NULL;
+			if (a->ai_family != family)
+				continue;
+			if (family == AF_INET)
+				ip = &((const struct sockaddr_in *)(const void *)a->ai_addr)
+				              ->sin_addr;
+			else
+				ip = &((const struct sockaddr_in6 *)(const void *)a->ai_addr)
+				              ->sin6_addr;
+			if (inet_ntop(family, ip, j->addr, sizeof j->addr) == NULL)
+				j->addr[0] = '\0';
+		}
 	freeaddrinfo(res);
 	if (j->addr[0] == '\0')
 		snprintf(j->err, sizeof j->err, "cannot resolve %.80s: no IPv4 or IPv6 address",
@@ -372,6 +380,9 @@ static void on_ping_timer(lws_sorted_usec_list_t *sul)
 
 /* ---- moving to another replica (RECONNECT, PROTOCOL.md §5.6) --------------------------- */
 
+/* A retiring tunnel closes once another tunnel is up and it carried no stream for this long. */
+#define ES_RETIRE_IDLE_MS 1000u
+
 /* A retiring tunnel closes once another tunnel is up and it carries no stream. */
 static void on_retire_check(lws_sorted_usec_list_t *sul)
 {
@@ -387,9 +398,12 @@ static void on_retire_check(lws_sorted_usec_list_t *sul)
 
 void es_tunnel_stream_ended(struct es_tunnel *t)
 {
-	/* From a timer: a stream ends inside session and socket callbacks. */
+	/* From a timer: a stream ends inside session and socket callbacks. Not at once: a cloud
+	 * replica with peers closes the old tunnel itself once its peers know of the new one
+	 * (it alone knows when no request is on its way to it); this is for one without. */
 	if (t->retiring)
-		lws_sul_schedule(t->es->ctx, 0, &t->sul_retire, on_retire_check, 1);
+		lws_sul_schedule(t->es->ctx, 0, &t->sul_retire, on_retire_check,
+		                 (lws_usec_t)ES_RETIRE_IDLE_MS * LWS_US_PER_MS);
 }
 
 static void on_reconnect(struct st_session *s, uint64_t drain_ms, void *user)
@@ -500,6 +514,18 @@ static void end_streams(struct es_tunnel *t)
 	t->blocking_streams = 0;
 }
 
+/* While a move is under way (another tunnel of ours retires and is up), a refused dial of the
+ * new tunnel is tried again after this long, not after the backoff. */
+#define ES_MOVE_RETRY_MS 100u
+
+static bool moving(const struct es_tunnel *t)
+{
+	for (const struct es_tunnel *o = t->es->tunnels; o; o = o->next)
+		if (o != t && o->retiring && o->connected)
+			return true;
+	return false;
+}
+
 /* The tunnel or the dial ended: streams end, a redial is scheduled. */
 static void down(struct es_tunnel *t, int err, const char *why)
 {
@@ -546,6 +572,10 @@ static void down(struct es_tunnel *t, int err, const char *why)
 	} else if (was_up) {
 		t->round_fails = 0;
 		retry = es_backoff_after_up(&t->backoff, es_now_ms() - t->connected_ms);
+	} else if (moving(t)) {
+		/* The new tunnel of a move was refused (the balancer sent it back to the draining
+		 * replica, which refuses upgrades): the old one still serves, try again soon. */
+		retry = ES_MOVE_RETRY_MS;
 	} else if (++t->round_fails >= es->n_urls) {
 		t->round_fails = 0;
 		retry = es_backoff_next(&t->backoff);

@@ -708,16 +708,18 @@ def redial_with_backoff(env):
     tport = cloud.ports["tunnel"]
     edge = h.start_edgestream(env, cloud, kubelet, name="edge-redial",
                               extra=["--backoff-initial", "200ms", "--backoff-max", "1600ms"])
-    env.stop(cloud)
+    time.sleep(0.3)  # up for longer than a flap (backoff.h)
+    cloud.kill()  # gone without a drain (a drain moves the edge: RECONNECT, ha_test.py)
+    cloud.wait()
     time.sleep(4.5)
     delays = dial_delays(edge.logpath)
     check(len(delays) >= 4, "redial: delays %r" % delays)
-    # The first redial after a tunnel that was up is spread over [0, 2 * 200] (a fleet cut off
-    # by one restart does not redial at once); then equal jitter: the n-th delay lies in
-    # [d/2, d], d = 200 * 2^n capped at 1600.
+    # The first redial after a tunnel that was up comes at once (failover to another replica
+    # is not a backoff window); then equal jitter: the n-th delay lies in [d/2, d],
+    # d = 200 * 2^n capped at 1600.
     for i, d in enumerate(delays):
         cap = min(200 * 2 ** i, 1600)
-        lo, hi = (0, 400) if i == 0 else (cap // 2, cap)
+        lo, hi = (0, 0) if i == 0 else (cap // 2, cap)
         check(lo <= d <= hi, "redial: delay %d = %d ms outside [%d, %d] (%r)"
               % (i, d, lo, hi, delays))
     check(len(set(delays)) > 1, "redial: no jitter %r" % delays)
@@ -1347,6 +1349,49 @@ def cloudstream_bad_config(env):
         busy.close()
 
 
+def cloud_urls_in_turn(env):
+    """--cloud-url lists several URLs, tried in turn: a dead first entry is passed over at once
+    (no backoff inside a round), a host name is resolved on a worker (localhost: the name stays
+    the certificate's), and after an established tunnel drops, the first redial comes at once:
+    the edge is up on the next cloud within a fraction of --backoff-initial (5 s here) after the
+    SIGKILL of the one it held."""
+    kubelet = h.start_kubelet(env, name="kubelet-urls")
+    a = h.start_cloudstream(env, name="cloud-urls-a")
+    b = h.start_cloudstream(env, name="cloud-urls-b")
+    dead = free_port()
+    urls = ",".join("wss://%s:%d/v1/kubeedge/connect" % hp for hp in (
+        ("127.0.0.1", dead), ("localhost", a.ports["tunnel"]), ("localhost", b.ports["tunnel"])))
+    t0 = time.monotonic()
+    edge = h.start_edgestream(env, a, kubelet, name="edge-urls", url=urls,
+                              extra=["--backoff-initial", "5s", "--backoff-max", "10s"])
+    first_s = time.monotonic() - t0
+    log = open(edge.logpath, "rb").read()
+    check(b"tunnel up to localhost:%d (127.0.0.1)" % a.ports["tunnel"] in log,
+          "not up on the second URL, resolved:\n" + env.tail(edge))
+    check(first_s < 4, "up after %.2f s: a backoff between the entries?" % first_s)
+    check(cst.metric_value(a, "cloudstream_sessions") == 1, "cloud a holds no tunnel")
+    time.sleep(1.2)  # up for more than a flap (backoff.h): the next redial is at once
+    a.kill()
+    a.wait()
+    t1 = time.monotonic()
+    while cst.metric_value(b, "cloudstream_sessions") != 1:
+        check(time.monotonic() - t1 < 4, "not up on cloud b 4 s after the kill:\n" +
+              env.tail(edge))
+        time.sleep(0.005)
+    moved_ms = (time.monotonic() - t1) * 1000
+    check(moved_ms < 1000, "up on cloud b %.0f ms after the kill (want < 1 s: at once)" %
+          moved_ms)
+    api = h.Api(env, b.ports["stream"])
+    st, _, body, s = api.request("GET", "/healthz", [("Host", "edge-1:10350")])
+    s.close()
+    check(st == 200, "through cloud b: %d %r" % (st, body[:100]))
+    print("cloud_urls_in_turn: up on the 2nd URL in %.2f s (1st refused); after SIGKILL of its "
+          "cloud, up on the 3rd %.0f ms later (--backoff-initial 5s)" % (first_s, moved_ms),
+          flush=True)
+    for p in (edge, b, kubelet):
+        env.stop(p)
+
+
 def group_ops():
     env = h.Env("es-ops", nodes=("edge-1",))
     try:
@@ -1364,6 +1409,7 @@ def group_ops():
             ("bad_config", lambda: bad_config(env)),
             ("cloudstream_bad_config", lambda: cloudstream_bad_config(env)),
             ("refusal_reason_logged", lambda: refusal_reason_logged(env)),
+            ("cloud_urls_in_turn", lambda: cloud_urls_in_turn(env)),
         ]))
     finally:
         env.close()

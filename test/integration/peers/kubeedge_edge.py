@@ -313,11 +313,29 @@ async def main():
     ap.add_argument("--ping-interval", type=float, default=5.0)
     ap.add_argument("--ready-file")
     ap.add_argument("--send-remove", type=int)
+    ap.add_argument("--redial", type=float, default=0.0,
+                    help="after the tunnel closes or a dial fails, dial again after this many "
+                         "seconds, as KubeEdge's edge does (2 s there); 0: exit instead")
     a = ap.parse_args()
     if a.chunk is None:
         a.chunk = 65536 if a.protocol == "ext" else 256
-    edge = Edge(a)
-    task = asyncio.ensure_future(edge.run())
+
+    async def dial_loop():
+        while True:
+            try:
+                await Edge(a).run()  # a new tunnel: no stream survives the old one
+                log("tunnel closed by the cloud")
+            except websockets.exceptions.ConnectionClosed as e:
+                log("tunnel closed:", e)
+            except (OSError, websockets.exceptions.WebSocketException) as e:
+                if not a.redial:
+                    raise  # as before --redial: a failed dial ends the process with it
+                log("dial failed:", e)
+            if not a.redial:
+                return
+            await asyncio.sleep(a.redial)
+
+    task = asyncio.ensure_future(dial_loop())
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     loop.add_signal_handler(signal.SIGINT, task.cancel)
@@ -325,8 +343,6 @@ async def main():
         await task
     except asyncio.CancelledError:
         pass
-    except websockets.exceptions.ConnectionClosed as e:
-        log("tunnel closed:", e)
 
 
 if __name__ == "__main__":
