@@ -77,9 +77,11 @@ class Haproxy:
     def __init__(self, env, fleet):
         self.env = env
         self.tunnel_port, self.stream_port = rt.free_port(), rt.free_port()
+        # redispatch 1: a connection refused by a dead replica goes to another one at once
+        # (without it haproxy retries the same server after its 1 s turn-around).
         cfg = ["global", "  maxconn 4096", "defaults", "  mode tcp",
                "  timeout connect 2s", "  timeout client 1h", "  timeout server 1h",
-               "  timeout check 1s", "  option redispatch", "  retries 3"]
+               "  timeout check 1s", "  option redispatch 1", "  retries 3"]
         for kind, port, backend_ports in (("tunnel", self.tunnel_port, env.fleet_ports),
                                           ("stream", self.stream_port, env.stream_ports)):
             cfg += ["frontend %s" % kind, "  bind 127.0.0.1:%d" % port,
