@@ -78,6 +78,10 @@ EXPECTED = {
     ("apps/v1", "Deployment", "cloudstream"),
     ("v1", "Service", "cloudstream-tunnel"),
     ("v1", "Service", "cloudstream-stream"),
+    ("v1", "Service", "cloudstream-peers"),
+    ("policy/v1", "PodDisruptionBudget", "cloudstream"),
+    ("rbac.authorization.k8s.io/v1", "Role", "cloudstream-peers"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "cloudstream-peers"),
     ("apps/v1", "DaemonSet", "edgestream"),
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
@@ -85,7 +89,8 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 # deploy/README.md: the Secret cloudstream-pki holds these files of `stream-certs quick` under
 # their own names (never a CA key).
 CLOUD_SECRET_KEYS = {"cloudstream-tunnel.crt", "cloudstream-tunnel.key", "tunnel-ca.crt",
-                     "cloudstream-stream.crt", "cloudstream-stream.key", "stream-ca.crt"}
+                     "cloudstream-stream.crt", "cloudstream-stream.key", "stream-ca.crt",
+                     "cloudstream-peer.crt", "cloudstream-peer.key", "peer-ca.crt"}
 # deploy/README.md: what an edge host holds in /etc/edgestream/pki, from which file of
 # `stream-certs quick --node NODE`.
 EDGE_HOST_FILES = {"edge.crt": "node-%s.crt" % NODE, "edge.key": "node-%s.key" % NODE,
@@ -196,8 +201,9 @@ def container_env(c):
             env[e["name"]] = e["value"]
         else:
             ref = e["valueFrom"]["fieldRef"]["fieldPath"]
-            check(ref == "spec.nodeName", "unexpected downward API field %s" % ref)
-            env[e["name"]] = NODE
+            check(ref in ("spec.nodeName", "metadata.name"),
+                  "unexpected downward API field %s" % ref)
+            env[e["name"]] = NODE if ref == "spec.nodeName" else "cloudstream-7d4b9c-x2x5q"
     return env
 
 
@@ -499,7 +505,29 @@ def test_rollout_strategy(objs):
     check(ds.get("minReadySeconds", 0) > 0 and c["readinessProbe"]["httpGet"]["path"] ==
           "/readyz", "a pod counts once /readyz (tunnel up) held for minReadySeconds")
     dep = find(objs, "Deployment", "cloudstream")["spec"]
-    check(dep["strategy"]["type"] == "Recreate", "cloudstream: Recreate (one replica)")
+    # Several replicas (README, "High availability"): one at a time, a new one first.
+    check(dep["replicas"] == 3 and dep["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+        "cloudstream: 3 replicas, RollingUpdate maxUnavailable 0 maxSurge 1: %s" % dep)
+    sel = dep["selector"]["matchLabels"]
+    pdb = find(objs, "PodDisruptionBudget", "cloudstream")["spec"]
+    check(pdb["selector"]["matchLabels"] == sel and pdb.get("maxUnavailable") == 1,
+          "PodDisruptionBudget: one replica at a time %s" % pdb)
+    anti = dep["template"]["spec"]["affinity"]["podAntiAffinity"]
+    terms = [t["podAffinityTerm"] for t in
+             anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+    check(any(t["topologyKey"] == "kubernetes.io/hostname" and
+              t["labelSelector"]["matchLabels"] == sel for t in terms),
+          "pod anti-affinity by host: %s" % anti)
+    peers = find(objs, "Service", "cloudstream-peers")["spec"]
+    check(peers.get("clusterIP") == "None" and peers.get("publishNotReadyAddresses") is True and
+          peers["selector"] == sel and [p["port"] for p in peers["ports"]] == [10004],
+          "the peer Service: headless, not-ready pods published, the tunnel port: %s" % peers)
+    cfg = load_config(find(objs, "ConfigMap", "cloudstream-config")["data"]["cloudstream.yaml"])
+    check(cfg.get("peer-dns") == "cloudstream-peers.cloudstream.svc.cluster.local:10004",
+          "peer-dns %r: the peer Service's name" % cfg.get("peer-dns"))
+    (c,) = dep["template"]["spec"]["containers"]
+    check("--replica-id=$(POD_NAME)" in c["args"], "each replica's id is its pod's name")
     # At 2,000 nodes the rollout goes in waves of maxUnavailable:
     waves = -(-2000 // max(1, 2000 * int(m.group(1)) // 100))
     print("     edgestream rolls %s at a time: %d waves over 2,000 nodes (maxUnavailable 1: 2,000)"
@@ -779,6 +807,17 @@ def test_rbac(objs):
                                "name": name}, "roleRef %s" % b["roleRef"])
         check(b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream",
                                  "namespace": "cloudstream"}], "subjects %s" % b["subjects"])
+    # Membership from the cluster: EndpointSlices of the peer Service, list and watch, in
+    # cloudstream's namespace only.
+    role = find(objs, "Role", "cloudstream-peers")
+    check(role["metadata"]["namespace"] == "cloudstream" and role["rules"] == [
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+         "verbs": ["list", "watch"]}], "Role cloudstream-peers: %s" % role["rules"])
+    b = find(objs, "RoleBinding", "cloudstream-peers")
+    check(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": "cloudstream-peers"} and
+          b["subjects"] == [{"kind": "ServiceAccount", "name": "cloudstream",
+                             "namespace": "cloudstream"}], "RoleBinding %s" % b)
     spec = find(objs, "Deployment", "cloudstream")["spec"]["template"]["spec"]
     check(spec.get("serviceAccountName") == "cloudstream", "Deployment's service account")
     with open(os.path.join(h.SRC, "deploy", "kubernetes", "optional",
@@ -912,8 +951,16 @@ def test_cloudstream(env, net, objs):
         # (a listener the configuration leaves off is in the ready file as port 0)
         listening = {k: v for k, v in cloud.ports.items() if v}
         check(listening == cports, "ready file %s vs containerPorts %s" % (cloud.ports, cports))
+    # Ready once synced with every peer the peer Service names: here none resolves (no cluster
+    # DNS in the test), so once --peer-sync-timeout passed, as a lone first replica would.
+    sync_s = duration_ms(eff["peer-sync-timeout"]) / 1000
+    deadline = time.monotonic() + sync_s + 5
     for probe, want in (("livenessProbe", 200), ("readinessProbe", 200)):
-        st, body = net.get("127.0.0.1", cloud.ports["admin"], c[probe]["httpGet"]["path"])
+        while True:
+            st, body = net.get("127.0.0.1", cloud.ports["admin"], c[probe]["httpGet"]["path"])
+            if st == want or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         check(st == want, "cloudstream %s: %d %s" % (probe, st, body))
     st, body = net.get("127.0.0.1", cloud.ports["admin"], "/metrics")  # the PodMonitor's path
     check(st == 200 and "cloudstream_sessions 0" in body, "metrics: %d %s" % (st, body[:200]))
