@@ -1274,6 +1274,19 @@ def bad_config(env):
                        capture_output=True, timeout=10)
     check(r.returncode == 2 and b"admin-listen 192.0.2.1:10354: cannot listen there" in r.stderr,
           "admin address not on the host: %d %r" % (r.returncode, r.stderr[-300:]))
+    # --cloud-url lists: an empty entry, a wrong scheme inside the list, more than 8 entries.
+    base = ["--cloud-server-name", "localhost", "--tunnel-cert", env.path("node-edge-1.crt"),
+            "--tunnel-key", env.path("node-edge-1.key"), "--tunnel-ca", env.path("tunnel-ca.crt"),
+            "--kubelet-url", "", "--check-config"]
+    for urls, want in (("wss://a:1/,,wss://b:1/", b"an empty or overlong entry"),
+                       ("wss://a:1/, https://b:1/", b"cloud-url https://b:1/: expected wss://"),
+                       (",".join(["wss://a:1/"] * 9), b"cloud-url: more than 8 URLs")):
+        r = subprocess.run([exe, "--cloud-url", urls] + base, capture_output=True, timeout=10)
+        check(r.returncode == 2 and want in r.stderr, "--cloud-url %r: %d %r" % (
+            urls, r.returncode, r.stderr[-300:]))
+    r = subprocess.run([exe, "--cloud-url", " wss://a:1/x , wss://b:2/y "] + base,
+                       capture_output=True, timeout=10)
+    check(r.returncode == 0, "a list with spaces: %d %r" % (r.returncode, r.stderr[-300:]))
 
 
 def refusal_reason_logged(env):
