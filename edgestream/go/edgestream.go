@@ -119,6 +119,8 @@ type Stats struct {
 	RemovesRepeated          uint64
 	StallCuts                uint64 // base protocol: streams cut for keeping the tunnel paused
 	KubeletResumptionRefused uint64 // kubelet handshakes redone without session resumption
+	ReconnectsAsked          uint64 // a draining cloud replica asked the edge to move (RECONNECT)
+	TunnelsRetired           uint64 // tunnels closed after their successor was up
 	EventsDropped            uint64 // binding: events not delivered, the handler queue was full
 }
 
@@ -372,6 +374,8 @@ func (t *Tunnel) snapshot() Stats {
 		RemovesRepeated:          uint64(c.removes_repeated),
 		StallCuts:                uint64(c.stall_cuts),
 		KubeletResumptionRefused: uint64(c.kubelet_resumption_refused),
+		ReconnectsAsked:          uint64(c.reconnects_asked),
+		TunnelsRetired:           uint64(c.tunnels_retired),
 		EventsDropped:            t.dropped.Load(),
 	}
 }
