@@ -83,7 +83,12 @@ struct edgestream;
 struct cri_client;
 struct es_cri_plan;
 
-/* kubelet.c: close every idle kubelet connection (the instance is going). */
+/* kubelet.c: a kubelet request over an HTTP/1.1 connection (what kubelet_open does when the
+ * request does not go HTTP/2, h2conn.h); returns as ops->open. */
+int es_kubelet_open_h1(struct es_stream *st, struct st_connect_req *req, const char *path,
+                       size_t path_len);
+
+/* kubelet.c: close every idle kubelet connection, HTTP/2 ones too (the instance is going). */
 void es_kubelet_pool_free(struct edgestream *es);
 
 /* es_kubelet_setup() - the kubelet backend from --kubelet-url (set): https with our client

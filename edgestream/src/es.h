@@ -54,6 +54,7 @@ struct edgestream_config {
 
 struct es_tunnel;
 struct es_conn;
+struct h2c;
 struct es_logs;
 
 struct edgestream {
@@ -68,7 +69,7 @@ struct edgestream {
 	struct lws_context *ctx;
 	struct st_loop *loop; /* the epoll loop under ctx (stream/loop.h) */
 	struct lws_vhost *vh_client, *vh_admin;
-	struct lws_protocols protocols[4];
+	struct lws_protocols protocols[5];
 	struct st_admin_ops admin_ops;
 	SSL_CTX *tunnel_ctx; /* the client vhost's, captured at its creation (reload.c) */
 	char node[ES_NODE_NAME_MAX + 1];
@@ -103,6 +104,8 @@ struct edgestream {
 	char kubelet_host_header[300];
 	struct es_conn *idle; /* kept kubelet connections, newest first (kubelet.c) */
 	unsigned idle_count;
+	struct h2c *h2conns;     /* HTTP/2 kubelet connections (h2conn.c) */
+	int kubelet_h2;          /* ALPN's verdict: 0 not known yet, 1 h2, -1 HTTP/1.1 only */
 	struct es_allow allow;   /* allow-listed local ports (local_port.c) */
 	bool cri_enabled;        /* --cri-socket: exec/attach/portForward/logs go to the runtime */
 	struct st_workq *wq;     /* CRI calls and log file reads (cri_stream.c, logs.c) */

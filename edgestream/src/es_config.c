@@ -14,6 +14,7 @@
 #define MIB        (1024ull * 1024ull)
 
 static const char *const node_name_from_names[] = {"system-node-cn", "cn", NULL};
+static const char *const kubelet_http2_names[] = {"auto", "off", NULL};
 
 static const struct st_opt options[] = {
         /* ---- tunnel ---- */
@@ -350,6 +351,20 @@ static const struct st_opt options[] = {
          .help = "How long an idle kubelet connection is kept.",
          .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
+        {.name = "kubelet-http2",
+         .type = ST_OPT_ENUM,
+         .offset = OFF(kubelet_http2),
+         .enum_names = kubelet_http2_names,
+         .default_value = "auto",
+         .value_name = "auto|off",
+         .help = "auto: the kubelet connection offers ALPN h2 and, when the kubelet picks it, "
+                 "plain GET and HEAD requests (logs, follow too, metrics, stats, pods) become "
+                 "streams on one shared connection per kubelet (another opens only at the "
+                 "kubelet's SETTINGS_MAX_CONCURRENT_STREAMS), each with its own flow control "
+                 "following the cloud; the cloud sees the same HTTP/1.1 answer. A kubelet that "
+                 "picks http/1.1 gets HTTP/1.1 connections from then on. Upgrades "
+                 "(exec/attach/portForward) always go over HTTP/1.1. off: HTTP/1.1 only.",
+         .since = "0.3"},
         {.name = "cri-socket",
          .type = ST_OPT_STRING,
          .offset = OFF(cri_socket),

@@ -44,7 +44,8 @@ struct es_config {
 	uint64_t drain_timeout_ms; /* graceful stop (stream/drain.h) */
 	uint64_t stall_timeout_ms; /* base protocol: a backend that keeps the tunnel paused */
 	uint64_t kubelet_idle_connections, kubelet_idle_timeout_ms;
-	char *cri_socket; /* "" = no CRI backend */
+	int kubelet_http2; /* enum es_kubelet_http2 */
+	char *cri_socket;  /* "" = no CRI backend */
 	uint64_t cri_timeout_ms;
 	/* limits and flow control */
 	uint64_t max_streams;
@@ -60,6 +61,9 @@ struct es_config {
 	char *ready_file;
 	int sandbox; /* enum st_sandbox_mode */
 };
+
+/* --kubelet-http2: plain kubelet requests as HTTP/2 streams when the kubelet offers it. */
+enum es_kubelet_http2 { ES_KUBELET_HTTP2_AUTO = 0, ES_KUBELET_HTTP2_OFF };
 
 extern const struct st_config_spec es_config_spec;
 

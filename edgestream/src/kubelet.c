@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "conn.h"
+#include "h2conn.h"
 #include "kubelet_url.h"
 #include "relay.h"
 #include "tls.h"
@@ -109,6 +110,7 @@ static bool keep(struct es_stream *st)
 
 void es_kubelet_pool_free(struct edgestream *es)
 {
+	es_h2_free_all(es);
 	while (es->idle) {
 		struct es_conn *c = es->idle;
 		pool_unlink(c);
@@ -118,8 +120,8 @@ void es_kubelet_pool_free(struct edgestream *es)
 
 /* ---- the backend ----------------------------------------------------------------------- */
 
-static int kubelet_open(struct es_stream *st, struct st_connect_req *req, const char *path,
-                        size_t path_len)
+int es_kubelet_open_h1(struct es_stream *st, struct st_connect_req *req, const char *path,
+                       size_t path_len)
 {
 	struct edgestream *es = st->es;
 	struct es_conn *c;
@@ -141,6 +143,37 @@ static int kubelet_open(struct es_stream *st, struct st_connect_req *req, const 
 		return 0;
 	}
 	return es_conn_dial(c) < 0 ? -1 : 0;
+}
+
+static int kubelet_open(struct es_stream *st, struct st_connect_req *req, const char *path,
+                        size_t path_len)
+{
+	if (es_h2_open(st, req, path, path_len))
+		return 0; /* an HTTP/2 stream (h2conn.h) */
+	return es_kubelet_open_h1(st, req, path, path_len);
+}
+
+/* A stream on the HTTP/2 path has st->be; one on an HTTP/1.1 connection st->conn. */
+static void kubelet_write(struct es_stream *st)
+{
+	if (st->be)
+		es_h2_op_write(st);
+	else
+		es_conn_op_write(st);
+}
+
+static void kubelet_on_writable(struct es_stream *st)
+{
+	if (st->be)
+		es_h2_op_on_writable(st);
+	else
+		es_conn_op_on_writable(st);
+}
+
+static void kubelet_close(struct es_stream *st)
+{
+	es_h2_op_close(st);
+	es_conn_op_close(st);
 }
 
 static bool kubelet_retry(struct es_stream *st, enum es_retry_why why)
@@ -171,9 +204,9 @@ const struct es_backend_ops es_backend_kubelet = {
         .name = "kubelet",
         .to_cloud_burst = ES_CONN_TO_CLOUD_BURST,
         .open = kubelet_open,
-        .write = es_conn_op_write,
-        .on_writable = es_conn_op_on_writable,
-        .close = es_conn_op_close,
+        .write = kubelet_write,
+        .on_writable = kubelet_on_writable,
+        .close = kubelet_close,
         .describe = describe,
         .retry = kubelet_retry,
         .keep = keep,

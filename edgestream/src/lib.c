@@ -23,6 +23,7 @@
 
 #include "backend.h"
 #include "conn.h"
+#include "h2conn.h"
 #include "tls.h"
 #include "tunnel.h"
 
@@ -426,7 +427,8 @@ static int create_loop(struct edgestream *es, char *err, size_t errlen)
 	protos[0] = es_tunnel_protocol;
 	protos[1] = es_backend_protocol;
 	protos[2] = (struct lws_protocols){.name = "es-aux", .callback = cb_aux};
-	memset(&protos[3], 0, sizeof protos[3]);
+	protos[3] = es_h2_protocol;
+	memset(&protos[4], 0, sizeof protos[4]);
 	memset(&info, 0, sizeof info);
 	info.vhost_name = "client";
 	info.port = CONTEXT_PORT_NO_LISTEN;

@@ -8,6 +8,10 @@ cloud: the whole chain (TLS "apiserver" client -> cloudstream -> edgestream -> T
        metrics byte-exact, 100 MiB sha256, isolation, allow-listed local ports, refusals.
 base:  a test cloud speaking exactly KubeEdge's base protocol drives edgestream: TEXT frames,
        JSON connect requests, body-only logs/metrics, raw upgrades, no extension ever sent.
+h2:    the kubelet stand-in speaks HTTP/2 (ALPN h2): plain requests ride one shared h2
+       connection (logs, follow, metrics byte-exact, statuses), a stalled follower beside an
+       active one, GOAWAY, the kubelet going away, upgrades still HTTP/1.1; and
+       --kubelet-http2 off.
 ops:   redial with backoff and jitter after the cloud dies, cloud certificates from another CA
        or with the wrong name refused, certificate reload, admin endpoints, the embedding
        example, SIGTERM, a kubelet behind a TLS front (socat) that refuses session resumption.
@@ -75,12 +79,12 @@ class Chain:
     """kubelet stand-in + cloudstream + edgestream for edge-1 (what cloudstream_test's checks
     expect of a chain), plus a local HTTP port on the allow-list and one that is not."""
 
-    def __init__(self, tag, edge_extra=(), cloud_extra=()):
+    def __init__(self, tag, edge_extra=(), cloud_extra=(), kubelet_extra=()):
         self.env = h.Env(tag, nodes=("edge-1",))
         self.allowed = LocalHttp()
         self.forbidden = LocalHttp()
         try:
-            self.kubelet = h.start_kubelet(self.env)
+            self.kubelet = h.start_kubelet(self.env, extra=kubelet_extra)
             self.cloud = h.start_cloudstream(self.env, cloud_extra)
             self.edge = h.start_edgestream(
                 self.env, self.cloud, self.kubelet,
@@ -293,6 +297,165 @@ def group_cloud():
             ("local_port_refused", lambda: local_port_refused(chain)),
             ("edge_metrics", lambda: edge_metrics(chain)),
             ("kubelet_down", lambda: kubelet_down(chain)),
+        ]))
+        return rc
+    finally:
+        chain.close(rc != 0)
+
+
+# ---- h2: the kubelet leg over HTTP/2 (edgestream/src/h2conn.c) ----------------------------
+
+def body_of(chain, target):
+    st, _, body, s = chain.get(target)
+    s.close()
+    check(st == 200, "%s: status %d" % (target, st))
+    return body
+
+
+def follow_open(chain, target="/containerLogs/default/pod-a/ctr?tailLines=1&follow=true"):
+    s = chain.api.connect(timeout=10)
+    s.sendall(h.head("GET", target, [("Host", "edge-1:10350")]))
+    status, hdrs, rest = h.read_head(s)
+    check(status == 200, "follow: status %d" % status)
+    check(hdrs.get("transfer-encoding", "").lower() == "chunked",
+          "follow: not chunked over the tunnel: %r" % hdrs)
+    return s, rest
+
+
+def h2_used(chain):
+    """The kubelet picked h2 and requests ride it; upgrades (which h2 cannot carry) still work
+    over HTTP/1.1 beside it."""
+    check(body_of(chain, "/proto") == b"h2", "the request did not go over HTTP/2")
+    cst.exec_echo(chain)
+    check(body_of(chain, "/proto") == b"h2", "HTTP/2 no longer used after an upgrade")
+
+
+def h2_shared_connection(chain):
+    """Several follows and short requests at once ride one connection: the stand-in sees the
+    same client port for every /conn while three follows are open."""
+    follows = [follow_open(chain)[0] for _ in range(3)]
+    ports = {body_of(chain, "/conn") for _ in range(4)}
+    for s in follows:
+        s.close()
+    check(len(ports) == 1, "requests rode %d connections: %r" % (len(ports), ports))
+
+
+def h2_head_conversion(chain):
+    """The answer the cloud gets is the HTTP/1.1 one: status line and reason, the kubelet's
+    headers (canonical case), Content-Length kept, a 404 passed through."""
+    st, hdrs, body, s = chain.get("/metrics")
+    s.close()
+    check(st == 200 and hdrs.get("content-length") == str(len(fake_kubelet.METRICS)),
+          "metrics head: %d %r" % (st, hdrs))
+    check(hdrs.get("content-type") == "text/plain; version=0.0.4; charset=utf-8",
+          "metrics content-type: %r" % hdrs)
+    st, _, body, s = chain.get("/nothing/here")
+    s.close()
+    check(st == 404 and b'"code":404' in body, "404: %d %r" % (st, body))
+    st, _, body, s = chain.get("/status/503")
+    s.close()
+    check(st == 503 and body == b"status 503 from the kubelet\n", "503: %d %r" % (st, body))
+
+
+def h2_stalled_beside_active(chain):
+    """A follower whose client reads nothing (an endless /stream on the same h2 connection)
+    beside an active follower and metrics once every 0.2 s: the stalled stream's kubelet writer
+    waits for its own window only. Asserted: the stall happened (the cloud's received bytes stop
+    growing far below what the kubelet would send), the active follower keeps getting lines,
+    each metrics answer comes in < 1 s and byte-exact, and everything rode one connection."""
+    port0 = body_of(chain, "/conn")
+    base = cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+                               'direction="from_edge"')
+    stalled = chain.api.connect(timeout=60)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.sendall(h.head("GET", "/stream", [("Host", "edge-1:10350")]))
+    seen, deadline = base - 1, time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+                                  'direction="from_edge"')
+        if now == seen and now > base:
+            break
+        seen = now
+        time.sleep(0.3)
+    check(0 < seen - base < 64 << 20, "the stalled stream did not stall (%d bytes)" % (seen - base))
+    print("     h2 stall: the stalled stream stopped after %d bytes" % (seen - base), flush=True)
+    active, rest = follow_open(chain, "/containerLogs/default/pod-a/ctr?tailLines=1&follow=true"
+                                      "&interval=0.1")
+    worst, t_end = 0.0, time.monotonic() + 5
+    while time.monotonic() < t_end:
+        t0 = time.monotonic()
+        body = body_of(chain, "/metrics")
+        worst = max(worst, time.monotonic() - t0)
+        check(body == fake_kubelet.METRICS, "metrics while stalled: %d bytes" % len(body))
+        time.sleep(0.2)
+    buf = h.recv_until(active, lambda b: len(re.findall(rb"line \d+\n", b)) >= 30, rest)
+    check(len(re.findall(rb"line \d+\n", buf)) >= 30, "the active follower stopped")
+    check(worst < 1.0, "a metrics answer took %.2f s while a stream was stalled" % worst)
+    check(body_of(chain, "/conn") == port0, "the requests did not share one connection")
+    # The stalled one lost nothing: it reads again and gets a whole 64 KiB chunk.
+    stalled.settimeout(20)
+    st, hdrs, rest = h.read_head(stalled)
+    check(st == 200, "stalled: status %d" % st)
+    data = h.recv_until(stalled, lambda b: len(b) >= 300000, rest)
+    check(len(data) >= 300000, "the stalled stream did not resume")
+    print("     h2 stall: worst metrics answer %.3f s; the stalled stream resumed" % worst,
+          flush=True)
+    stalled.close()
+    active.close()
+
+
+def h2_goaway(chain):
+    """The kubelet goes away gracefully (GOAWAY, then closes): the answer in flight completes,
+    a follow on that connection ends (not a hang), the next request gets a new connection."""
+    port0 = body_of(chain, "/conn")
+    s, rest = follow_open(chain)
+    check(body_of(chain, "/goaway") == b"going away\n", "goaway answer")
+    _, took = h.wait_closed(s, 5)  # raises when it did not end
+    s.close()
+    check(took < 4, "the follow took %.1f s to end when its connection went" % took)
+    port1 = body_of(chain, "/conn")
+    check(port1 != port0, "no new connection after GOAWAY (%r)" % port1)
+    check(body_of(chain, "/proto") == b"h2", "the new connection is not h2")
+
+
+def h2_kubelet_gone(chain):
+    """The kubelet process dies: an open follow ends, the next request is refused as over
+    HTTP/1.1 (502, unreachable) and fast."""
+    s, rest = follow_open(chain)
+    chain.env.stop(chain.kubelet)
+    _, took = h.wait_closed(s, 5)  # raises when it did not end
+    s.close()
+    check(took < 2, "the follow took %.1f s to end when the kubelet died" % took)
+    kubelet_down(chain)
+
+
+def group_h2():
+    chain = Chain("es-h2", kubelet_extra=("--h2",))
+    rc = 1
+    try:
+        rc = h.run(cst.named("h2", [
+            ("used", lambda: h2_used(chain)),
+            ("logs_tail", lambda: cst.logs_tail(chain)),
+            ("logs_follow", lambda: logs_follow(chain)),
+            ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(chain)),
+            ("head_conversion", lambda: h2_head_conversion(chain)),
+            ("status_passthrough", lambda: cst.status_passthrough(chain)),
+            ("keep_alive", lambda: cst.keep_alive(chain)),
+            ("shared_connection", lambda: h2_shared_connection(chain)),
+            ("stalled_beside_active", lambda: h2_stalled_beside_active(chain)),
+            ("goaway", lambda: h2_goaway(chain)),
+            ("kubelet_gone", lambda: h2_kubelet_gone(chain)),
+        ]))
+    finally:
+        chain.close(rc != 0)
+    if rc:
+        return rc
+    chain = Chain("es-h2-off", kubelet_extra=("--h2",), edge_extra=("--kubelet-http2", "off"))
+    try:
+        rc = h.run(cst.named("h2_off", [
+            ("http11", lambda: check(body_of(chain, "/proto") == b"http/1.1",
+                                     "--kubelet-http2 off still used HTTP/2")),
+            ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(chain)),
         ]))
         return rc
     finally:
@@ -1432,7 +1595,7 @@ def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "cloud"
     sys.argv = sys.argv[1:]
     return {"cloud": group_cloud, "base": group_base, "ops": group_ops,
-            "stall": group_stall}[group]()
+            "stall": group_stall, "h2": group_h2}[group]()
 
 
 if __name__ == "__main__":

@@ -171,11 +171,11 @@ def start_cloudstream(env, extra=(), name="cloudstream", prefix=(), wrap=None):
     return p
 
 
-def start_kubelet(env, name="kubelet", prefix=()):
+def start_kubelet(env, name="kubelet", prefix=(), extra=()):
     ready = os.path.join(env.dir, name + ".ready")
     argv = [PY, os.path.join(PEERS, "fake_kubelet.py"), "--listen", "127.0.0.1:0",
             "--cert", env.path("kubelet.crt"), "--key", env.path("kubelet.key"),
-            "--client-ca", env.path("kubelet-ca.crt"), "--ready-file", ready]
+            "--client-ca", env.path("kubelet-ca.crt"), "--ready-file", ready] + list(extra)
     p, text = env.start(name, argv, ready, prefix=prefix)
     p.port = int(text.strip())
     return p

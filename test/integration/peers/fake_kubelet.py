@@ -30,6 +30,12 @@ Paths:
   /stream[?n=N]         chunked 64 KiB chunks, endless unless n is given
   /status/CODE          that status, a short body
   anything else         404 JSON
+With --h2 it also speaks HTTP/2 (ALPN h2, then http/1.1, as the kubelet's Go server offers
+them; python3-h2), on the same paths but the upgrades: SETTINGS_MAX_CONCURRENT_STREAMS
+--h2-max-streams (250, Go's default), flow control obeyed per stream. Extra paths:
+  /proto                "h2" or "http/1.1": what carried the request
+  /goaway               answers, then GOAWAY (last stream: this one) and closes the connection
+                        a second later, a kubelet going away
 The ready file gets the bound port. SIGTERM stops it.
 """
 import argparse
@@ -192,6 +198,8 @@ async def serve(reader, writer, method, target, headers):
                               "application/json"))
     elif path == "/headers":  # the request's headers, as this kubelet received them
         writer.write(response(200, json.dumps(headers).encode(), "application/json"))
+    elif path == "/proto":
+        writer.write(response(200, b"http/1.1"))
     elif path == "/conn":
         port = b"%d" % writer.get_extra_info("peername")[1]
         linger = float(q.get("linger", ["0"])[0])
@@ -233,7 +241,196 @@ async def serve(reader, writer, method, target, headers):
     return headers.get("connection", "").lower() != "close"
 
 
+class H2Server:
+    """One HTTP/2 connection: the h2 state machine fed from the socket, a task per stream."""
+
+    def __init__(self, reader, writer, max_streams):
+        import h2.config
+        import h2.connection
+        self.reader, self.writer = reader, writer
+        self.conn = h2.connection.H2Connection(config=h2.config.H2Configuration(
+            client_side=False, header_encoding="utf-8"))
+        self.max_streams = max_streams
+        self.window = {}  # stream id -> asyncio.Event set when its window may have grown
+        self.tasks = {}
+        self.closed = False
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data and not self.closed:
+            self.writer.write(data)
+
+    async def send(self, sid, data, end=False):
+        import h2.exceptions
+        while data:
+            try:
+                room = min(self.conn.local_flow_control_window(sid),
+                           self.conn.max_outbound_frame_size)
+            except (h2.exceptions.StreamClosedError, KeyError):
+                raise asyncio.CancelledError()
+            if room <= 0:
+                ev = self.window.setdefault(sid, asyncio.Event())
+                ev.clear()
+                await ev.wait()
+                continue
+            self.conn.send_data(sid, data[:room])
+            data = data[room:]
+            self.flush()
+            await self.writer.drain()
+        if end:
+            self.conn.end_stream(sid)
+            self.flush()
+            await self.writer.drain()
+
+    def head(self, sid, status, ctype="text/plain; charset=utf-8", length=None, extra=()):
+        hdrs = [(":status", str(status)), ("content-type", ctype)]
+        if length is not None:
+            hdrs.append(("content-length", str(length)))
+        self.conn.send_headers(sid, hdrs + list(extra))
+        self.flush()
+
+    async def whole(self, sid, status, body, ctype="text/plain; charset=utf-8"):
+        self.head(sid, status, ctype, len(body))
+        await self.send(sid, body, end=True)
+
+    async def serve(self, sid, headers):
+        h = dict(headers)
+        u = urllib.parse.urlsplit(h.get(":path", "/"))
+        path, q = u.path, urllib.parse.parse_qs(u.query, keep_blank_values=True)
+        log("h2", sid, h.get(":method"), h.get(":path"))
+        first = path.strip("/").split("/")[0]
+        if first == "containerLogs":
+            n = int(q.get("tailLines", ["10"])[0])
+            follow = q.get("follow", ["false"])[0] not in ("false", "0")
+            self.head(sid, 200, "text/plain")
+            for i in range(1, n + 1):
+                await self.send(sid, b"line %d\n" % i)
+            i = n
+            burst = int(q.get("burst", ["0"])[0])
+            interval = float(q.get("interval", ["0.1"])[0])
+            while follow:
+                await asyncio.sleep(interval)
+                if burst:
+                    await self.send(sid, b"".join(b"line %-94d\n" % (i + k)
+                                                  for k in range(burst)))
+                    i += burst
+                    continue
+                i += 1
+                await self.send(sid, b"line %d\n" % i)
+            await self.send(sid, b"", end=True)
+        elif path in ("/metrics", "/metrics/cadvisor", "/metrics/resource"):
+            await self.whole(sid, 200, METRICS, "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/healthz":
+            await self.whole(sid, 200, b"ok")
+        elif path == "/proto":
+            await self.whole(sid, 200, b"h2")
+        elif path == "/conn":
+            await self.whole(sid, 200, b"%d" % self.writer.get_extra_info("peername")[1])
+        elif path == "/headers":
+            await self.whole(sid, 200, json.dumps(
+                {k: v for k, v in headers if not k.startswith(":")}).encode(),
+                "application/json")
+        elif path in ("/pods", "/stats/summary", "/configz"):
+            await self.whole(sid, 200, b'{"kind":"%s"}' % path[1:].encode(), "application/json")
+        elif path == "/bytes":
+            n = int(q.get("n", ["0"])[0])
+            seed = int(q.get("seed", ["0"])[0])
+            self.head(sid, 200, "application/octet-stream", n,
+                      [("x-body-sha256", body_sha256(n, seed))])
+            for c in body_chunks(n, seed):
+                await self.send(sid, c)
+            await self.send(sid, b"", end=True)
+        elif path == "/stream":
+            n = int(q.get("n", [str(1 << 62)])[0])
+            self.head(sid, 200, "application/octet-stream")
+            base = body_base(1)[:BLOCK]
+            sent = 0
+            while sent < n:
+                k = min(BLOCK, n - sent)
+                await self.send(sid, base[:k])
+                sent += k
+            await self.send(sid, b"", end=True)
+        elif path == "/goaway":
+            await self.whole(sid, 200, b"going away\n")
+            self.conn.close_connection(last_stream_id=sid)
+            self.flush()
+            await asyncio.sleep(1)
+            self.writer.close()
+        elif first == "status" and len(path.split("/")) == 3:
+            code = int(path.split("/")[2])
+            await self.whole(sid, code, b"status %d from the kubelet\n" % code)
+        else:
+            await self.whole(sid, 404, b'{"kind":"Status","code":404}', "application/json")
+
+    async def run_stream(self, sid, headers):
+        try:
+            await self.serve(sid, headers)
+        except (asyncio.CancelledError, ConnectionError):
+            pass
+        except Exception as e:  # noqa: BLE001 - a stream reset under us
+            log("h2 stream", sid, "ended:", repr(e))
+        finally:
+            self.tasks.pop(sid, None)
+            self.window.pop(sid, None)
+
+    async def run(self):
+        import h2.events
+        import h2.settings
+        self.conn.initiate_connection()
+        self.conn.update_settings(
+            {h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
+        self.flush()
+        try:
+            while True:
+                data = await self.reader.read(65536)
+                if not data:
+                    break
+                for ev in self.conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        self.tasks[ev.stream_id] = asyncio.create_task(
+                            self.run_stream(ev.stream_id, ev.headers))
+                    elif isinstance(ev, h2.events.DataReceived):
+                        self.conn.acknowledge_received_data(ev.flow_controlled_length,
+                                                            ev.stream_id)
+                    elif isinstance(ev, h2.events.WindowUpdated):
+                        for sid, e in list(self.window.items()):
+                            if ev.stream_id in (0, sid):
+                                e.set()
+                    elif isinstance(ev, h2.events.RemoteSettingsChanged):
+                        for e in self.window.values():
+                            e.set()
+                    elif isinstance(ev, h2.events.StreamReset):
+                        t = self.tasks.pop(ev.stream_id, None)
+                        if t:
+                            t.cancel()
+                    elif isinstance(ev, h2.events.ConnectionTerminated):
+                        return
+                self.flush()
+                await self.writer.drain()
+        finally:
+            self.closed = True
+            for t in list(self.tasks.values()):
+                t.cancel()
+
+
+H2_MAX_STREAMS = 250
+
+
 async def handle(reader, writer):
+    sslobj = writer.get_extra_info("ssl_object")
+    if sslobj is not None and sslobj.selected_alpn_protocol() == "h2":
+        try:
+            await H2Server(reader, writer, H2_MAX_STREAMS).run()
+        except (ConnectionError, ssl.SSLError) as e:
+            log("h2 connection ended:", repr(e))
+        except Exception as e:  # noqa: BLE001 - the h2 library's protocol errors
+            log("h2 connection failed:", repr(e))
+        finally:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001
+                pass
+        return
     try:
         while True:
             try:
@@ -259,7 +456,11 @@ async def main():
     ap.add_argument("--key")
     ap.add_argument("--client-ca")
     ap.add_argument("--ready-file")
+    ap.add_argument("--h2", action="store_true", help="offer ALPN h2 (then http/1.1)")
+    ap.add_argument("--h2-max-streams", type=int, default=250)
     a = ap.parse_args()
+    global H2_MAX_STREAMS
+    H2_MAX_STREAMS = a.h2_max_streams
     ctx = None  # plain HTTP
     if a.cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -267,6 +468,8 @@ async def main():
         if a.client_ca:
             ctx.load_verify_locations(a.client_ca)
             ctx.verify_mode = ssl.CERT_REQUIRED
+        if a.h2:
+            ctx.set_alpn_protocols(["h2", "http/1.1"])
     host, port = a.listen.rsplit(":", 1)
     server = await asyncio.start_server(handle, host, int(port), ssl=ctx)
     bound = server.sockets[0].getsockname()[1]

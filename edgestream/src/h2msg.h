@@ -1,0 +1,116 @@
+/*
+ * edgestream/src/h2msg.h — the pure half of the kubelet's HTTP/2 path (h2conn.c): the request
+ * as HTTP/2 header fields, the answer turned back into the HTTP/1.1 bytes the relay sends the
+ * cloud, and how a stream's HTTP/2 flow control follows its queue toward the cloud.
+ *
+ * Nothing changes on the tunnel when the kubelet leg speaks HTTP/2: the cloud gets a status
+ * line, the response's header fields and the body (chunked when the answer has no
+ * Content-Length, as the kubelet's HTTP/1.1 server sends it), or the body only for a
+ * base-protocol cloud's logs and metrics. No I/O, no nghttp2: unit-tested (test_h2msg.c).
+ */
+#ifndef EDGESTREAM_H2MSG_H
+#define EDGESTREAM_H2MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <stream/connect.h>
+
+/* ---- the request ----------------------------------------------------------------------- */
+
+/* One header field of the request; name and value point into the caller's buffer. */
+struct es_h2_field {
+	const char *name, *value;
+	size_t name_len, value_len;
+};
+
+#define ES_H2_MAX_FIELDS (ST_MAX_CONNECT_HEADERS + 4)
+
+/*
+ * es_h2_request_fields() - @req as HTTP/2 request fields: :method, :scheme https, :authority
+ * @authority, :path (@path, @path_len, and the query), then the request's headers with their
+ * names in lower case (HTTP/2 wants them so) and without the ones HTTP/2 forbids (Host,
+ * Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade, TE but "trailers").
+ * The strings are written into @buf (@cap bytes). Returns the number of fields in @f (at most
+ * ES_H2_MAX_FIELDS); -EMSGSIZE when @buf is too small; -EBADMSG when a name or value holds
+ * CR, LF or NUL, or a name is empty or has upper-case-insensitive garbage (space, colon).
+ */
+ssize_t es_h2_request_fields(struct es_h2_field *f, char *buf, size_t cap,
+                             const struct st_connect_req *req, const char *path, size_t path_len,
+                             const char *authority);
+
+/* es_h2_request_fits() - whether @req may go as an HTTP/2 stream: a GET or HEAD without a
+ * body (no Content-Length other than 0, no Transfer-Encoding) that asks for no upgrade. */
+bool es_h2_request_fits(const struct st_connect_req *req);
+
+/* ---- the answer ------------------------------------------------------------------------ */
+
+/*
+ * The answer's head, gathered field by field (nghttp2 hands them one at a time), then written
+ * as an HTTP/1.1 head. Lines are kept in @lines (grown, at most ST_MAX_HTTP_HEAD_BYTES).
+ */
+struct es_h2_head {
+	char *lines; /* "Name: value\r\n" for every regular field */
+	size_t len, cap;
+	int status;      /* from :status; 0 until seen */
+	bool has_length; /* a content-length field came */
+	bool bad;        /* a field that cannot go into an HTTP/1.1 head (CR/LF), or too large */
+};
+
+void es_h2_head_init(struct es_h2_head *h);
+void es_h2_head_cleanup(struct es_h2_head *h);
+
+/* es_h2_head_field() - one response field. 0, -EBADMSG (bad :status, CR/LF), -EMSGSIZE,
+ * -ENOMEM. Connection-specific fields are dropped; names get HTTP/1.1's usual casing
+ * (content-type: Content-Type). */
+int es_h2_head_field(struct es_h2_head *h, const uint8_t *name, size_t name_len,
+                     const uint8_t *value, size_t value_len);
+
+/*
+ * es_h2_head_write() - the HTTP/1.1 head ("HTTP/1.1 200 OK", the fields, then
+ * "Transfer-Encoding: chunked" when the answer has a body and no length) into @out. @no_body:
+ * the answer has none whatever its fields say (a HEAD request). *@chunked says whether the body
+ * must be chunked. Returns the length, -EMSGSIZE when it does not fit, -EBADMSG without a
+ * status.
+ */
+ssize_t es_h2_head_write(const struct es_h2_head *h, bool no_body, char *out, size_t cap,
+                         bool *chunked);
+
+/* es_h2_chunk_start() - the size line of a chunk of @n bytes ("1a\r\n") into @out (at least
+ * ES_H2_CHUNK_START_MAX bytes). Returns its length. The chunk ends with "\r\n"; the body with
+ * "0\r\n\r\n". */
+#define ES_H2_CHUNK_START_MAX 20u
+size_t es_h2_chunk_start(char *out, size_t n);
+
+/* ---- flow control ---------------------------------------------------------------------- */
+
+/*
+ * A stream's receive window follows the cloud: the kubelet may send the window's worth
+ * (ES_H2_STREAM_WINDOW); what arrived goes toward the cloud at once, and its credit goes back
+ * to the kubelet (WINDOW_UPDATE, for this stream only) while the stream's queue toward the cloud
+ * is under its mark. Past it the credit is withheld until the queue drained: a cloud that stops
+ * reading one stream stops only that stream's kubelet writer. The connection's window is given
+ * back at once, whatever the stream, so no stream waits for another.
+ */
+#define ES_H2_STREAM_WINDOW (16u * 1024u)
+
+struct es_h2_flow {
+	size_t unacked; /* bytes received whose credit has not gone back */
+};
+
+/* es_h2_flow_received() - @n body bytes arrived and went toward the cloud, whose queue is
+ * full (@cloud_full) or not. Returns the credit to give back now (0 while full). */
+size_t es_h2_flow_received(struct es_h2_flow *f, size_t n, bool cloud_full);
+
+/* es_h2_flow_drained() - the queue toward the cloud went under its low mark: the withheld
+ * credit, to give back now. */
+size_t es_h2_flow_drained(struct es_h2_flow *f);
+
+/* es_h2_flow_worst_burst() - the most bytes a stream can hand the relay past its queue's mark
+ * (the whole window, in the smallest frames a peer can send, chunk-framed): what to_cloud_burst
+ * must hold for a kubelet that sends DATA frames of at least @min_frame bytes. */
+size_t es_h2_flow_worst_burst(size_t min_frame);
+
+#endif /* EDGESTREAM_H2MSG_H */
