@@ -14,7 +14,7 @@ FROM debian:12 AS build
 ARG SOURCE_DATE_EPOCH=0
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config file \
-      libwebsockets-dev libssl-dev libjson-c-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev \
+      libwebsockets-dev libssl-dev libjson-c-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev libnghttp2-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./

@@ -9,7 +9,7 @@ set -euo pipefail
 
 build_pkgs=(
   build-essential cmake pkg-config git ca-certificates
-  libwebsockets-dev libwebsockets-evlib-ev libev-dev libssl-dev libjson-c-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev libcmocka-dev
+  libwebsockets-dev libwebsockets-evlib-ev libev-dev libssl-dev libjson-c-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev libnghttp2-dev libcmocka-dev
   zlib1g-dev clang clang-format-14 libclang-rt-14-dev openssl
   file  # CPack's Debian packages: dpkg-shlibdeps finds the binaries with it (build-packages.sh)
 )
@@ -17,10 +17,11 @@ build_pkgs=(
 # runc run real pods, busybox-static fills the test images, iproute2/iptables build the DNAT test's
 # network namespaces, python3-kubernetes is a second real client (websocket v4 exec/port-forward),
 # python3-yaml reads deploy/kubernetes in the deploy test, socat's OpenSSL server is the TLS front
-# that refuses session resumption (edgestream_ops kubelet_refuses_resumption).
+# that refuses session resumption (edgestream_ops kubelet_refuses_resumption), python3-h2 lets the
+# kubelet stand-in speak HTTP/2 (edgestream_h2, test/bench/edge_rss.py --kubelet-h2).
 peer_pkgs=(
   nginx-light containerd runc busybox-static iproute2 iptables conntrack socat
-  python3 python3-kubernetes python3-websocket python3-websockets python3-yaml curl procps psmisc
+  python3 python3-kubernetes python3-websocket python3-websockets python3-yaml python3-h2 curl procps psmisc
   libnginx-mod-http-js  # njs: the apiserver stand-in's pods/log errors (peers/apiserver_podlog.js)
   golang-go  # Go 1.19: edgestream/go and its example agent (integration.go_*, e2e.kubectl_goagent)
   umoci  # OCI image layouts without a registry or engine (build-images.sh, integration.images)

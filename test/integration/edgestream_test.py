@@ -429,6 +429,15 @@ def h2_kubelet_gone(chain):
     kubelet_down(chain)
 
 
+def exits_clean(chain):
+    """SIGTERM after all of the above: edgestream exits 0 (under ASan: nothing leaked, no
+    error), its HTTP/2 connections (one kept idle) and streams all freed."""
+    if chain.kubelet.poll() is None:  # with an idle h2 connection kept open
+        check(body_of(chain, "/proto") == b"h2", "not over h2")
+    rc = chain.env.stop(chain.edge)
+    check(rc == 0, "edgestream exited with %s:\n%s" % (rc, chain.env.tail(chain.edge)))
+
+
 def group_h2():
     chain = Chain("es-h2", kubelet_extra=("--h2",))
     rc = 1
@@ -444,7 +453,17 @@ def group_h2():
             ("shared_connection", lambda: h2_shared_connection(chain)),
             ("stalled_beside_active", lambda: h2_stalled_beside_active(chain)),
             ("goaway", lambda: h2_goaway(chain)),
+            ("edge_exits_clean", lambda: exits_clean(chain)),
+        ]))
+    finally:
+        chain.close(rc != 0)
+    if rc:
+        return rc
+    chain = Chain("es-h2-gone", kubelet_extra=("--h2",))
+    try:
+        rc = h.run(cst.named("h2", [
             ("kubelet_gone", lambda: h2_kubelet_gone(chain)),
+            ("edge_exits_clean_after_loss", lambda: exits_clean(chain)),
         ]))
     finally:
         chain.close(rc != 0)
