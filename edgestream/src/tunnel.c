@@ -249,13 +249,19 @@ static void resolve_work(void *arg)
 		         gai_strerror(rc));
 		return;
 	}
-	/* The first IPv4 address, else the first IPv6 one: "localhost" answers ::1 first, and a
-	 * cloud (or its load balancer) listening on IPv4 only is the common case. */
+	/* An IPv4 address, else an IPv6 one ("localhost" answers ::1 first, and a cloud or its
+	 * load balancer listening on IPv4 only is the common case). A name with several
+	 * addresses (replicas by DNS, no balancer) is gone round: dial n takes the (n mod count)-th,
+	 * so a dead replica's address is not dialled again and again. */
 	for (int family = AF_INET; j->addr[0] == '\0' && family != 0;
-	     family = family == AF_INET ? AF_INET6 : 0)
+	     family = family == AF_INET ? AF_INET6 : 0) {
+		uint64_t count = 0;
+		for (const struct addrinfo *a = res; a; a = a->ai_next)
+			count += a->ai_family == family;
+		uint64_t want = count ? j->gen % count : 0;
 		for (const struct addrinfo *a = res; a && j->addr[0] == '\0'; a = a->ai_next) {
 			const void *ip = NULL;
-			if (a->ai_family != family)
+			if (a->ai_family != family || want-- > 0)
 				continue;
 			if (family == AF_INET)
 				ip = &((const struct sockaddr_in *)(const void *)a->ai_addr)
@@ -266,6 +272,7 @@ static void resolve_work(void *arg)
 			if (inet_ntop(family, ip, j->addr, sizeof j->addr) == NULL)
 				j->addr[0] = '\0';
 		}
+	}
 	freeaddrinfo(res);
 	if (j->addr[0] == '\0')
 		snprintf(j->err, sizeof j->err, "cannot resolve %.80s: no IPv4 or IPv6 address",
