@@ -749,6 +749,16 @@ static const struct st_opt options[] = {
                  "on the worker pool every --peer-dns-interval; an address that goes is no "
                  "longer dialled. Besides or instead of --peers.",
          .since = "0.4"},
+        {.name = "peer-service",
+         .type = ST_OPT_STRING,
+         .offset = OFF(peer_service),
+         .value_name = "NAMESPACE/NAME",
+         .help = "The replicas are the endpoints of this (headless) Service's EndpointSlices, "
+                 "each at its slice's port named tunnel: listed, then watched through "
+                 "--apiserver-url on a worker (RBAC: list and watch endpointslices in "
+                 "NAMESPACE). Every endpoint counts, ready or not (a replica becomes ready "
+                 "only once its peers dialled it). Besides or instead of --peers.",
+         .since = "0.4"},
         {.name = "peer-dns-interval",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(peer_dns_interval_ms),

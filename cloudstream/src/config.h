@@ -89,6 +89,7 @@ struct cs_config {
 	/* the other replicas (peer.h): membership, the peer links' mTLS, readiness */
 	struct st_strlist peers; /* host:port of every replica's tunnel port (self included ok) */
 	char *peer_dns;          /* NAME:PORT: the replicas are what NAME resolves to */
+	char *peer_service;      /* NAMESPACE/NAME: the replicas are its EndpointSlices */
 	uint64_t peer_dns_interval_ms; /* how often it is resolved again */
 	char *peer_cert, *peer_key, *peer_ca, *peer_server_ca, *peer_server_name;
 	char *peer_subject;            /* the CN a peer certificate must carry */

@@ -104,10 +104,11 @@ struct cs_server {
 	struct st_tunnel_writer tunnel_writer; /* every tunnel's frames (stream/tunnelwrite.h) */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */
 	struct cs_tunnel_set tun;
-	size_t n_fronts;         /* apiserver connections (front.c) */
-	struct cs_front *fronts; /* every apiserver connection (list; front.c) */
-	struct door_set *door;   /* the front door's listeners and counters (door.c) */
-	struct cs_peers *peers;  /* the other replicas (peer.c); NULL without --peers */
+	size_t n_fronts;                /* apiserver connections (front.c) */
+	struct cs_front *fronts;        /* every apiserver connection (list; front.c) */
+	struct door_set *door;          /* the front door's listeners and counters (door.c) */
+	struct cs_peers *peers;         /* the other replicas (peer.c); NULL without --peers */
+	struct cs_peerwatch *peerwatch; /* --peer-service (peerwatch.c); NULL without */
 	uint64_t next_ordinal;
 	bool draining, stop, ready; /* draining: drain.state is DRAINING or later */
 	struct st_drain drain;      /* SIGTERM (stream/drain.h) */

@@ -337,6 +337,8 @@ static int cb_aux(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 			st_workq_run_completions(srv->wq);
 		if (srv)
 			cs_nodewatch_run_completions(srv);
+		if (srv)
+			cs_peerwatch_run_completions(srv);
 		return 0;
 	case LWS_CALLBACK_RAW_RX_FILE:
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
@@ -603,7 +605,7 @@ int main(int argc, char **argv)
 		goto out_ctx;
 	}
 	if (cs_identity_start(&srv) < 0 || cs_node_events_start(&srv) < 0 ||
-	    write_ready_file(&srv) < 0)
+	    cs_peerwatch_start(&srv) < 0 || write_ready_file(&srv) < 0)
 		goto out_ctx;
 	srv.ready = true;
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
@@ -621,6 +623,7 @@ int main(int argc, char **argv)
 
 out_ctx:
 	cs_identity_stop(&srv);
+	cs_peerwatch_stop(&srv);
 	cs_node_events_stop(&srv);
 	lws_sul_cancel(&srv.sul_drain);
 	st_heap_trimmer_stop(&srv.heap_trimmer);

@@ -44,7 +44,7 @@ struct out_link {
 	bool self;         /* the other end said our own replica id: never dialled again */
 	bool stopping;     /* no more dials (exit, or the address left the membership) */
 	bool used;         /* the slot holds a link (p->out is a table of slots) */
-	bool from_dns;     /* found by --peer-dns: goes when the name stops naming it */
+	int source;        /* enum member_source: who named it (a dynamic one takes it away) */
 	unsigned fails;    /* dials failed in a row (backoff) */
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1]; /* the other's id, from its echo */
 	lws_sorted_usec_list_t sul_dial;
@@ -123,6 +123,10 @@ struct in_link {
 
 #define PEER_ADDRS_MAX CS_PEERDIR_MAX_PEERS
 
+/* Where a member came from: --peers (for good), --peer-dns or --peer-service (as long as they
+ * name it). */
+enum member_source { SRC_STATIC = 0, SRC_DNS = 1, SRC_SERVICE = 2 };
+
 /* A --peer-dns resolution on the worker pool. */
 struct dns_job {
 	struct cs_server *srv;
@@ -138,7 +142,8 @@ struct cs_peers {
 	size_t n_out;         /* slots ever used (a bound for loops) */
 	char dns_name[256];   /* --peer-dns: the name, its port */
 	int dns_port;
-	bool dns_known; /* the first answer arrived (readiness waits for it) */
+	bool dns_known;     /* the first answer arrived (readiness waits for it) */
+	bool service_known; /* the first EndpointSlice list arrived (the same) */
 	bool dns_failing;
 	lws_sorted_usec_list_t sul_dns;
 	struct in_link *in;    /* the edge-role sides of the links we dialled */
@@ -193,8 +198,14 @@ int cs_peers_configure(struct cs_server *srv)
 {
 	const struct cs_config *c = &srv->cfg;
 	bool dns = c->peer_dns && c->peer_dns[0];
-	if (c->peers.n == 0 && !dns)
+	bool svc = c->peer_service && c->peer_service[0];
+	if (c->peers.n == 0 && !dns && !svc)
 		return 0;
+	if (svc && (c->apiserver_url == NULL || c->apiserver_url[0] == '\0' ||
+	            strchr(c->peer_service, '/') == NULL)) {
+		st_err("--peer-service NAMESPACE/NAME needs --apiserver-url");
+		return -EINVAL;
+	}
 	if (!c->peer_cert || !c->peer_key || !c->peer_ca || !c->peer_server_ca) {
 		st_err("--peers and --peer-dns need --peer-cert, --peer-key, --peer-ca and "
 		       "--peer-server-ca");
@@ -336,20 +347,22 @@ static void dns_work(void *arg)
 		freeaddrinfo(res);
 }
 
-/* The loop: links to the addresses the name has now; those it lost go (no redial). */
-static void dns_apply(struct cs_server *srv, const struct dns_job *j)
+/* The loop: @source names these members now (@n addresses, each with its port): links to the
+ * new ones, and those it no longer names go (no redial). @host names them for SNI and logs. */
+static void members_apply(struct cs_server *srv, int source, const char *what, const char *name,
+                          const char (*addrs)[64], const int *ports, size_t n)
 {
 	struct cs_peers *p = peers_of(srv);
 	for (size_t i = 0; i < p->n_out; i++) {
 		struct out_link *l = &p->out[i];
-		if (!l->used || !l->from_dns || l->stopping)
+		if (!l->used || l->source != source || l->stopping)
 			continue;
 		bool kept = false;
-		for (size_t k = 0; k < j->n; k++)
-			kept |= strcmp(l->addr, j->addrs[k]) == 0;
+		for (size_t k = 0; k < n; k++)
+			kept |= strcmp(l->addr, addrs[k]) == 0 && l->port == ports[k];
 		if (kept)
 			continue;
-		st_info("peers: %s:%d left --peer-dns %s", l->addr, l->port, p->dns_name);
+		st_info("peers: %s:%d left %s", l->addr, l->port, what);
 		l->stopping = true;
 		lws_sul_cancel(&l->sul_dial);
 		if (l->wsi)
@@ -357,13 +370,13 @@ static void dns_apply(struct cs_server *srv, const struct dns_job *j)
 		else
 			l->used = false;
 	}
-	for (size_t k = 0; k < j->n; k++) {
+	for (size_t k = 0; k < n; k++) {
 		bool known = false;
 		size_t free_slot = PEER_ADDRS_MAX;
 		for (size_t i = 0; i < PEER_ADDRS_MAX; i++) {
 			struct out_link *l = &p->out[i];
-			if (l->used && !l->stopping && strcmp(l->addr, j->addrs[k]) == 0 &&
-			    l->port == p->dns_port)
+			if (l->used && !l->stopping && strcmp(l->addr, addrs[k]) == 0 &&
+			    l->port == ports[k])
 				known = true;
 			if (!l->used && free_slot == PEER_ADDRS_MAX)
 				free_slot = i;
@@ -374,15 +387,39 @@ static void dns_apply(struct cs_server *srv, const struct dns_job *j)
 		memset(l, 0, sizeof *l);
 		l->srv = srv;
 		l->used = true;
-		l->from_dns = true;
-		l->port = p->dns_port;
-		snprintf(l->host, sizeof l->host, "%s", p->dns_name);
-		snprintf(l->addr, sizeof l->addr, "%s", j->addrs[k]);
+		l->source = source;
+		l->port = ports[k];
+		/* the name for SNI and the certificate check (or --peer-server-name) */
+		snprintf(l->host, sizeof l->host, "%s", name ? name : addrs[k]);
+		snprintf(l->addr, sizeof l->addr, "%s", addrs[k]);
 		if (free_slot + 1 > p->n_out)
 			p->n_out = free_slot + 1;
-		st_info("peers: %s:%d found by --peer-dns %s", l->addr, l->port, p->dns_name);
+		st_info("peers: %s:%d found by %s", l->addr, l->port, what);
 		lws_sul_schedule(srv->ctx, 0, &l->sul_dial, dial, 1);
 	}
+}
+
+static void dns_apply(struct cs_server *srv, const struct dns_job *j)
+{
+	struct cs_peers *p = peers_of(srv);
+	int ports[PEER_ADDRS_MAX];
+	char host[300];
+	for (size_t k = 0; k < j->n; k++)
+		ports[k] = p->dns_port;
+	snprintf(host, sizeof host, "--peer-dns %s", p->dns_name);
+	members_apply(srv, SRC_DNS, host, p->dns_name, j->addrs, ports, j->n);
+}
+
+void cs__peers_service_members(struct cs_server *srv, const char (*addrs)[64], const int *ports,
+                               size_t n)
+{
+	struct cs_peers *p = peers_of(srv);
+	if (p == NULL || p->dir == NULL)
+		return;
+	char host[300];
+	snprintf(host, sizeof host, "--peer-service %s", srv->cfg.peer_service);
+	p->service_known = true;
+	members_apply(srv, SRC_SERVICE, host, NULL, addrs, ports, n);
 }
 
 static void on_dns_timer(lws_sorted_usec_list_t *sul);
@@ -589,6 +626,9 @@ bool cs_peers_ready(struct cs_server *srv, const char **why)
 	if (p == NULL || p->dir == NULL)
 		return true;
 	const char *missing = p->dns_name[0] && !p->dns_known ? p->dns_name : NULL;
+	if (missing == NULL && srv->cfg.peer_service && srv->cfg.peer_service[0] &&
+	    !p->service_known)
+		missing = srv->cfg.peer_service;
 	for (size_t i = 0; missing == NULL && i < p->n_out; i++) {
 		struct out_link *l = &p->out[i];
 		if (!l->used || l->stopping || l->self)
@@ -717,7 +757,7 @@ static int out_established(struct out_link *l, struct lws *wsi)
 static void out_closed(struct out_link *l, const char *why)
 {
 	l->wsi = NULL;
-	if (l->stopping && l->from_dns) {
+	if (l->stopping && l->source != SRC_STATIC) {
 		if (l->e != NULL) {
 			cs_peer_in_closed(l->e);
 			l->e = NULL;
@@ -730,7 +770,7 @@ static void out_closed(struct out_link *l, const char *why)
 		l->e = NULL;
 		st_warn("peers: link to %s lost (%s)", l->replica, why);
 		l->fails = 0; /* the first redial goes at once */
-	} else {
+	} else if (!l->self) {
 		l->fails++;
 		if (l->fails == 1 || l->fails % 32 == 0)
 			st_warn("peers: cannot reach %s:%d (%s); retrying", l->host, l->port, why);

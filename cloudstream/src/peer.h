@@ -82,6 +82,16 @@ int cs_peer_stream_open(struct cs_tunnel *link, const char *node, struct cs_endp
                         uint64_t type, cs_connect_payload_cb payload, void *user, char *msg,
                         size_t msg_cap);
 
+/* --peer-service NAMESPACE/NAME (peerwatch.c): list, then watch the Service's EndpointSlices
+ * on a pool of its own; each change sets the members (cs__peers_service_members). 0 or
+ * -ENOMEM. Stop before the context goes; completions from EVENT_WAIT_CANCELLED. */
+int cs_peerwatch_start(struct cs_server *srv);
+void cs_peerwatch_stop(struct cs_server *srv);
+void cs_peerwatch_run_completions(struct cs_server *srv);
+/* peer.c: the members --peer-service names now (@n addresses with their ports). */
+void cs__peers_service_members(struct cs_server *srv, const char (*addrs)[64], const int *ports,
+                               size_t n);
+
 /* The peer directory's figures on /metrics. */
 struct st_text;
 void cs_peers_metrics(struct st_text *t, const struct cs_server *srv);

@@ -402,6 +402,64 @@ def dns():
         h.close_env(env, failed)
 
 
+def service():
+    """--peer-service: the replicas are the endpoints of a headless Service's EndpointSlices,
+    listed then watched through the apiserver (peers/kube_endpointslices.py). cs-c's slice
+    appears later (a watch event: the others dial it); cs-b's slice is deleted (the others
+    stop dialling it, so it forgets their nodes)."""
+    sys.path.insert(0, h.PEERS)
+    import kube_endpointslices
+    env = h.Env("replicas-svc", nodes=("edge-1", "edge-2", "edge-3"))
+    failed = True
+    api = None
+    try:
+        ports = [free_port() for _ in NAMES]
+        env.fleet_ports = ports
+        token = os.path.join(env.dir, "token")
+        with open(token, "w") as f:
+            f.write("peer-watch-token\n")
+        api = kube_endpointslices.EndpointSlices(env.path("kubelet.crt"), env.path("kubelet.key"),
+                                                 "peer-watch-token")
+        for i in (0, 1):
+            api.put("cloud", "cloudstream-peers-%d" % i, "cloudstream-peers", ["127.0.0.1"],
+                    ports[i])
+        kubelet = h.start_kubelet(env)
+        cs = []
+        for i, name in enumerate(NAMES):
+            cs.append(h.start_cloudstream(env, name=name, extra=[
+                "--replica-id", name, "--peer-service", "cloud/cloudstream-peers",
+                "--apiserver-url", api.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
+                "--apiserver-token-file", token,
+                "--peer-cert", env.path("cloudstream-peer.crt"),
+                "--peer-key", env.path("cloudstream-peer.key"),
+                "--peer-ca", env.path("peer-ca.crt"),
+                "--peer-server-ca", env.path("tunnel-ca.crt"),
+                "--peer-server-name", "localhost", "--peer-sync-timeout", "3s"]))
+        for i, node in enumerate(("edge-1", "edge-2", "edge-3")):
+            h.start_edgestream(env, cs[i], kubelet, node=node)
+        fleet = type("F", (), {"cs": cs})()
+        # c is in no slice yet: nobody dials it (it learns no node), it dials a and b.
+        wait_directory(fleet, [2, 2, 0])
+        check(api.calls[:2] == ["list", "watch"], "calls %r" % api.calls[:4])
+        api.put("cloud", "cloudstream-peers-2", "cloudstream-peers", ["127.0.0.1"], ports[2])
+        wait_directory(fleet, [2, 2, 2])  # the watch event: a and b dial c
+        for p in cs:
+            for node in ("edge-1", "edge-2", "edge-3"):
+                logs(h.Api(env, p.ports["stream"]), node)
+        api.delete("cloud", "cloudstream-peers-1")
+        wait_directory(fleet, [2, 0, 2])  # nobody dials b now: b forgets the others' nodes
+        for p in cs:
+            check(env.stop(p) == 0, "%s exit status" % p.name)
+        print("service: members from EndpointSlices (list, then watch): a slice added is "
+              "dialled, a slice deleted is not any more; every node through every replica",
+              flush=True)
+        failed = False
+    finally:
+        if api:
+            api.close()
+        h.close_env(env, failed)
+
+
 def readiness():
     """/readyz waits for every peer's full list, at most --peer-sync-timeout (logged)."""
     env = h.Env("replicas-ready", nodes=())
@@ -588,4 +646,4 @@ def partition():
 
 
 if __name__ == "__main__":
-    sys.exit(h.run([mesh, failover, reconnect, partition, readiness, dns]))
+    sys.exit(h.run([mesh, failover, reconnect, partition, readiness, dns, service]))
