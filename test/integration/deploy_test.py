@@ -790,6 +790,9 @@ def test_rbac(objs):
     # --front-door-pod-ips: pods listed by IP (off in these manifests; deploy/README.md, "the
     # front door", names the rule: list pods).
     pod_ips_only = {"/api/v1/pods?fieldSelector=status.podIP%%3D%s"}
+    # --peer-service (the replicas from the peer Service's EndpointSlices; these manifests use
+    # --peer-dns): the Role cloudstream-peers grants its list and watch (checked below).
+    pod_ips_only |= {"/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices?labelSelector="}
     check(paths - webhook_only - nodes_only - serving_only - events - pod_ips_only ==
           {"/api/v1/namespaces/%s/pods/%s"},
           "cloudstream's API calls changed: %s; update the ClusterRole and this test"

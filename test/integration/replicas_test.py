@@ -18,6 +18,7 @@ Groups:
 """
 import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -583,13 +584,16 @@ def reconnect():
     def body(fleet):
         start_layout(fleet)
         # edge-1 (held by cs-a) is admitted again by cs-c: a second edge with the same
-        # certificate, as a reconnect to another replica looks.
+        # certificate, as a reconnect to another replica looks. The first edge is frozen
+        # (SIGSTOP), as the old side of a reconnect is: its tunnel stays open at cs-a, but it
+        # will not redial (two live edges of one node would take the node from each other).
+        first, _ = fleet.edges["edge-1"]
+        first.send_signal(signal.SIGSTOP)
         second = h.start_edgestream(fleet.env, fleet.cs[2], fleet.kubelet, node="edge-1",
                                     name="edge-1-again")
         wait_for(lambda: (metric(fleet.cs[0], "cloudstream_peer_stale_tunnels_closed_total")
                           or 0) >= 1, "cs-a closing its older tunnel of edge-1")
-        first, _ = fleet.edges["edge-1"]
-        first.kill()  # it would redial cs-a, and win back: the test is over for it
+        first.kill()
         first.wait()
         # Every replica sends edge-1's requests to cs-c now.
         wait_directory(fleet, [4, 4, 2])
@@ -621,7 +625,10 @@ def partition():
         for r in cut:
             r.set_cut(True)
         wait_directory(fleet, [1, 2, 0])
-        # Meanwhile edge-2 (held by cs-b) comes up on cs-c too: both hold it.
+        # Meanwhile edge-2 (held by cs-b) comes up on cs-c too: both hold it. The old edge is
+        # frozen (SIGSTOP): its tunnel stays open at cs-b, and it will not redial.
+        first, _ = fleet.edges["edge-2"]
+        first.send_signal(signal.SIGSTOP)
         second = h.start_edgestream(fleet.env, fleet.cs[2], fleet.kubelet, node="edge-2",
                                     name="edge-2-on-c")
         for i in range(3):
@@ -631,7 +638,6 @@ def partition():
         # Healed: the resync makes cs-c's newer tunnel win; cs-b closes its own.
         wait_for(lambda: (metric(fleet.cs[1], "cloudstream_peer_stale_tunnels_closed_total")
                           or 0) >= 1, "cs-b closing its stale tunnel of edge-2")
-        first, _ = fleet.edges["edge-2"]
         first.kill()
         first.wait()
         wait_directory(fleet, [3, 5, 2], timeout=15)
