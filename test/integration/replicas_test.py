@@ -531,8 +531,21 @@ def mesh():
             status, text = upgrade(fleet, 1, cert, path)
             check(status == 403 and want in text, "%s at %s: %d %r" % (cert, path, status,
                                                                         text[:200]))
-        print("mesh: %d requests over 5 nodes x 3 replicas, %d forwarded: all identical" % (
-            n, out), flush=True)
+        # A request addressed only by the node's IP (a DNAT'd one, or Host: <node IP>): the
+        # directory carries the IP SANs of the node's certificate to every replica.
+        env = fleet.env
+        env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-6"),
+                 "--node", "edge-6", "--ip", "10.99.0.6")
+        h.start_edgestream(env, fleet.cs[2], fleet.kubelet, node="edge-6")
+        held = [sum(1 for _, (i, _) in LAYOUT.items() if i == r) for r in range(3)]
+        wait_directory(fleet, [len(LAYOUT) - held[0] + 1, len(LAYOUT) - held[1] + 1,
+                               len(LAYOUT) - held[2]])
+        for r in range(3):
+            status, body_ = get(fleet.api(r), "10.99.0.6", "/metrics")
+            check(status == 200 and body_ == direct, "edge-6 by IP via %s: %d" % (NAMES[r],
+                                                                                 status))
+        print("mesh: %d requests over 5 nodes x 3 replicas, %d forwarded: all identical; a "
+              "node addressed by its IP alone through every replica" % (n, out), flush=True)
     with_fleet("replicas-mesh", body)
 
 
