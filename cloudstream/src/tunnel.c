@@ -298,8 +298,8 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 
 /* ---- draining: the edges move to another replica (PROTOCOL.md §5.6) ------------------- */
 
-/* How many of a moving edge's new tunnels this draining replica refuses before it stops
- * waiting for the move (a load balancer with no other replica behind it). */
+/* Without peers: how many of a moving edge's new tunnels this draining replica refuses before
+ * it stops waiting for the move (a load balancer with no other replica behind it). */
 #define CS_MOVE_REFUSALS_MAX 3u
 /* A moved tunnel (the node's newer tunnel is up on a peer) closes once it carried no stream
  * for this long: a peer whose directory is a few ms behind may still forward a request here,
@@ -389,7 +389,10 @@ void cs_tunnels_drain(struct cs_server *srv)
 void cs_tunnel_move_refused(struct cs_server *srv, const char *node)
 {
 	struct cs_tunnel *t = cs_registry_get(srv->reg, node, strlen(node));
-	if (t == NULL || !t->moving || ++t->move_refusals < CS_MOVE_REFUSALS_MAX)
+	/* With peers, another replica exists: the balancer has not seen /readyz fail yet (a
+	 * kubelet probe period or two), and the move is waited for, up to the drain timeout. */
+	if (t == NULL || !t->moving || srv->peers != NULL ||
+	    ++t->move_refusals < CS_MOVE_REFUSALS_MAX)
 		return;
 	st_log(ST_LOG_INFO, t->node, 0,
 	       "draining: the edge's new tunnels came back here %u times (no other replica "

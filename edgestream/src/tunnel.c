@@ -431,6 +431,7 @@ static void on_reconnect(struct st_session *s, uint64_t drain_ms, void *user)
 	}
 	n->spare = false;
 	n->round_fails = 0;
+	n->move_fails = 0;
 	es_backoff_reset(&n->backoff);
 	n->url_i = es->n_urls > 0 ? (t->url_i + 1) % es->n_urls : 0;
 	t->retiring = true;
@@ -485,6 +486,7 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	t->connected = true;
 	t->dialing = false;
 	t->round_fails = 0;
+	t->move_fails = 0;
 	t->rx_paused = false;
 	t->connected_ms = es_now_ms();
 	t->bytes_in = t->bytes_out = 0;
@@ -524,6 +526,7 @@ static void end_streams(struct es_tunnel *t)
 /* While a move is under way (another tunnel of ours retires and is up), a refused dial of the
  * new tunnel is tried again after this long, not after the backoff. */
 #define ES_MOVE_RETRY_MS 100u
+#define ES_MOVE_RETRIES  10u
 
 static bool moving(const struct es_tunnel *t)
 {
@@ -579,9 +582,10 @@ static void down(struct es_tunnel *t, int err, const char *why)
 	} else if (was_up) {
 		t->round_fails = 0;
 		retry = es_backoff_after_up(&t->backoff, es_now_ms() - t->connected_ms);
-	} else if (moving(t)) {
+	} else if (moving(t) && ++t->move_fails <= ES_MOVE_RETRIES) {
 		/* The new tunnel of a move was refused (the balancer sent it back to the draining
-		 * replica, which refuses upgrades): the old one still serves, try again soon. */
+		 * replica, which refuses upgrades): the old one still serves, try again soon; then
+		 * as any failed dial (a balancer slow to see /readyz fail, a lone replica). */
 		retry = ES_MOVE_RETRY_MS;
 	} else if (++t->round_fails >= es->n_urls) {
 		t->round_fails = 0;

@@ -41,6 +41,7 @@ struct es_tunnel {
 	int cloud_port;
 	size_t url_i;         /* es->urls entry of the current (or next) dial */
 	unsigned round_fails; /* dials failed since the last tunnel up (a round: n_urls) */
+	unsigned move_fails;  /* dials of a move refused so far (retried soon, then backoff) */
 	char addr[64];        /* cloud_host resolved (a worker's getaddrinfo), dialled */
 	bool resolving;       /* a resolve job for dial_gen runs; counts as dialling */
 	uint64_t dial_gen;    /* bumped per dial: a late resolve result is dropped */
