@@ -524,8 +524,9 @@ def test_rollout_strategy(objs):
           peers["selector"] == sel and [p["port"] for p in peers["ports"]] == [10004],
           "the peer Service: headless, not-ready pods published, the tunnel port: %s" % peers)
     cfg = load_config(find(objs, "ConfigMap", "cloudstream-config")["data"]["cloudstream.yaml"])
-    check(cfg.get("peer-dns") == "cloudstream-peers.cloudstream.svc.cluster.local:10004",
-          "peer-dns %r: the peer Service's name" % cfg.get("peer-dns"))
+    check(cfg.get("peer-service") == "cloudstream/cloudstream-peers" and
+          [p["name"] for p in peers["ports"]] == ["tunnel"],
+          "peer-service %r: the peer Service, its port named tunnel" % cfg.get("peer-service"))
     (c,) = dep["template"]["spec"]["containers"]
     check("--replica-id=$(POD_NAME)" in c["args"], "each replica's id is its pod's name")
     # At 2,000 nodes the rollout goes in waves of maxUnavailable:
@@ -790,8 +791,8 @@ def test_rbac(objs):
     # --front-door-pod-ips: pods listed by IP (off in these manifests; deploy/README.md, "the
     # front door", names the rule: list pods).
     pod_ips_only = {"/api/v1/pods?fieldSelector=status.podIP%%3D%s"}
-    # --peer-service (the replicas from the peer Service's EndpointSlices; these manifests use
-    # --peer-dns): the Role cloudstream-peers grants its list and watch (checked below).
+    # peer-service (the replicas from the peer Service's EndpointSlices, as these manifests
+    # configure): the Role cloudstream-peers grants its list and watch (checked below).
     pod_ips_only |= {"/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices?labelSelector="}
     check(paths - webhook_only - nodes_only - serving_only - events - pod_ips_only ==
           {"/api/v1/namespaces/%s/pods/%s"},
