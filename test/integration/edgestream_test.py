@@ -357,6 +357,13 @@ def h2_head_conversion(chain):
     check(st == 503 and body == b"status 503 from the kubelet\n", "503: %d %r" % (st, body))
 
 
+def h2_big_body(chain, n=32 << 20):
+    """32 MiB through 16 KiB stream windows, compared by the stand-in's sha256 (a Content-Length
+    answer: relayed as is, not chunked). The rate is printed for the record (ASan, Python h2)."""
+    rate = cst.throughput(chain, "/bytes?n=%d&seed=3" % n, n, verify=True)
+    print("     h2 body: %.1f MB/s" % rate, flush=True)
+
+
 def h2_stalled_beside_active(chain):
     """A follower whose client reads nothing (an endless /stream on the same h2 connection)
     beside an active follower and metrics once every 0.2 s: the stalled stream's kubelet writer
@@ -451,6 +458,7 @@ def group_h2():
             ("status_passthrough", lambda: cst.status_passthrough(chain)),
             ("keep_alive", lambda: cst.keep_alive(chain)),
             ("shared_connection", lambda: h2_shared_connection(chain)),
+            ("body_32mib_sha256", lambda: h2_big_body(chain)),
             ("stalled_beside_active", lambda: h2_stalled_beside_active(chain)),
             ("goaway", lambda: h2_goaway(chain)),
             ("edge_exits_clean", lambda: exits_clean(chain)),
