@@ -153,6 +153,13 @@ static int dial(struct h2c *c);
 /* Where a stream can ride: an open or opening connection with room (the kubelet's
  * SETTINGS_MAX_CONCURRENT_STREAMS, or PENDING_STREAMS before its SETTINGS), else a new one.
  * 0, or -1 when the stream was failed (@s freed). */
+uint32_t es__h2_max_streams(const struct h2c *c)
+{
+	return c->settled ? nghttp2_session_get_remote_settings(
+	                            c->sess, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+	                  : PENDING_STREAMS;
+}
+
 int es__h2_place(struct h2s *s)
 {
 	struct edgestream *es = s->st->es;
@@ -160,15 +167,12 @@ int es__h2_place(struct h2s *s)
 	for (c = es->h2conns; c; c = c->next) {
 		if (c->goaway || c->wsi == NULL)
 			continue;
-		uint32_t max = c->sess ? nghttp2_session_get_remote_settings(
-		                                 c->sess, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
-		                       : PENDING_STREAMS;
-		if (c->nstreams < max)
+		if (c->nstreams < es__h2_max_streams(c))
 			break;
 	}
 	if (c) {
 		es__h2_attach(s, c);
-		return c->state == H2C_OPEN ? es__h2_submit(s) : 0;
+		return c->settled ? es__h2_submit(s) : 0;
 	}
 	c = calloc(1, sizeof *c);
 	if (c == NULL) {
@@ -345,11 +349,8 @@ static int rx(struct h2c *c, const uint8_t *in, size_t len)
 			return -1;
 		}
 		c->state = H2C_OPEN;
-		/* The waiting requests go; one that fails leaves the list. */
-		for (struct h2s *s = c->streams, *next; s; s = next) {
-			next = s->next;
-			es__h2_submit(s);
-		}
+		/* The waiting requests go once the kubelet's SETTINGS say how many may
+		 * (es__h2_settled). */
 		if (c->nstreams == 0) {
 			c->was_idle = true;
 			es__h2_arm(c, es->cfg.kubelet_idle_timeout_ms);

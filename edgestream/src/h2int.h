@@ -35,6 +35,7 @@ struct h2c {
 	nghttp2_session *sess; /* once open */
 	struct h2s *streams;   /* riding it, or waiting for it to open */
 	unsigned nstreams;
+	bool settled;    /* the kubelet's first SETTINGS came: requests may go */
 	bool goaway;     /* no new streams (GOAWAY either way, or an error) */
 	bool was_idle;   /* it had no stream at some point: a close may have raced a request */
 	bool in_connect; /* inside lws_client_connect_via_info() */
@@ -66,6 +67,9 @@ void es__h2_kick(struct h2c *c);             /* ask for WRITEABLE: nghttp2 has f
 /* Where a stream can ride (an open or opening connection with room, else a new one); sent at
  * once on an open one. 0, or -1 when the stream was failed (@s freed). */
 int es__h2_place(struct h2s *s);
+/* How many streams @c may carry: the kubelet's SETTINGS_MAX_CONCURRENT_STREAMS once it said,
+ * PENDING_STREAMS before. */
+uint32_t es__h2_max_streams(const struct h2c *c);
 
 /* h2stream.c */
 void es__h2_attach(struct h2s *s, struct h2c *c);

@@ -174,6 +174,27 @@ static int head_done(struct h2s *s)
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
 {
 	struct h2c *c = user;
+	if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK) &&
+	    !c->settled) {
+		/* The kubelet's first SETTINGS: the requests that waited for the connection go, as
+		 * many as it allows; the others find room elsewhere (a new connection at worst)
+		 * rather than queue behind streams that may never end (follows). */
+		c->settled = true;
+		uint32_t max = es__h2_max_streams(c), sent = 0;
+		for (struct h2s *w = c->streams, *next; w; w = next) {
+			next = w->next;
+			if (w->id > 0)
+				continue;
+			if (sent < max) {
+				sent++;
+				es__h2_submit(w); /* one that fails leaves the list */
+			} else {
+				es__h2_detach(w);
+				es__h2_place(w);
+			}
+		}
+		return 0;
+	}
 	if (frame->hd.type == NGHTTP2_GOAWAY) {
 		/* No new streams here; the ones it did not take come back as REFUSED_STREAM. */
 		c->goaway = true;

@@ -357,6 +357,36 @@ def h2_head_conversion(chain):
     check(st == 503 and body == b"status 503 from the kubelet\n", "503: %d %r" % (st, body))
 
 
+def h2_streams_limit(chain, n=7):
+    """The stand-in allows 3 concurrent streams a connection (--h2-max-streams 3): 7 requests
+    held open ride 3 connections, 3 + 3 + 1, not 7 (nor 1 with 4 queued behind streams that
+    may never end). First all 7 at once on a fresh edge (they wait for the first connection,
+    which takes 3 once the kubelet's SETTINGS say so), then 7 one after another."""
+    for at_once in (True, False):
+        socks, ports = [], []
+        for _ in range(n):
+            s = chain.api.connect(timeout=10)
+            s.sendall(h.head("GET", "/conn?hold=6", [("Host", "edge-1:10350")]))
+            socks.append(s)
+            if not at_once:
+                ports.append(read_conn_port(s))
+        if at_once:
+            ports = [read_conn_port(s) for s in socks]
+        for s in socks:
+            s.close()
+        counts = sorted((ports.count(p) for p in set(ports)), reverse=True)
+        check(counts == [3, 3, 1], "streams per connection (%s): %r" % (
+            "at once" if at_once else "in turn", counts))
+        time.sleep(0.5)  # the cancelled streams leave their connections
+
+
+def read_conn_port(s):
+    status, hdrs, rest = h.read_head(s)
+    check(status == 200, "/conn: status %d" % status)
+    buf = h.recv_until(s, lambda b: re.search(rb"\r\n(\d+)\n", b) is not None, rest)
+    return int(re.search(rb"\r\n(\d+)\n", buf).group(1))
+
+
 def h2_big_body(chain, n=32 << 20):
     """32 MiB through 16 KiB stream windows, compared by the stand-in's sha256 (a Content-Length
     answer: relayed as is, not chunked). The rate is printed for the record (ASan, Python h2)."""
@@ -475,6 +505,29 @@ def group_h2():
         ]))
     finally:
         chain.close(rc != 0)
+    if rc:
+        return rc
+    chain = Chain("es-h2-limit", kubelet_extra=("--h2", "--h2-max-streams", "3"))
+    try:
+        rc = h.run(cst.named("h2", [
+            ("streams_limit", lambda: h2_streams_limit(chain)),
+        ]))
+    finally:
+        chain.close(rc != 0)
+    if rc:
+        return rc
+    # A KubeEdge (base-protocol) cloud: logs and metrics carry the body only, de-chunked, as
+    # over HTTP/1.1.
+    c = BaseChain("es-h2-base", kubelet_extra=("--h2",))
+    try:
+        rc = h.run(cst.named("h2_base", [
+            ("logs_body_only", lambda: base_logs_body_only(c)),
+            ("metrics_body_only", lambda: base_metrics_body_only(c)),
+            ("proto", lambda: check(
+                c.cloud.open(tp.METRIC, "/proto", "", {}).read_all() == b"h2", "not over h2")),
+        ]))
+    finally:
+        c.close()
     if rc:
         return rc
     chain = Chain("es-h2-off", kubelet_extra=("--h2",), edge_extra=("--kubelet-http2", "off"))
@@ -614,10 +667,10 @@ def group_stall():
 # ---- base: an unmodified KubeEdge cloud ----------------------------------------------------
 
 class BaseChain:
-    def __init__(self):
-        self.env = h.Env("es-base", nodes=("edge-1",))
+    def __init__(self, tag="es-base", kubelet_extra=()):
+        self.env = h.Env(tag, nodes=("edge-1",))
         try:
-            self.kubelet = h.start_kubelet(self.env)
+            self.kubelet = h.start_kubelet(self.env, extra=kubelet_extra)
             self.cloud = KubeEdgeCloud(self.env.path("cloudstream-tunnel.crt"),
                                        self.env.path("cloudstream-tunnel.key"),
                                        self.env.path("tunnel-ca.crt")).start()

@@ -34,6 +34,7 @@ With --h2 it also speaks HTTP/2 (ALPN h2, then http/1.1, as the kubelet's Go ser
 them; python3-h2), on the same paths but the upgrades: SETTINGS_MAX_CONCURRENT_STREAMS
 --h2-max-streams (250, Go's default), flow control obeyed per stream. Extra paths:
   /proto                "h2" or "http/1.1": what carried the request
+  /conn?hold=S          the client port at once, the end of the answer S seconds later
   /goaway               answers, then GOAWAY (last stream: this one) and closes the connection
                         a second later, a kubelet going away
 The ready file gets the bound port. SIGTERM stops it.
@@ -325,7 +326,14 @@ class H2Server:
         elif path == "/proto":
             await self.whole(sid, 200, b"h2")
         elif path == "/conn":
-            await self.whole(sid, 200, b"%d" % self.writer.get_extra_info("peername")[1])
+            port = b"%d\n" % self.writer.get_extra_info("peername")[1]
+            if "hold" not in q:
+                await self.whole(sid, 200, port)
+                return
+            self.head(sid, 200)  # the port now, the end only after hold seconds
+            await self.send(sid, port)
+            await asyncio.sleep(float(q["hold"][0]))
+            await self.send(sid, b"", end=True)
         elif path == "/headers":
             await self.whole(sid, 200, json.dumps(
                 {k: v for k, v in headers if not k.startswith(":")}).encode(),
