@@ -384,9 +384,11 @@ class H2Server:
     async def run(self):
         import h2.events
         import h2.settings
+        # The limit in the first SETTINGS, as Go's server sends it (not in a second one).
+        self.conn.local_settings = h2.settings.Settings(
+            client=False,
+            initial_values={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
         self.conn.initiate_connection()
-        self.conn.update_settings(
-            {h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
         self.flush()
         try:
             while True:
