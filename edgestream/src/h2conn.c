@@ -225,7 +225,7 @@ static void c_fail_early(struct h2c *c, uint64_t code, const char *why)
 	if (c->in_connect) {
 		if (!c->connect_failed) {
 			c->connect_failed = true;
-			snprintf(c->connect_error, sizeof c->connect_error, "%s", why);
+			snprintf(c->connect_error, sizeof c->connect_error, "%.290s", why);
 		}
 		return;
 	}
