@@ -27,6 +27,7 @@
 #include <stream/err.h>
 #include <stream/frame.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 #include <stream/reasm.h>
 #include <stream/status.h>
 
@@ -222,6 +223,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	}
 	t->srv = srv;
 	t->wsi = wsi;
+	st_loop_write_soon_watch(srv->loop, wsi); /* PONGs without a POLLOUT round trip */
 	t->caps = sc.caps;
 	t->ordinal = ++srv->next_ordinal;
 	t->next_stream_id = 1;
@@ -609,6 +611,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return *slot ? cs__tunnel_writeable(*slot) : -1;
 	case LWS_CALLBACK_CLOSED:
+		st_loop_write_soon_forget(srv->loop, wsi);
 		if (*slot) {
 			tunnel_closed(srv, *slot);
 			*slot = NULL;

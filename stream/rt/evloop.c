@@ -17,16 +17,28 @@
  *    a timer callback: a connection resumed from a timer waited for some unrelated socket. The
  *    tick makes one (lws_cancel_service()), so that work waits at most a tick.
  * 50 wake-ups a second cost nothing measurable.
+ *
+ * Writes in the round that asked for them (st_loop_write_soon): lws asks for POLLOUT before
+ * every write it makes, its PONG to an edge's PING included, and drops it after, so each PONG
+ * cost two epoll_ctl and two more rounds. libev applies watcher changes to epoll only at the
+ * start of the next round, so a write watcher started and stopped within one round costs no
+ * system call: after the round's callbacks we feed EV_WRITE to the fds a small TLS record
+ * arrived on (twice: lws writes the PONG on the first, and keeps POLLOUT on until the second
+ * finds nothing left). A fd whose write watcher is not started ignores the feed; a socket
+ * that turns out full makes lws keep the rest and wait for POLLOUT as before.
  */
 #include <stream/err.h>
 #include <stream/loop.h>
 
 #include <ev.h>
 #include <libwebsockets.h>
+#include <openssl/ssl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ST_LOOP_TICK_MS 20
+#define ST_LOOP_TICK_MS         20
+#define ST_LOOP_SOON_RECORD_MAX 512 /* bytes: a PING's record, not a bulk one */
 
 struct st_loop {
 	struct lws_context *ctx;
@@ -35,7 +47,102 @@ struct st_loop {
 	struct ev_timer bound;            /* st_loop_run's @timeout_ms on libev */
 	lws_sorted_usec_list_t sul_bound; /* ... and on lws's poll loop */
 	lws_sorted_usec_list_t sul_tick;  /* libev only: see the top of this file */
+	int *soon;                        /* fds to feed EV_WRITE after this round (-1: gone) */
+	size_t soon_n, soon_cap;
+	uint8_t *soon_bits; /* one bit per fd: already in @soon */
+	size_t soon_bits_n; /* bytes */
 };
+
+static void soon_add(struct st_loop *l, int fd)
+{
+	if (fd < 0)
+		return;
+	size_t byte = (size_t)fd / 8;
+	if (byte >= l->soon_bits_n) {
+		size_t n = byte + 1 > 2 * l->soon_bits_n ? byte + 1 : 2 * l->soon_bits_n;
+		uint8_t *b = realloc(l->soon_bits, n);
+		if (b == NULL)
+			return; /* then it waits for POLLOUT, as without us */
+		memset(b + l->soon_bits_n, 0, n - l->soon_bits_n);
+		l->soon_bits = b;
+		l->soon_bits_n = n;
+	}
+	uint8_t bit = (uint8_t)(1u << ((unsigned)fd % 8));
+	if (l->soon_bits[byte] & bit)
+		return;
+	if (l->soon_n == l->soon_cap) {
+		size_t cap = l->soon_cap ? 2 * l->soon_cap : 64;
+		int *s = realloc(l->soon, cap * sizeof *s);
+		if (s == NULL)
+			return;
+		l->soon = s;
+		l->soon_cap = cap;
+	}
+	l->soon_bits[byte] |= bit;
+	l->soon[l->soon_n++] = fd;
+}
+
+static void soon_forget(struct st_loop *l, int fd)
+{
+	if (fd < 0 || (size_t)fd / 8 >= l->soon_bits_n)
+		return;
+	uint8_t bit = (uint8_t)(1u << ((unsigned)fd % 8));
+	if (!(l->soon_bits[(size_t)fd / 8] & bit))
+		return;
+	l->soon_bits[(size_t)fd / 8] &= (uint8_t)~bit;
+	for (size_t i = 0; i < l->soon_n; i++)
+		if (l->soon[i] == fd)
+			l->soon[i] = -1; /* closed: its number may be reused in this round */
+}
+
+/* libev's invoke-pending hook: the round's callbacks, then the writes they asked for. */
+static void invoke_pending(struct ev_loop *ev)
+{
+	struct st_loop *l = ev_userdata(ev);
+	ev_invoke_pending(ev);
+	for (int pass = 0; pass < 2 && l->soon_n > 0; pass++) {
+		for (size_t i = 0; i < l->soon_n; i++)
+			if (l->soon[i] >= 0)
+				ev_feed_fd_event(ev, l->soon[i], EV_WRITE);
+		ev_invoke_pending(ev);
+	}
+	for (size_t i = 0; i < l->soon_n; i++)
+		if (l->soon[i] >= 0)
+			l->soon_bits[(size_t)l->soon[i] / 8] = 0;
+	l->soon_n = 0;
+}
+
+/* OpenSSL's message callback: a small record read on a watched connection. */
+static void on_tls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
+                       SSL *ssl, void *arg)
+{
+	(void)version;
+	if (write_p || content_type != SSL3_RT_HEADER || len < SSL3_RT_HEADER_LENGTH)
+		return;
+	const uint8_t *h = buf;
+	if (((size_t)h[3] << 8 | h[4]) <= ST_LOOP_SOON_RECORD_MAX)
+		soon_add(arg, SSL_get_fd(ssl));
+}
+
+void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi)
+{
+	SSL *ssl = l->ev ? lws_get_ssl(wsi) : NULL;
+	if (ssl == NULL)
+		return;
+	SSL_set_msg_callback_arg(ssl, l);
+	SSL_set_msg_callback(ssl, on_tls_msg);
+}
+
+void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi)
+{
+	if (l->ev == NULL)
+		return;
+	SSL *ssl = lws_get_ssl(wsi);
+	if (ssl == NULL)
+		return;
+	SSL_set_msg_callback(ssl, NULL);
+	soon_forget(l, SSL_get_fd(ssl));
+}
 
 static void on_tick(lws_sorted_usec_list_t *sul)
 {
@@ -72,6 +179,8 @@ int st_loop_context_new(struct st_loop **out, struct lws_context **ctx,
 		/* epoll only: libev's select/poll backends would bring the O(N) round back. */
 		l->ev = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 		if (l->ev != NULL) {
+			ev_set_userdata(l->ev, l);
+			ev_set_invoke_pending_cb(l->ev, invoke_pending);
 			l->foreign[0] = l->ev;
 			info->foreign_loops = l->foreign;
 			info->options |= LWS_SERVER_OPTION_LIBEV;
@@ -133,5 +242,7 @@ void st_loop_destroy(struct st_loop *l)
 	lws_context_destroy(l->ctx);
 	if (l->ev != NULL)
 		ev_loop_destroy(l->ev);
+	free(l->soon);
+	free(l->soon_bits);
 	free(l);
 }

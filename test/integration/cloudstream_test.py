@@ -495,6 +495,57 @@ def sighup_reload(chain):
 
 # ---- groups -----------------------------------------------------------------------------------
 
+def pings_answered_at_once(chain, n=200):
+    """Every PING an edge sends is answered with its PONG, payload intact and in order, while
+    cloudstream writes lws's PONGs in the round that read the PING (stream/rt/evloop.c feeds
+    EV_WRITE itself). Guards that path's correctness; the system calls it saves are measured
+    by test/bench/loop_bench.py (strace), not here."""
+    env = chain.env
+    ctx = ssl.create_default_context(cafile=env.path("tunnel-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("node-edge-2") + ".crt", env.path("node-edge-2") + ".key")
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", chain.cloud.ports["tunnel"]),
+                                                 timeout=5))
+    try:
+        s.sendall(h.head("GET", "/v1/kubeedge/connect",
+                         [("Host", "cloud"), ("Connection", "Upgrade"), ("Upgrade", "websocket"),
+                          ("Sec-WebSocket-Version", "13"),
+                          ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")]))
+        status, _, rest = h.read_head(s)
+        check(status == 101, "upgrade: status %d" % status)
+        buf = bytearray(rest)
+
+        def frame(op, payload):
+            key = os.urandom(4)
+            return (bytes([0x80 | op, 0x80 | len(payload)]) + key
+                    + bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
+
+        def next_frame():
+            while True:
+                if len(buf) >= 2 and len(buf) >= 2 + (buf[1] & 0x7F):
+                    op, ln = buf[0] & 0x0F, buf[1] & 0x7F
+                    check(ln < 126 and not buf[1] & 0x80, "unexpected frame %r" % bytes(buf[:4]))
+                    payload = bytes(buf[2:2 + ln])
+                    del buf[:2 + ln]
+                    return op, payload
+                chunk = s.recv(4096)
+                check(chunk, "tunnel closed while waiting for a PONG")
+                buf.extend(chunk)
+
+        worst = 0.0
+        for i in range(n):
+            payload = b"ping-%d" % i
+            t0 = time.monotonic()
+            s.sendall(frame(0x9, payload))
+            op, got = next_frame()
+            worst = max(worst, time.monotonic() - t0)
+            check(op == 0xA and got == payload, "PING %d: got op %d %r" % (i, op, got))
+        check(worst < 0.5, "slowest PONG %.1f ms" % (worst * 1000))
+        print("     %d PINGs answered, slowest PONG %.2f ms" % (n, worst * 1000))
+    finally:
+        s.close()
+
+
 def group_base():
     chain = Chain("cs-base", "base", edge_extra=("--send-remove", "4242"))
     rc = 1
@@ -512,6 +563,7 @@ def group_base():
             ("removes_once_each_way", lambda: base_removes_once_each_way(chain)),
             ("exec_bulk_4mib", lambda: exec_bulk(chain, 4 << 20)),
             ("upload_only", lambda: upload_only(chain, 8 << 20)),
+            ("pings_answered_at_once", lambda: pings_answered_at_once(chain)),
         ]))
         check_clean_exit(chain)
         return rc

@@ -55,6 +55,17 @@ const char *st_loop_kind_name(enum st_loop_kind kind);
  */
 int st_loop_run(struct st_loop *l, int timeout_ms);
 
+/*
+ * st_loop_write_soon_watch() - on the epoll loop, when a small TLS record (a PING's) is read
+ * on @wsi (a TLS connection), POLLOUT lws asked for meanwhile is served in the same round, with
+ * no epoll_ctl: lws's PONG goes out without the two system calls and two rounds of a POLLOUT
+ * round trip (rt/evloop.c). Call once the connection is established;
+ * st_loop_write_soon_forget() before it is closed (its CLOSED callback). No-op on lws's poll
+ * loop or a connection without TLS.
+ */
+void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi);
+void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi);
+
 /* st_loop_destroy() - lws_context_destroy() (every connection's callbacks run), then the
  * loop itself. NULL is fine. */
 void st_loop_destroy(struct st_loop *l);
