@@ -66,6 +66,16 @@ static void render_metrics(struct st_text *t, void *user)
 	               "Sessions replaced by a reconnect of the same node.");
 	st_text_put(t, "cloudstream_sessions_replaced_total %llu\n",
 	            (unsigned long long)m->sessions_replaced);
+	st_text_metric(t, "cloudstream_drain_moves_total", "counter",
+	               "Edges asked to move to another replica while draining (RECONNECT: a new "
+	               "tunnel first; CLOSE_CONNECT: KubeEdge edges, once their streams ended).");
+	st_text_put(t, "cloudstream_drain_moves_total{how=\"reconnect\"} %llu\n",
+	            (unsigned long long)m->drain_moves[1]);
+	st_text_put(t, "cloudstream_drain_moves_total{how=\"close_connect\"} %llu\n",
+	            (unsigned long long)m->drain_moves[0]);
+	st_text_metric(t, "cloudstream_drain_edges_moving", "gauge",
+	               "Draining: edges whose move is not over (their tunnel still here).");
+	st_text_put(t, "cloudstream_drain_edges_moving %zu\n", srv->tun.moving);
 	st_text_metric(t, "cloudstream_sessions_rejected_total", "counter",
 	               "Tunnel upgrades refused (identity, path, limits, draining).");
 	st_text_put(t, "cloudstream_sessions_rejected_total %llu\n",

@@ -37,8 +37,10 @@
 
 /* Counters behind /metrics. Gauges are computed when scraped. */
 struct cs_metrics {
-	uint64_t sessions_total[2];                /* [0] base protocol, [1] extensions */
-	uint64_t sessions_replaced;                /* a reconnect replaced a live session */
+	uint64_t sessions_total[2]; /* [0] base protocol, [1] extensions */
+	uint64_t sessions_replaced; /* a reconnect replaced a live session */
+	uint64_t drain_moves
+	        [2]; /* draining: edges asked to move, [0] CLOSE_CONNECT, [1] RECONNECT */
 	uint64_t sessions_rejected;                /* refused upgrades (identity, path, limits) */
 	uint64_t tunnel_refusals[CS_REFUSE_COUNT]; /* the same, by reason (identity.h) */
 	uint64_t tunnels_closed_denied;            /* closed by a deny-list reload */

@@ -300,9 +300,11 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 
 /* ---- draining: the edges move to another replica (PROTOCOL.md §5.6) ------------------- */
 
-/* Without peers: how many of a moving edge's new tunnels this draining replica refuses before
- * it stops waiting for the move (a load balancer with no other replica behind it). */
+/* How many of a moving edge's new tunnels this draining replica refuses before it stops
+ * waiting for the move (a load balancer with no other replica behind it, an edge that dials
+ * this replica's own address); with peers, not before this long after SIGTERM either. */
 #define CS_MOVE_REFUSALS_MAX 3u
+#define CS_MOVE_PATIENCE_MS  5000u
 /* A moved tunnel (the node's newer tunnel is up on a peer) closes once it carried no stream
  * for this long: a peer whose directory is a few ms behind may still forward a request here,
  * and it is served on this tunnel rather than refused. */
@@ -339,6 +341,7 @@ static void on_move_check(lws_sorted_usec_list_t *sul)
 	char text[200];
 	snprintf(text, sizeof text, "cloudstream %.128s is draining", srv->replica);
 	t->close_sent = st_session_close_tunnel(t->sess, text) == 0;
+	srv->m.drain_moves[0] += t->close_sent;
 	st_log(ST_LOG_INFO, t->node, 0, "draining: CLOSE_CONNECT sent, the edge redials elsewhere");
 	cs__tunnel_kick(t);
 	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, 1);
@@ -376,6 +379,7 @@ void cs_tunnels_drain(struct cs_server *srv)
 		if ((t->caps & ST_CAP_RECONNECT) &&
 		    st_session_reconnect(t->sess, srv->cfg.drain_timeout_ms) == 0) {
 			asked++;
+			srv->m.drain_moves[1]++;
 			cs__tunnel_kick(t);
 		} else {
 			t->caps &= ~(uint32_t)ST_CAP_RECONNECT; /* the base way, then */
@@ -391,10 +395,14 @@ void cs_tunnels_drain(struct cs_server *srv)
 void cs_tunnel_move_refused(struct cs_server *srv, const char *node)
 {
 	struct cs_tunnel *t = cs_registry_get(srv->reg, node, strlen(node));
-	/* With peers, another replica exists: the balancer has not seen /readyz fail yet (a
-	 * kubelet probe period or two), and the move is waited for, up to the drain timeout. */
-	if (t == NULL || !t->moving || srv->peers != NULL ||
-	    ++t->move_refusals < CS_MOVE_REFUSALS_MAX)
+	/* With peers, another replica exists, and the balancer may not have seen /readyz fail
+	 * yet (a probe period, then the endpoints' propagation): patience for a while. An edge
+	 * that dials this replica by its own address never gets anywhere else, though. */
+	if (!srv->draining)
+		return;
+	uint64_t since = cs_now_ms() - (srv->drain.deadline_ms - srv->cfg.drain_timeout_ms);
+	if (t == NULL || !t->moving || ++t->move_refusals < CS_MOVE_REFUSALS_MAX ||
+	    (srv->peers != NULL && since < CS_MOVE_PATIENCE_MS))
 		return;
 	st_log(ST_LOG_INFO, t->node, 0,
 	       "draining: the edge's new tunnels came back here %u times (no other replica "

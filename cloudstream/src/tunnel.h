@@ -213,9 +213,9 @@ void cs_tunnel_liveness_start(struct cs_server *srv);
 void cs_tunnels_drain(struct cs_server *srv);
 
 /* cs_tunnel_move_refused() - while draining, admission refused a new tunnel of @node: the
- * load balancer sent the moving edge back here. Without --peers, after a few, no other replica
- * is thought to take it and its move is not waited for; with peers it is, up to the drain
- * timeout (the balancer is behind /readyz). */
+ * load balancer sent the moving edge back here. After a few (with --peers, and 5 s after
+ * SIGTERM: the balancer may be behind /readyz), no other replica is thought to take it and its
+ * move is not waited for. */
 void cs_tunnel_move_refused(struct cs_server *srv, const char *node);
 
 /* cs_tunnel_moved() - a peer holds a newer tunnel of @t's node while @t is moving: @t no

@@ -259,6 +259,8 @@ def move():
         rt.wait_for(lambda: holder_other(fleet, "edge-1", victim), "edge-1 up elsewhere", 10)
         moved_ms = (time.monotonic() - t0) * 1000
         check(t.is_alive(), "the upload ended before the move could be seen")
+        asked = rt.metric(p, 'cloudstream_drain_moves_total{how="reconnect"}')
+        check(asked and asked >= 1, "cloudstream_drain_moves_total{how=reconnect}: %r" % asked)
         for r in range(3):
             if r != victim:
                 rt.logs(fleet.api(r), "edge-1")
@@ -443,6 +445,11 @@ def kill():
             if n in lost:
                 r = loops.recovered(n, t_kill)
                 limit = 2.0 if n in ES_NODES else 5.0
+                if os.environ.get("HA_DEBUG") and n in ES_NODES and (r or 9) > 0.5:
+                    print("   %s recovered after %s s; its edge's log:" % (n, r))
+                    for line in open(fleet.edges[n][0].logpath, errors="replace"):
+                        if any(k in line for k in ("tunnel", "dial", "cloud ")):
+                            print("     " + line.rstrip()[:200])
                 check(r is not None and r <= limit,
                       "%s (held by the killed replica) recovered after %s s (limit %.0f s): %r"
                       % (n, r, limit, loops.failed_after(n, t_kill)[-3:]))
