@@ -2,6 +2,7 @@
  * the base or the extended protocol. Input: one config byte, then messages each prefixed by a
  * 2-byte length. Callbacks write, consume, shut down and close streams as a daemon would, and
  * every packed message must decode. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,19 @@ static void on_opened(struct st_session *s, uint64_t id, void *user)
 	st_session_write(s, id, (const uint8_t *)"\x16\x03\x01", 3); /* the ClientHello */
 }
 
+/* A peer link (ST_CAP_PEER): every directory message is echoed back through the bounded
+ * queue, which fills and refuses (-EAGAIN) as the input decides. */
+static int on_peer(struct st_session *s, uint64_t type, const uint8_t *p, size_t len, void *user)
+{
+	(void)user;
+	int rc = st_session_send_peer(s, type, p, len);
+	if (rc != 0 && rc != -EAGAIN)
+		abort(); /* the session handed over only peer types within the payload limit */
+	return len == 1 && p[0] == 0xff ? -EBADMSG : 0; /* a directory that refuses: fatal */
+}
+
 static const struct st_session_callbacks cb = {
+        .on_peer = on_peer,
         .on_opened = on_opened,
         .on_open = on_open,
         .on_data = on_data,
@@ -91,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	st_budget_init(&proc, 40000);
 	struct st_session_config cfg = {
 	        .role = (data[0] & 1) ? ST_SESSION_EDGE : ST_SESSION_CLOUD,
-	        .caps = (data[0] & 2) ? ST_CAP_ALL : 0,
+	        .caps = (data[0] & 2) ? ST_CAP_ALL | ((data[0] & 4) ? ST_CAP_PEER : 0) : 0,
 	        .send_window_bytes = 8192,
 	        .recv_window_bytes = 8192,
 	        .max_streams = 8,
