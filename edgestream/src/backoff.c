@@ -39,9 +39,7 @@ uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t up_ms)
 	uint64_t flap_ms = b->initial_ms < ES_BACKOFF_FLAP_MS ? b->initial_ms : ES_BACKOFF_FLAP_MS;
 	if (up_ms < flap_ms)
 		return es_backoff_next(b); /* it flapped: back off as after a failed dial */
-	if (b->attempt == 0)
-		b->attempt = 1; /* a failure of this redial continues at 2 * initial */
-	return 0;
+	return 0; /* the sequence stays where it was: a failure of this redial backs off from it */
 }
 
 void es_backoff_reset(struct es_backoff *b)

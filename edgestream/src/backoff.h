@@ -29,7 +29,9 @@ uint64_t es_backoff_next(struct es_backoff *b);
  * handshake gate, not the edge, spreads a fleet that redials at once), unless the tunnel was up
  * for less than initial_ms or ES_BACKOFF_FLAP_MS, whichever is less (a tunnel that flaps gets
  * es_backoff_next(), as a failed dial). A
- * failure of that redial continues the sequence at 2 * initial or beyond.
+ * failure of that redial backs off where the sequence stands: from initial_ms when it is fresh
+ * (a balancer that still handed the dial to the replica that just died costs [initial/2,
+ * initial], not more).
  */
 #define ES_BACKOFF_FLAP_MS 1000u
 uint64_t es_backoff_after_up(struct es_backoff *b, uint64_t up_ms);

@@ -958,10 +958,10 @@ def redial_with_backoff(env):
     delays = dial_delays(edge.logpath)
     check(len(delays) >= 4, "redial: delays %r" % delays)
     # The first redial after a tunnel that was up comes at once (failover to another replica
-    # is not a backoff window); then equal jitter: the n-th delay lies in [d/2, d],
-    # d = 200 * 2^n capped at 1600.
+    # is not a backoff window); then the sequence from its start, equal jitter: the n-th
+    # failure waits in [d/2, d], d = 200 * 2^(n-1) capped at 1600.
     for i, d in enumerate(delays):
-        cap = min(200 * 2 ** i, 1600)
+        cap = min(200 * 2 ** (i - 1), 1600) if i else 0
         lo, hi = (0, 0) if i == 0 else (cap // 2, cap)
         check(lo <= d <= hi, "redial: delay %d = %d ms outside [%d, %d] (%r)"
               % (i, d, lo, hi, delays))
