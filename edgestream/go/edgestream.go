@@ -31,7 +31,8 @@
 // back into the Tunnel.
 //
 // Logging: libedgestream writes its log lines to stderr unless SetLogHook hands them to a Go
-// function (process-wide, like SetLogLevel: the library has one logger per process).
+// function. Each Tunnel logs at its configuration's log-level and log-format; SetLogLevel and
+// SetLogJSON set what applies to lines logged outside any Tunnel.
 //
 // Certificates: the Certificate handler reports the tunnel certificate in use when the loop
 // starts, and after each reload (Reload, or the periodic check) that found the files changed:
@@ -545,11 +546,12 @@ func SetLogHook(fn func(level LogLevel, line string)) {
 // LogLinesDropped is how many log lines the hook's queue had no room for.
 func LogLinesDropped() uint64 { return logs.dropped.Load() }
 
-// SetLogLevel sets the library's log level, process-wide (default LogInfo).
+// SetLogLevel sets the level of lines logged outside any Tunnel (default LogInfo); a Tunnel's
+// is its configuration's log-level.
 func SetLogLevel(level LogLevel) { C.edgestream_set_log_level(C.enum_edgestream_log_level(level)) }
 
-// SetLogJSON makes the library's log lines JSON objects (true) or text (false, the default),
-// process-wide.
+// SetLogJSON makes the lines logged outside any Tunnel JSON objects (true) or text (false, the
+// default); a Tunnel's format is its configuration's log-format.
 func SetLogJSON(json bool) { C.edgestream_set_log_json(C.bool(json)) }
 
 // sigpipeDisposition is SIGPIPE's disposition now, for the tests (cgo is not allowed in

@@ -58,9 +58,9 @@ static struct {
 	void *user;
 } log_hook;
 
-static void log_trampoline(enum st_log_level level, const char *line, void *user)
+/* A line without its newline, to @cb. */
+static void hand_over(edgestream_log_cb cb, void *user, enum st_log_level level, const char *line)
 {
-	(void)user;
 	char copy[1100];
 	size_t n = strlen(line);
 	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
@@ -69,9 +69,40 @@ static void log_trampoline(enum st_log_level level, const char *line, void *user
 		n = sizeof copy - 1;
 	memcpy(copy, line, n);
 	copy[n] = '\0';
-	edgestream_log_cb cb = log_hook.cb;
 	if (cb)
-		cb((enum edgestream_log_level)level, copy, log_hook.user);
+		cb((enum edgestream_log_level)level, copy, user);
+}
+
+static void log_trampoline(enum st_log_level level, const char *line, void *user)
+{
+	(void)user;
+	hand_over(log_hook.cb, log_hook.user, level, line);
+}
+
+/* An instance's lines, to its own hook. */
+static void instance_line(enum st_log_level level, const char *line, void *user)
+{
+	const struct edgestream *es = user;
+	hand_over(es->log_cb, es->log_user, level, line);
+}
+
+void es_log_scope_init(struct edgestream *es, const struct edgestream_config *cfg)
+{
+	es->log_cb = cfg->log_cb;
+	es->log_user = cfg->log_user;
+	es->log_scope.sink = cfg->log_cb ? instance_line : NULL;
+	es->log_scope.user = es;
+	st_log_scope_set(&es->log_scope, (enum st_log_level)cfg->c.log_level,
+	                 (enum st_log_format)cfg->c.log_format);
+}
+
+int edgestream_config_set_log_hook(struct edgestream_config *cfg, edgestream_log_cb cb, void *user)
+{
+	if (cfg == NULL)
+		return -EINVAL;
+	cfg->log_cb = cb;
+	cfg->log_user = cb ? user : NULL;
+	return 0;
 }
 
 void edgestream_set_log_hook(edgestream_log_cb cb, void *user)

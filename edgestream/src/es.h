@@ -28,6 +28,7 @@
 #include <stream/certreload.h>
 #include <stream/drain.h>
 #include <stream/heaptrim.h>
+#include <stream/log.h>
 #include <stream/hist.h>
 #include <stream/session.h>
 #include <stream/tunnelwrite.h>
@@ -50,6 +51,8 @@ struct edgestream_config {
 	struct es_config c;
 	edgestream_cert_cb cert_cb; /* edgestream_config_set_cert_hook(); NULL: none */
 	void *cert_user;
+	edgestream_log_cb log_cb; /* edgestream_config_set_log_hook(); NULL: process-wide */
+	void *log_user;
 };
 
 struct es_tunnel;
@@ -65,13 +68,19 @@ struct edgestream {
 	void *user;
 	edgestream_cert_cb cert_cb; /* copied from the configuration at edgestream_new */
 	void *cert_user;
+	/* Where this instance's lines go, at its level and format (stream/log.h): every thread
+	 * running its code is inside (loop, workers, the host's in edgestream_* calls). */
+	struct st_log_scope log_scope;
+	edgestream_log_cb log_cb; /* copied from the configuration at edgestream_new */
+	void *log_user;
 	lws_sorted_usec_list_t sul_cert_start; /* the hook's first event, once the loop runs */
 	struct lws_context *ctx;
 	struct st_loop *loop; /* the epoll loop under ctx (stream/loop.h) */
 	struct lws_vhost *vh_client, *vh_admin;
 	struct lws_protocols protocols[5];
 	struct st_admin_ops admin_ops;
-	SSL_CTX *tunnel_ctx; /* the client vhost's, captured at its creation (reload.c) */
+	SSL_CTX *
+	        tunnel_ctx; /* the client vhost's: ours (tls.h es_tls_tunnel_ctx), freed after lws */
 	char node[ES_NODE_NAME_MAX + 1];
 	char internal_ip[64];
 	/* The configured cloud (--cloud-url's first entry: joins and renewals go there); each
@@ -148,6 +157,8 @@ void es_sigpipe_restore(bool was_blocked);
 /* The certificate hook's event for the tunnel certificate in use (@result 0) or a set of
  * files that did not load (@result < 0, @reason). Loop thread; nothing without a hook. */
 void es_cert_event(struct edgestream *es, int result, const char *reason);
+/* embed.c: the instance's log scope from @cfg (level, format, hook), before any thread enters. */
+void es_log_scope_init(struct edgestream *es, const struct edgestream_config *cfg);
 
 /* lib.c */
 uint64_t es_now_ms(void);

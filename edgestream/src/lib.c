@@ -159,6 +159,8 @@ static void apply_pending_config(struct edgestream *es)
 	st_config_apply_reload(&es_config_spec, &es->cfg, fresh);
 	st_config_cleanup(&es_config_spec, fresh);
 	free(fresh);
+	st_log_scope_set(&es->log_scope, (enum st_log_level)es->cfg.log_level,
+	                 (enum st_log_format)es->cfg.log_format);
 	if (interval != es->cfg.cert_check_interval_ms)
 		es_certs_reschedule(es);
 }
@@ -434,9 +436,16 @@ static int create_loop(struct edgestream *es, char *err, size_t errlen)
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protos;
 	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; /* else no TLS at all (notes §1) */
-	info.client_ssl_cert_filepath = es->cfg.tunnel_cert;
-	info.client_ssl_private_key_filepath = es->cfg.tunnel_key;
-	info.client_ssl_ca_filepath = es->cfg.tunnel_ca;
+	/* Our own client context: it trusts --tunnel-ca alone (lws's would add the system's
+	 * public CAs, and leaks when two instances live in one process: tls.h). */
+	char why[512];
+	es->tunnel_ctx = es_tls_tunnel_ctx(es->cfg.tunnel_cert, es->cfg.tunnel_key,
+	                                   es->cfg.tunnel_ca, why, sizeof why);
+	if (es->tunnel_ctx == NULL) {
+		snprintf(err, errlen, "tunnel TLS: %s", why);
+		return -EINVAL;
+	}
+	info.provided_client_ssl_ctx = es->tunnel_ctx;
 	info.alpn = "http/1.1";
 	info.user = es;
 	es->vh_client = lws_create_vhost(es->ctx, &info);
@@ -481,12 +490,10 @@ static void on_cert_start(lws_sorted_usec_list_t *sul)
 	es_cert_event(es, 0, NULL);
 }
 
-static int instance_new(struct edgestream **out, const struct edgestream_config *cfg,
-                        const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
+static int instance_init(struct edgestream *es, struct edgestream **out,
+                         const struct edgestream_config *cfg, const struct edgestream_callbacks *cb,
+                         void *user, char *err, size_t errlen)
 {
-	struct edgestream *es = calloc(1, sizeof *es);
-	if (es == NULL)
-		return -ENOMEM;
 	es->inotify_fd = -1;
 	pthread_mutex_init(&es->stats_lock, NULL);
 	if (cb)
@@ -565,6 +572,20 @@ static int instance_new(struct edgestream **out, const struct edgestream_config 
 	return 0;
 }
 
+/* The instance's own log scope from the start: what it logs while starting is its too. */
+static int instance_new(struct edgestream **out, const struct edgestream_config *cfg,
+                        const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
+{
+	struct edgestream *es = calloc(1, sizeof *es);
+	if (es == NULL)
+		return -ENOMEM;
+	es_log_scope_init(es, cfg);
+	const struct st_log_scope *prev = st_log_enter(&es->log_scope);
+	int rc = instance_init(es, out, cfg, cb, user, err, errlen); /* frees @es on failure */
+	st_log_enter(prev);
+	return rc;
+}
+
 int edgestream_new(struct edgestream **out, const struct edgestream_config *cfg,
                    const struct edgestream_callbacks *cb, void *user, char *err, size_t errlen)
 {
@@ -596,8 +617,10 @@ int edgestream_service(struct edgestream *es, int timeout_ms)
 	if (all_closed(es))
 		return 1;
 	bool was_blocked = es_sigpipe_block(); /* the host's thread runs library code: embed.c */
+	const struct st_log_scope *prev = st_log_enter(&es->log_scope);
 	handle_requests(es);
 	int rc = st_loop_run(es->loop, timeout_ms) < 0 || all_closed(es) ? 1 : 0;
+	st_log_enter(prev);
 	es_sigpipe_restore(was_blocked);
 	return rc;
 }
@@ -619,8 +642,10 @@ bool edgestream_stopped(const struct edgestream *es)
 
 static void *thread_main(void *arg)
 {
+	struct edgestream *es = arg;
 	es_sigpipe_block(); /* the library's own thread: for good */
-	edgestream_run(arg);
+	st_log_enter(&es->log_scope);
+	edgestream_run(es);
 	return NULL;
 }
 
@@ -670,6 +695,8 @@ int edgestream_config_check(const struct edgestream_config *cfg, char *err, size
 		return -ENOMEM;
 	es->inotify_fd = -1;
 	pthread_mutex_init(&es->stats_lock, NULL);
+	es_log_scope_init(es, cfg);
+	const struct st_log_scope *prev = st_log_enter(&es->log_scope);
 	err[0] = '\0';
 	int rc = config_copy(&es->cfg, &cfg->c, err, errlen);
 	const struct es_config *c = &es->cfg;
@@ -711,6 +738,7 @@ int edgestream_config_check(const struct edgestream_config *cfg, char *err, size
 		}
 	}
 	edgestream_free(es);
+	st_log_enter(prev);
 	return rc;
 }
 
@@ -730,6 +758,10 @@ void edgestream_free(struct edgestream *es)
 		pthread_join(es->thread, NULL);
 	}
 	bool was_blocked = es_sigpipe_block(); /* closing TLS connections writes */
+	/* Its last lines are its own; the scope goes with it (a caller inside it leaves it). */
+	const struct st_log_scope *prev = st_log_enter(&es->log_scope);
+	if (prev == &es->log_scope)
+		prev = NULL;
 	es->stopped = true;
 	st_workq_free(es->wq); /* before the context: completions look at streams */
 	es->wq = NULL;
@@ -746,6 +778,8 @@ void edgestream_free(struct edgestream *es)
 		es_kubelet_pool_free(es);
 		st_loop_destroy(es->loop); /* lws_context_destroy, then the loop */
 	}
+	if (es->tunnel_ctx) /* ours, lent to the client vhost: after the context */
+		SSL_CTX_free(es->tunnel_ctx);
 	while (es->tunnels)
 		es_tunnel_free(es->tunnels);
 	struct es_config *pending = atomic_exchange(&es->pending_cfg, NULL);
@@ -764,6 +798,7 @@ void edgestream_free(struct edgestream *es)
 		curl_global_cleanup();
 	if (es->curl_global)
 		curl_global_cleanup();
+	st_log_enter(prev);
 	free(es);
 	es_sigpipe_restore(was_blocked);
 }

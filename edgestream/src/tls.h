@@ -43,6 +43,16 @@ static inline const char *es_tls_error(const struct es_tls *t)
 SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, char *err,
                            size_t errlen);
 
+/*
+ * es_tls_tunnel_ctx() - the tunnel's client context, handed to lws (provided_client_ssl_ctx):
+ * it presents @cert/@key and trusts @ca alone. lws's own would also trust the operating
+ * system's public CAs (Debian builds lws with LWS_SSL_CLIENT_USE_OS_CA_CERTS): any certificate
+ * a public CA issued for the cloud's name would pass. Owned by the caller, who frees it after
+ * the lws context. NULL on failure with the reason in @err.
+ */
+SSL_CTX *es_tls_tunnel_ctx(const char *cert, const char *key, const char *ca, char *err,
+                           size_t errlen);
+
 /* es_tls_start() - a client session checking the peer's name @host (a DNS name or an IP
  * literal) and sending it as SNI (DNS names only). 0, -ENOMEM or -EINVAL. */
 int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host);

@@ -1,4 +1,4 @@
-/* Process-wide logging; see stream/log.h. One write(2) per line keeps lines whole across threads. */
+/* Logging, process-wide or per scope; see stream/log.h. One write(2) per line keeps lines whole across threads. */
 #include <stream/log.h>
 
 #include <errno.h>
@@ -16,6 +16,7 @@ static atomic_int log_level = ST_LOG_INFO;
 static atomic_int log_format = ST_LOG_FORMAT_TEXT;
 static st_log_sink_cb log_sink;
 static void *log_sink_user;
+static _Thread_local const struct st_log_scope *log_scope;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -26,7 +27,8 @@ void st_log_set_level(enum st_log_level level)
 
 enum st_log_level st_log_get_level(void)
 {
-	return (enum st_log_level)atomic_load(&log_level);
+	const struct st_log_scope *s = log_scope;
+	return (enum st_log_level)(s ? atomic_load(&s->level) : atomic_load(&log_level));
 }
 
 void st_log_set_format(enum st_log_format format)
@@ -36,7 +38,27 @@ void st_log_set_format(enum st_log_format format)
 
 enum st_log_format st_log_get_format(void)
 {
-	return (enum st_log_format)atomic_load(&log_format);
+	const struct st_log_scope *s = log_scope;
+	return (enum st_log_format)(s ? atomic_load(&s->format) : atomic_load(&log_format));
+}
+
+void st_log_scope_set(struct st_log_scope *scope, enum st_log_level level,
+                      enum st_log_format format)
+{
+	atomic_store(&scope->level, (int)level);
+	atomic_store(&scope->format, (int)format);
+}
+
+const struct st_log_scope *st_log_enter(const struct st_log_scope *scope)
+{
+	const struct st_log_scope *prev = log_scope;
+	log_scope = scope;
+	return prev;
+}
+
+const struct st_log_scope *st_log_current(void)
+{
+	return log_scope;
 }
 
 int st_log_level_parse(const char *name, enum st_log_level *out)
@@ -173,6 +195,10 @@ void st_log(enum st_log_level level, const char *node, uint64_t stream_id, const
 	line[len] = '\0';
 
 out:
+	if (log_scope != NULL && log_scope->sink != NULL) {
+		log_scope->sink(level, line, log_scope->user);
+		return;
+	}
 	if (log_sink != NULL) {
 		log_sink(level, line, log_sink_user);
 		return;

@@ -3,6 +3,8 @@
 #include <stream/err.h>
 #include <stream/workq.h>
 
+#include <stream/log.h>
+
 #include <libwebsockets.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +19,7 @@ struct item {
 	st_done_cb done;
 	void *arg;
 	int status;
+	const struct st_log_scope *log_scope; /* the submitter's: the work logs there too */
 };
 
 struct st_workq {
@@ -77,8 +80,11 @@ static void *worker_main(void *p)
 		wq->queued--;
 		bool run = !wq->stopping;
 		pthread_mutex_unlock(&wq->lock);
-		if (run)
+		if (run) {
+			const struct st_log_scope *prev = st_log_enter(it->log_scope);
 			it->work(it->arg);
+			st_log_enter(prev);
+		}
 		it->status = run ? 0 : -ECANCELED;
 		pthread_mutex_lock(&wq->lock);
 		push(&wq->done_head, &wq->done_tail, it);
@@ -139,6 +145,7 @@ int st_workq_submit(struct st_workq *wq, st_work_cb work, st_done_cb done, void 
 	it->done = done;
 	it->arg = arg;
 	it->status = 0;
+	it->log_scope = st_log_current();
 	pthread_mutex_lock(&wq->lock);
 	int rc = 0;
 	if (wq->stopping)

@@ -17,6 +17,7 @@ ops:   redial with backoff and jitter after the cloud dies, cloud certificates f
        example, SIGTERM, a kubelet behind a TLS front (socat) that refuses session resumption.
 """
 import http.server
+import json
 import os
 import re
 import shutil
@@ -982,13 +983,13 @@ def redial_with_backoff(env):
         env.stop(p)
 
 
-def refuses_cloud(env, name, extra, want):
+def refuses_cloud(env, name, extra, want, prefix=()):
     """edgestream must not bring the tunnel up; its log says why."""
     kubelet = h.start_kubelet(env, name="kubelet-" + name)
     cloud = h.start_cloudstream(env, name="cloud-" + name, extra=extra)
     try:
         h.start_edgestream(env, cloud, kubelet, name="edge-" + name, timeout=3,
-                           extra=["--backoff-initial", "100ms"])
+                           extra=["--backoff-initial", "100ms"], prefix=prefix)
     except h.Fail:
         pass
     else:
@@ -1007,6 +1008,14 @@ def cloud_cert_other_ca(env):
     refuses_cloud(env, "other-ca", ["--tunnel-cert", env.path("rogue-cloud.crt"),
                                     "--tunnel-key", env.path("rogue-cloud.key")],
                   "unable to get local issuer certificate")
+    # The same CA in the edge's system trust store (OpenSSL's default paths follow
+    # SSL_CERT_FILE): the tunnel trusts --tunnel-ca alone, not the public CAs lws would add
+    # to its own client context (Debian builds it with LWS_SSL_CLIENT_USE_OS_CA_CERTS).
+    refuses_cloud(env, "system-ca", ["--tunnel-cert", env.path("rogue-cloud.crt"),
+                                     "--tunnel-key", env.path("rogue-cloud.key")],
+                  "unable to get local issuer certificate",
+                  prefix=("env", "SSL_CERT_FILE=" + env.path("rogue-ca.crt"),
+                          "SSL_CERT_DIR=/nonexistent"))
 
 
 def cloud_cert_wrong_name(env):
@@ -1648,6 +1657,80 @@ def cloud_urls_in_turn(env):
         env.stop(p)
 
 
+def two_instances(env):
+    """Two instances in one process (edgestream.h, logging): each logs at its own
+    configuration's level to its own hook — no line of one reaches the other's hook, the one at
+    warn has no info lines, the one at debug has debug lines — and both stop and free cleanly
+    (the ASan build checks for leaks at exit)."""
+    kubelet = h.start_kubelet(env, name="kubelet-two")
+    cloud = h.start_cloudstream(env, name="cloud-two")
+    api = h.Api(env, cloud.ports["stream"])
+    if not os.path.exists(env.path("node-edge-2.crt")):
+        env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-2"),
+                 "--node", "edge-2")
+    files = []
+    for tag, node, level in (("A", "edge-1", "debug"), ("B", "edge-2", "warn")):
+        path = os.path.join(env.dir, "two-%s.json" % tag)
+        with open(path, "w") as f:
+            json.dump({
+                "cloud-url": "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+                "cloud-server-name": "localhost",
+                "tunnel-cert": env.path("node-%s.crt" % node),
+                "tunnel-key": env.path("node-%s.key" % node),
+                "tunnel-ca": env.path("tunnel-ca.crt"),
+                "kubelet-url": "https://127.0.0.1:%d" % kubelet.port,
+                "kubelet-cert": env.path("edgestream-kubelet-client.crt"),
+                "kubelet-key": env.path("edgestream-kubelet-client.key"),
+                "kubelet-ca": env.path("kubelet-ca.crt"),
+                "admin-listen": "", "log-level": level}, f)
+        files.append(path)
+    p = subprocess.Popen([os.path.join(h.BIN, "edgestream", "edgestream-two-instances")] + files,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=h._die_with_parent)
+    lines = []
+    try:
+        up = set()
+        while up != {"A", "B"}:
+            line = p.stdout.readline().decode()
+            if not line:
+                raise h.Fail("two instances: stopped early: %r %r" % (lines,
+                                                                     p.stderr.read()[-500:]))
+            lines.append(line.rstrip("\n"))
+            m = re.match(r"([AB]) connected (\S+)$", lines[-1])
+            if m:
+                check(m.group(2) == {"A": "edge-1", "B": "edge-2"}[m.group(1)], lines[-1])
+                up.add(m.group(1))
+        for node in ("edge-1", "edge-2"):
+            st, _, body, s = api.request("GET", "/containerLogs/default/pod-a/ctr?tailLines=3",
+                                         [("Host", node + ":10350")])
+            s.close()
+            check(st == 200 and body == b"line 1\nline 2\nline 3\n", "%s: %d %r" % (node, st,
+                                                                                     body))
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    lines += out.decode().splitlines()
+    a = [ln for ln in lines if ln.startswith("A ") and not ln.startswith("A connected")]
+    b = [ln for ln in lines if ln.startswith("B ") and not ln.startswith("B connected")]
+    check(lines[-1] == "stopped", "two instances did not stop cleanly: %r" % lines[-5:])
+    check(p.returncode == 0, "two instances: exit %s, stderr %r" % (p.returncode,
+                                                                   err.decode()[-2000:]))
+    check(not any("edge-2" in ln for ln in a), "A's hook got edge-2's lines: %r" %
+          [ln for ln in a if "edge-2" in ln][:3])
+    check(not any("edge-1" in ln for ln in b), "B's hook got edge-1's lines: %r" %
+          [ln for ln in b if "edge-1" in ln][:3])
+    check(any(" debug " in ln for ln in a), "A (debug) logged no debug line: %r" % a[:5])
+    check(any("node=edge-1" in ln and " info " in ln for ln in a),
+          "A logged no info line about its node (its access log): %r" % a[:5])
+    check(not any(" info " in ln or " debug " in ln for ln in b),
+          "B (warn) logged info/debug lines: %r" % [ln for ln in b
+                                                    if " info " in ln or " debug " in ln][:3])
+    print("     A: %d lines (debug), B: %d lines (warn), none crossed" % (len(a), len(b)))
+
+
 def group_ops():
     env = h.Env("es-ops", nodes=("edge-1",))
     try:
@@ -1659,6 +1742,7 @@ def group_ops():
             ("drain_on_sigterm", lambda: drain_on_sigterm(env)),
             ("ctl_lists_sessions_and_streams", lambda: ctl_lists_sessions_and_streams(env)),
             ("embedding_example", lambda: embedding_example(env)),
+            ("two_instances", lambda: two_instances(env)),
             ("dead_peer", lambda: dead_peer(env)),
             ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),
             ("kubelet_refuses_resumption", lambda: kubelet_refuses_resumption(env)),

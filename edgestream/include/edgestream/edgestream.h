@@ -24,7 +24,9 @@
  *
  * Process-wide state (what an embedding agent shares with the library; everything else is per
  * instance):
- *   - the log level, format and hook (edgestream_set_log_*): one logger per process;
+ *   - the default log level, format and hook (edgestream_set_log_*): for instances without a
+ *     hook of their own and lines outside any instance (each instance logs at its
+ *     configuration's level and format, to its own hook when it has one);
  *   - libwebsockets' own log level (errors and warnings, through that logger), OpenSSL's and
  *     libcurl's global initialisation (curl_global_init when the CRI backend is on);
  *   - no signal handler is installed and the host's signal dispositions are kept. libwebsockets
@@ -193,15 +195,28 @@ enum edgestream_log_level {
 typedef void (*edgestream_log_cb)(enum edgestream_log_level level, const char *line, void *user);
 
 /*
- * edgestream_set_log_hook() - send the library's log lines to @cb (with @user) instead of
- * stderr; NULL puts stderr back. Process-wide, like the level: call it before creating
+ * Each instance logs at the level and in the format of its configuration (`log-level`,
+ * `log-format`; edgestream_reconfigure changes them), to its own hook when its configuration
+ * has one (edgestream_config_set_log_hook), else to the process-wide hook, else to stderr: two
+ * instances in one agent keep their lines apart. The lines of every thread that runs the
+ * instance's code count: its loop, its workers, and the host's thread inside an edgestream_*
+ * call on it.
+ *
+ * edgestream_config_set_log_hook() - the hook of the instances made from @cfg, taken at
+ * edgestream_new(). @cb NULL: none (the process-wide hook or stderr). 0, or -EINVAL.
+ */
+int edgestream_config_set_log_hook(struct edgestream_config *cfg, edgestream_log_cb cb, void *user);
+/*
+ * edgestream_set_log_hook() - the process-wide hook: lines of instances without their own
+ * hook, and lines logged outside any instance; NULL puts stderr back. Call it before creating
  * instances or while none runs (it is not synchronised with lines being written).
  */
 void edgestream_set_log_hook(edgestream_log_cb cb, void *user);
-/* edgestream_set_log_level() - process-wide; default EDGESTREAM_LOG_INFO. Any thread. */
+/* edgestream_set_log_level() - the level of lines logged outside any instance; default
+ * EDGESTREAM_LOG_INFO. Any thread. (An instance's is its configuration's `log-level`.) */
 void edgestream_set_log_level(enum edgestream_log_level level);
-/* edgestream_set_log_json() - process-wide line format: JSON objects (true) or text (false,
- * the default). Any thread. */
+/* edgestream_set_log_json() - the format of lines logged outside any instance: JSON objects
+ * (true) or text (false, the default). Any thread. */
 void edgestream_set_log_json(bool json);
 
 /*

@@ -23,6 +23,63 @@ static void sink(enum st_log_level level, const char *line, void *user)
 	lines++;
 }
 
+/* A scope's own sink and level: lines of the thread inside it go there at its level, the
+ * process-wide settings stay for everyone else; scopes nest and give way on leaving. */
+static char scoped_last[2048];
+static int scoped_lines;
+
+static void scoped_sink(enum st_log_level level, const char *line, void *user)
+{
+	(void)level;
+	strncpy(scoped_last, line, sizeof scoped_last - 1);
+	scoped_lines += *(int *)user;
+}
+
+static void test_scope(void **state)
+{
+	(void)state;
+	int weight = 1;
+	struct st_log_scope scope = {.sink = scoped_sink, .user = &weight};
+	st_log_scope_set(&scope, ST_LOG_DEBUG, ST_LOG_FORMAT_JSON);
+	st_log_set_sink(sink, NULL);
+	st_log_set_level(ST_LOG_WARN);
+	lines = scoped_lines = 0;
+	assert_null(st_log_current());
+	const struct st_log_scope *prev = st_log_enter(&scope);
+	assert_null(prev);
+	assert_ptr_equal(st_log_current(), &scope);
+	assert_int_equal(st_log_get_level(), ST_LOG_DEBUG);
+	st_dbg("inside %d", 1);
+	assert_int_equal(scoped_lines, 1);
+	assert_int_equal(lines, 0);
+	assert_non_null(strstr(scoped_last, "\"level\":\"debug\""));
+	assert_non_null(strstr(scoped_last, "\"msg\":\"inside 1\""));
+	/* a scope without a sink: its level and format, the process-wide sink */
+	struct st_log_scope quiet = {.sink = NULL};
+	st_log_scope_set(&quiet, ST_LOG_ERROR, ST_LOG_FORMAT_TEXT);
+	const struct st_log_scope *outer = st_log_enter(&quiet);
+	assert_ptr_equal(outer, &scope);
+	st_warn("dropped at error");
+	assert_int_equal(lines, 0);
+	st_err("kept");
+	assert_int_equal(lines, 1);
+	assert_non_null(strstr(last, " error kept\n"));
+	st_log_enter(outer);
+	st_info("back inside");
+	assert_int_equal(scoped_lines, 2);
+	/* the level changes while a thread is inside */
+	st_log_scope_set(&scope, ST_LOG_WARN, ST_LOG_FORMAT_TEXT);
+	st_info("dropped now");
+	assert_int_equal(scoped_lines, 2);
+	st_log_enter(prev);
+	assert_null(st_log_current());
+	st_warn("process-wide");
+	assert_int_equal(lines, 2);
+	assert_int_equal(scoped_lines, 2);
+	st_log_set_level(ST_LOG_INFO);
+	st_log_set_sink(NULL, NULL);
+}
+
 static void test_levels(void **state)
 {
 	(void)state;
@@ -156,6 +213,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_levels),
+	        cmocka_unit_test(test_scope),
 	        cmocka_unit_test(test_format),
 	        cmocka_unit_test(test_json_format),
 	};

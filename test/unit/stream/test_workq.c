@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <stream/err.h>
+#include <stream/log.h>
 #include <stream/workq.h>
 
 #define ITEMS 200
@@ -116,6 +117,49 @@ static void test_runs_everything_once(void **state)
 	close(efd);
 }
 
+/* Work runs in the log scope of the thread that submitted it (an embedded instance's workers
+ * log to that instance's hook), and a worker leaves it afterwards. */
+static _Atomic int scoped_seen, unscoped_seen;
+
+static void scope_probe(void *arg)
+{
+	const struct st_log_scope *want = arg, *in = st_log_current();
+	if (want != NULL && in == want)
+		atomic_fetch_add(&scoped_seen, 1);
+	else if (want == NULL && in == NULL)
+		atomic_fetch_add(&unscoped_seen, 1);
+}
+
+static void scope_done(void *arg, int status)
+{
+	(void)arg, (void)status;
+	completed++;
+}
+
+static void test_work_inherits_log_scope(void **state)
+{
+	(void)state;
+	completed = 0;
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	assert_true(efd >= 0);
+	struct st_workq *wq;
+	assert_int_equal(st_workq_new(&wq, NULL, 2, 64), 0);
+	st_workq_set_notify(wq, eventfd_notify, &efd);
+	static struct st_log_scope scope;
+	st_log_scope_set(&scope, ST_LOG_INFO, ST_LOG_FORMAT_TEXT);
+	const struct st_log_scope *prev = st_log_enter(&scope);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(st_workq_submit(wq, scope_probe, scope_done, &scope), 0);
+	st_log_enter(prev);
+	for (int i = 0; i < 20; i++) /* submitted outside any scope: none on the worker either */
+		assert_int_equal(st_workq_submit(wq, scope_probe, scope_done, NULL), 0);
+	drain(wq, efd, 40);
+	assert_int_equal(atomic_load(&scoped_seen), 20);
+	assert_int_equal(atomic_load(&unscoped_seen), 20);
+	st_workq_free(wq);
+	close(efd);
+}
+
 static void test_bounded_and_cancel(void **state)
 {
 	(void)state;
@@ -213,6 +257,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_runs_everything_once),
+	        cmocka_unit_test(test_work_inherits_log_scope),
 	        cmocka_unit_test(test_bounded_and_cancel),
 	        cmocka_unit_test(test_with_lws_loop),
 	};
