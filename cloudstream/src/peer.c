@@ -29,6 +29,7 @@
 #include <stream/frame.h>
 #include <stream/liveness.h>
 #include <stream/log.h>
+#include <stream/tlsctx.h>
 #include <stream/reasm.h>
 #include <stream/tunnelwrite.h>
 #include <stream/workq.h>
@@ -138,6 +139,7 @@ struct dns_job {
 
 struct cs_peers {
 	struct cs_server *srv;
+	SSL_CTX *client_ctx; /* ours, lent to the "peer" vhost (stream/tlsctx.h); freed after lws */
 	struct out_link *out; /* PEER_ADDRS_MAX slots */
 	size_t n_out;         /* slots ever used (a bound for loops) */
 	char dns_name[256];   /* --peer-dns: the name, its port */
@@ -476,9 +478,16 @@ int cs_peers_start(struct cs_server *srv)
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = peer_client_protocols;
 	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; /* notes §1.3: every TLS vhost */
-	info.client_ssl_cert_filepath = c->peer_cert;
-	info.client_ssl_private_key_filepath = c->peer_key;
-	info.client_ssl_ca_filepath = c->peer_server_ca;
+	/* Our own client context: it trusts --peer-server-ca alone (lws's would add the
+	 * system's public CAs: stream/tlsctx.h). */
+	char why[512];
+	p->client_ctx = st_tls_client_ctx(c->peer_cert, c->peer_key, c->peer_server_ca, false, why,
+	                                  sizeof why);
+	if (p->client_ctx == NULL) {
+		st_err("peer links: --peer-cert/--peer-key/--peer-server-ca: %s", why);
+		return -EINVAL;
+	}
+	info.provided_client_ssl_ctx = p->client_ctx;
 	info.alpn = "http/1.1";
 	info.user = srv;
 	p->vh = lws_create_vhost(srv->ctx, &info);
@@ -523,6 +532,8 @@ static void peers_free(struct cs_peers *p)
 		return;
 	cs_peerdir_free(p->dir);
 	st_tunnel_writer_free(&p->writer);
+	if (p->client_ctx)
+		SSL_CTX_free(p->client_ctx);
 	X509_STORE_free(p->peer_store);
 	free(p->out);
 	free(p);

@@ -3,6 +3,8 @@
  */
 #include "tls.h"
 
+#include <stream/tlsctx.h>
+
 #include <pthread.h>
 
 #include <arpa/inet.h>
@@ -94,52 +96,11 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
 	return 1; /* the slot owns it now */
 }
 
-/* A client context presenting @cert/@key and trusting @ca alone (NULL or "": the system store,
- * when @system_ok). */
-static SSL_CTX *client_ctx(const char *cert, const char *key, const char *ca, bool system_ok,
-                           char *err, size_t errlen)
-{
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	if (ctx == NULL) {
-		openssl_reason(err, errlen, "SSL_CTX_new");
-		return NULL;
-	}
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	if (!system_ok && !(ca && ca[0])) {
-		snprintf(err, errlen, "no CA given to verify the peer with");
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	if (ca && ca[0] ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
-	                : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		char what[300];
-		snprintf(what, sizeof what, "cannot load CA %s", ca && ca[0] ? ca : "(system)");
-		openssl_reason(err, errlen, what);
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	if (cert && cert[0]) {
-		if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
-		    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
-		    SSL_CTX_check_private_key(ctx) != 1) {
-			char what[600];
-			snprintf(what, sizeof what, "cannot load client certificate %s / key %s",
-			         cert, key ? key : "(none)");
-			openssl_reason(err, errlen, what);
-			SSL_CTX_free(ctx);
-			return NULL;
-		}
-	}
-	return ctx;
-}
-
 SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, char *err,
                            size_t errlen)
 {
 	pthread_once(&session_slot_once, session_slot_init);
-	SSL_CTX *ctx = client_ctx(cert, key, ca, true, err, errlen);
+	SSL_CTX *ctx = st_tls_client_ctx(cert, key, ca, true, err, errlen);
 	if (ctx) {
 		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
 		                                            SSL_SESS_CACHE_NO_INTERNAL_STORE);
@@ -151,7 +112,7 @@ SSL_CTX *es_tls_client_ctx(const char *cert, const char *key, const char *ca, ch
 SSL_CTX *es_tls_tunnel_ctx(const char *cert, const char *key, const char *ca, char *err,
                            size_t errlen)
 {
-	return client_ctx(cert, key, ca, false, err, errlen);
+	return st_tls_client_ctx(cert, key, ca, false, err, errlen);
 }
 
 int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host)
