@@ -507,6 +507,8 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		cs__tunnel_kick(t);
 		return 0;
 	}
+	if (!st_session_want_write(t->sess))
+		return 0; /* lws's own frame went out (a PONG), or the loop's second feed (evloop.c) */
 	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
 	if (n == -EIO)
 		return -1;
