@@ -4,7 +4,7 @@
  * TLS code (tls.h) on an lws raw socket, as conn.h does for HTTP/1.1.
  *
  * A connection offers ALPN h2 and http/1.1. When the kubelet picks h2, every GET and HEAD the
- * kubelet backend gets (logs, follow too, metrics, stats, pods...) becomes a stream on it; a
+ * kubelet backend is given (logs, follow too, metrics, stats, pods...) becomes a stream on it; a
  * new connection opens only when the kubelet's SETTINGS_MAX_CONCURRENT_STREAMS is reached. The
  * answer goes to the cloud as the HTTP/1.1 bytes it got before (h2msg.h). When the kubelet
  * picks http/1.1 (or nothing), the waiting requests go the HTTP/1.1 way and so does every later

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <stream/http.h>
 #include <stream/limits.h>
 #include <stream/status.h>
 
@@ -184,6 +185,13 @@ int es_h2_head_field(struct es_h2_head *h, const uint8_t *name, size_t name_len,
 	}
 	if (name_len == 0 || name[0] == ':')
 		return 0; /* other pseudo-fields: none belongs in an HTTP/1.1 head */
+	/* What the cloud's relay would refuse in the head (nghttp2 checks names and values
+	 * already; this side must not depend on it): the field cannot go, the answer is bad. */
+	if (!st_http_field_name_ok((const char *)name, name_len) ||
+	    !st_http_field_value_ok((const char *)value, value_len)) {
+		h->bad = true;
+		return -EBADMSG;
+	}
 	/* Connection-specific: HTTP/2 has none (a peer that sends them anyway is ignored). */
 	if (name_is(name, name_len, "connection") || name_is(name, name_len, "keep-alive") ||
 	    name_is(name, name_len, "transfer-encoding") || name_is(name, name_len, "upgrade") ||
@@ -203,6 +211,12 @@ int es_h2_head_field(struct es_h2_head *h, const uint8_t *name, size_t name_len,
 		}
 		nm = canon;
 	}
+	/* One field is kept free for Transfer-Encoding: chunked. */
+	if (h->fields + 1 >= ST_MAX_HTTP_HEADERS) {
+		h->bad = true;
+		return -EMSGSIZE;
+	}
+	h->fields++;
 	int rc;
 	if ((rc = lines_put(h, nm, name_len)) < 0 || (rc = lines_put(h, ": ", 2)) < 0 ||
 	    (rc = lines_put(h, (const char *)value, value_len)) < 0 ||
@@ -252,7 +266,7 @@ ssize_t es_h2_head_write(const struct es_h2_head *h, bool no_body, char *out, si
 	int n = snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\n", h->status, reason(h->status));
 	const char *te = *chunked ? "Transfer-Encoding: chunked\r\n" : "";
 	size_t need = (size_t)n + h->len + strlen(te) + 2;
-	if (need > cap)
+	if (need > cap || need > ST_MAX_HTTP_HEAD_BYTES)
 		return -EMSGSIZE;
 	size_t off = 0;
 	memcpy(out, line, (size_t)n);

@@ -55,6 +55,7 @@ struct es_h2_head {
 	char *lines; /* "Name: value\r\n" for every regular field */
 	size_t len, cap;
 	int status;      /* from :status; 0 until seen */
+	unsigned fields; /* regular fields kept (the head may hold ST_MAX_HTTP_HEADERS in all) */
 	bool has_length; /* a content-length field came */
 	bool bad;        /* a field that cannot go into an HTTP/1.1 head (CR/LF), or too large */
 };
@@ -72,8 +73,9 @@ int es_h2_head_field(struct es_h2_head *h, const uint8_t *name, size_t name_len,
  * es_h2_head_write() - the HTTP/1.1 head ("HTTP/1.1 200 OK", the fields, then
  * "Transfer-Encoding: chunked" when the answer has a body and no length) into @out. @no_body:
  * the answer has none whatever its fields say (a HEAD request). *@chunked says whether the body
- * must be chunked. Returns the length, -EMSGSIZE when it does not fit, -EBADMSG without a
- * status.
+ * must be chunked. Returns the length, -EMSGSIZE when it does not fit @cap or exceeds what an
+ * HTTP/1.1 head may be here (ST_MAX_HTTP_HEAD_BYTES, ST_MAX_HTTP_HEADERS: the cloud's relay
+ * would refuse it), -EBADMSG without a status.
  */
 ssize_t es_h2_head_write(const struct es_h2_head *h, bool no_body, char *out, size_t cap,
                          bool *chunked);

@@ -1,7 +1,7 @@
 /*
  * edgestream/src/h2stream.c — a kubelet request as an HTTP/2 stream (h2conn.h): its place on a
  * connection, the request submitted, nghttp2's callbacks turning the answer into the HTTP/1.1
- * bytes the cloud gets (h2msg.h), per-stream credit following the cloud, every way a stream
+ * bytes for the cloud (h2msg.h), per-stream credit following the cloud, every way a stream
  * ends, and the kubelet backend's ops for it. Loop thread only.
  *
  * A relay call (es_stream_to_cloud, _fail, _backend_done) can free the stream from inside a

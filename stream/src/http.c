@@ -43,6 +43,22 @@ static bool is_value_byte(uint8_t c)
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
+bool st_http_field_name_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!is_tchar((uint8_t)s[i]))
+			return false;
+	return n > 0;
+}
+
+bool st_http_field_value_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!is_value_byte((uint8_t)s[i]))
+			return false;
+	return true;
+}
+
 static uint8_t ascii_lower(uint8_t c)
 {
 	return (c >= 'A' && c <= 'Z') ? (uint8_t)(c - 'A' + 'a') : c;

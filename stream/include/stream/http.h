@@ -65,6 +65,12 @@ struct st_http_response {
  */
 ssize_t st_http_parse_request(const uint8_t *buf, size_t len, struct st_http_request *out);
 
+/* st_http_field_name_ok() / st_http_field_value_ok() - whether @s (@n bytes) may stand as a
+ * field name (one or more RFC 9110 tchars) / value (visible ASCII, space, tab, obs-text) in a
+ * head these parsers accept: for code that writes heads from fields another protocol carried. */
+bool st_http_field_name_ok(const char *s, size_t n);
+bool st_http_field_value_ok(const char *s, size_t n);
+
 /* st_http_parse_response() - the same for a response head ("HTTP/1.1 200 OK"). */
 ssize_t st_http_parse_response(const uint8_t *buf, size_t len, struct st_http_response *out);
 
