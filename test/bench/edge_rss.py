@@ -10,7 +10,8 @@ connections to cloudstream, --rate a second, each one GET /containerLogs/...?fol
 fake kubelet's follow: a line now, then one every --interval seconds), waits until every
 stream has its answer head and first line, lets it settle, and reads edgestream's VmRSS (and
 its anonymous memory from /proc/PID/smaps_rollup). Prints the figure per stream: (RSS with the
-streams open - RSS before them) / streams, and what is left once they are gone.
+streams open - RSS before them) / streams, and what is left once they are gone; the same per
+stream for cloudstream's VmRSS. Any answer other than 200 (a 504) stops the run.
 
 The rate matters: each stream's kubelet TLS handshake holds ~50 KB of OpenSSL buffers for a
 moment, and the fake kubelet (Python) completes a few hundred handshakes a second, so at 1,000
@@ -76,7 +77,7 @@ async def open_stream(ctx, port, target, ready, keep):
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
-        raise RuntimeError("answer %r" % head[:100])
+        raise RuntimeError("answer %r %r" % (head[:40], await reader.read(200)))
     await reader.readuntil(b"line 1\n")  # the first line went through the whole chain
     ready.append(1)
     keep.append(writer)
@@ -104,6 +105,7 @@ async def run(args, env, cloud, edge, kubelet):
     await asyncio.sleep(2)
     pid = edge.pid
     rss0, anon0 = status_kib(pid, "VmRSS"), anon_kib(pid)
+    crss0 = status_kib(cloud.pid, "VmRSS")
 
     ready, keep = [], []
     t0 = time.monotonic()
@@ -126,6 +128,7 @@ async def run(args, env, cloud, edge, kubelet):
     open_now = metric(edge.ports["admin"], "edgestream_streams")
     rss1, anon1 = status_kib(pid, "VmRSS"), anon_kib(pid)
     hwm = status_kib(pid, "VmHWM")
+    crss1 = status_kib(cloud.pid, "VmRSS")
     for w in keep:
         w.close()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -140,6 +143,9 @@ async def run(args, env, cloud, edge, kubelet):
     print("  anon   before %7d KiB, with the streams %7d KiB" % (anon0, anon1))
     print("  per stream: %.1f KiB RSS, %.1f KiB anonymous"
           % ((rss1 - rss0) / n, (anon1 - anon0) / n))
+    print("cloudstream: VmRSS before %d KiB, with the streams %d KiB: %.1f KiB per stream; "
+          "every one of the %d requests answered 200 with its first line"
+          % (crss0, crss1, (crss1 - crss0) / n, n))
     print("  fake kubelet (%s): %.2f s CPU while the streams opened (%.0f%% of one core, "
           "%.2f ms a stream)" % ("offering h2" if args.kubelet_h2 else "HTTP/1.1 only", k_up,
                                   100.0 * k_up / up, 1000.0 * k_up / n))
