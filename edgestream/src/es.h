@@ -160,16 +160,29 @@ void es_cert_event(struct edgestream *es, int result, const char *reason);
 /* embed.c: the instance's log scope from @cfg (level, format, hook), before any thread enters. */
 void es_log_scope_init(struct edgestream *es, const struct edgestream_config *cfg);
 
+/* ---- internal to the instance: lib.c's steps in lib_config.c and lib_loop.c ---- */
+/* lib_config.c: a deep copy of @src into @dst through the option table (the caller may free
+ * its configuration). 0, or <0 with the reason in @err. */
+int es__config_copy(struct es_config *dst, const struct es_config *src, char *err, size_t errlen);
+/* lib_config.c: the checks at start (cloud URLs, credentials, identity, allow-list, kubelet)
+ * into @es; may join (blocking). 0, or <0 with the reason in @err. */
+int es__check_config(struct edgestream *es, char *err, size_t errlen);
+/* lib_loop.c: the lws context and its vhosts (tunnel client, admin). 0, or <0 with @err. */
+int es__create_loop(struct edgestream *es, char *err, size_t errlen);
+/* lib_loop.c: what other threads asked for (configuration, reload, stop). Loop thread. */
+void es__handle_requests(struct edgestream *es);
+
 /* lib.c */
 uint64_t es_now_ms(void);
+/* The same clock in microseconds, for the latency histograms. */
+uint64_t es_now_us(void);
+/* lib_config.c */
 /* es_parse_cloud_urls() - --cloud-url: one URL or several separated by commas (at most
  * ES_MAX_CLOUD_URLS), each wss://HOST[:PORT][/PATH], into es->urls and es->cloud_* (the first);
  * @server_name (may be NULL or "") names every URL's certificate, else its host. 0 or -EINVAL
  * with the reason in @err. */
 int es_parse_cloud_urls(struct edgestream *es, const char *value, const char *server_name,
                         char *err, size_t errlen);
-/* The same clock in microseconds, for the latency histograms. */
-uint64_t es_now_us(void);
 /* stats.c: the admin endpoints' /metrics and /readyz (stream/admin.h ops). */
 struct st_text;
 void es_render_metrics(struct st_text *t, void *user);
@@ -177,9 +190,11 @@ bool es_ready(void *user, const char **why);
 /* GET /tunnels and GET /streams on the admin port (stream/admin.h action). */
 int es_admin_action(void *user, const char *method, size_t mlen, const char *path, size_t plen,
                     const char *query, size_t qlen, char *out, size_t cap, size_t *out_len);
+/* lib_loop.c */
 /* es_maybe_finish_drain() - while draining, close the tunnels once no stream is left (or at the
  * deadline). Loop thread; call when a stream ends. */
 void es_maybe_finish_drain(struct edgestream *es);
+/* stats.c */
 void es_publish_stats(struct edgestream *es);
 
 /* reload.c: the tunnel certificate files, checked every --cert-check-interval and on demand. */

@@ -145,6 +145,15 @@ void es_tunnel_block(struct es_tunnel *t, bool on);
  * the caller counts it. */
 void es_tunnel_note_refusal(struct es_tunnel *t, const char *why);
 
+/* ---- internal to the tunnel: tunnel.c's seams with tunnel_dial.c and tunnel_move.c ---- */
+/* tunnel_dial.c: the tunnel or its dial ended (@err, @why unless a close reason was kept): its
+ * streams end, its session goes, a redial is scheduled (none for a retiring tunnel, which
+ * becomes a spare). From the websocket's callback or a failed dial. */
+void es__tunnel_down(struct es_tunnel *t, int err, const char *why);
+/* tunnel_move.c: the session's on_reconnect (a draining cloud's RECONNECT): dial a second
+ * tunnel; this one retires. @user is the tunnel. */
+void es__tunnel_on_reconnect(struct st_session *s, uint64_t drain_ms, void *user);
+
 /* ---- internal to the tunnel (tunnel_hs.c: the upgrade's headers) ---- */
 uint64_t es__tunnel_first_window(const struct edgestream *es);
 void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
