@@ -87,7 +87,7 @@ struct edgestream {
 	 * tunnel keeps its own copy of where it dials. */
 	char cloud_host[ES_HOST_MAX], cloud_path[ES_HOST_MAX], cloud_name[ES_HOST_MAX];
 	int cloud_port;
-	/* Every --cloud-url entry, tried in turn (tunnel.c); urls[0] is the one above. */
+	/* Every --cloud-url entry, tried in turn (tunnel_dial.c); urls[0] is the one above. */
 	struct es_cloud_url urls[ES_MAX_CLOUD_URLS];
 	size_t n_urls;
 	/* Every tunnel of the instance: one, plus the one being retired while a draining cloud's

@@ -4,9 +4,10 @@
  * runs on it at start (the cloud URLs, the tunnel's credentials and identity, the allow-list,
  * the kubelet), edgestream_config_check and edgestream_reconfigure.
  *
- * The seam: everything here reads or checks a configuration and touches no loop, thread or
- * socket (a join at start is the exception: es_join_bootstrap, before any loop), so lib.c's
- * start-up and --check-config share one check (es__check_config).
+ * The seam: everything here reads or checks a configuration and builds no loop object (the
+ * exceptions are small: a join at start, es_join_bootstrap, before any loop; reconfigure only
+ * hands the copy over and wakes the loop, lib_loop.c applies it), so lib.c's start-up and
+ * --check-config share one check (es__check_config).
  */
 #include "es.h"
 
