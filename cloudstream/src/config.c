@@ -116,12 +116,26 @@ static const struct st_opt options[] = {
                  "yet presents one with a signing request for a key it generated itself, "
                  "POST /v1/cloudstream/join on the tunnel port, and gets a certificate from "
                  "--signer-cert. The file is read on a worker at every join (so it is live); "
-                 "each token has an expiry, a use count (counted in memory: a restart "
-                 "forgets uses) and optionally the one node it may join as. Setting it makes "
+                 "each token has an expiry, a use count (the uses taken are kept in "
+                 "--join-uses, so a restart does not make a used token good again) and "
+                 "optionally the one node it may join as. Setting it makes "
                  "client certificates optional in the tunnel port's handshake (one that is "
                  "sent must still verify); a websocket upgrade without one is refused (403). "
                  "Needs --signer-cert and --signer-key.",
          .example = "--join-tokens /etc/cloudstream/join-tokens",
+         .since = "0.3"},
+        {.name = "join-uses",
+         .type = ST_OPT_STRING,
+         .offset = OFF(join_uses),
+         .value_name = "FILE",
+         .help = "Where the uses of join tokens are kept (\"use ID N\" lines, rewritten "
+                 "atomically, mode 0600, on a worker before a certificate is signed): a "
+                 "restart reads them back, so a single-use token stays used. Default: "
+                 "--join-tokens with \".uses\" appended; it must be writable (a token file "
+                 "on a read-only mount needs this set). A join is refused (503) when the use "
+                 "cannot be recorded. Each replica keeps its own: with several, give "
+                 "single-use tokens a node= or use --csr-signer-name.",
+         .example = "--join-uses /var/lib/cloudstream/join-uses",
          .since = "0.3"},
         {.name = "signer-cert",
          .type = ST_OPT_STRING,

@@ -41,6 +41,7 @@ struct cs_config {
 	uint64_t deny_list_check_interval_ms; /* the file is re-read when it changed */
 	/* bootstrap and rotation (join_srv.c) */
 	char *join_tokens; /* join tokens (join.h); set: edges without a cert may join */
+	char *join_uses;   /* where token uses are kept; "": join_tokens + ".uses" */
 	char *signer_cert, *signer_key;   /* the CA that signs edge certificates; set: signing on */
 	uint64_t signed_cert_lifetime_ms; /* lifetime of the certificates we sign */
 	char *csr_signer_name;            /* set: the Kubernetes CSR API signs instead */

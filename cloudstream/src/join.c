@@ -139,6 +139,87 @@ static int cmp_token(const void *a, const void *b)
 	return strcmp(((const struct cs_join_token *)a)->id, ((const struct cs_join_token *)b)->id);
 }
 
+int cs_join_uses_parse(const char *text, size_t len, struct cs_join_use **out, size_t *n,
+                       struct cs_join_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	err->line = 0;
+	err->why = NULL;
+	if (len > CS_JOIN_MAX_FILE_BYTES) {
+		err->why = "file too large";
+		return -EMSGSIZE;
+	}
+	struct cs_join_use *v = NULL;
+	size_t used = 0, cap = 0, line = 0;
+	const char *p = text, *end = text + len;
+	int rc = 0;
+	while (p < end && rc == 0) {
+		line++;
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		const char *le = eol ? eol : end;
+		const char *q = p, *w;
+		size_t wn;
+		p = eol ? eol + 1 : end;
+		if (!next_word(&q, le, &w, &wn))
+			continue; /* a blank line */
+		uint64_t count;
+		const char *id;
+		size_t idn;
+		if (wn != 3 || memcmp(w, "use", 3) != 0 || !next_word(&q, le, &id, &idn) ||
+		    !id_syntax(id, idn) || !next_word(&q, le, &w, &wn) ||
+		    !parse_dec(w, wn, 0, CS_JOIN_MAX_USES, &count) || next_word(&q, le, &w, &wn)) {
+			err->line = line;
+			err->why = "expected \"use ID N\"";
+			rc = -EBADMSG;
+			break;
+		}
+		if (used == CS_JOIN_MAX_TOKENS) {
+			err->line = line;
+			err->why = "too many tokens";
+			rc = -EMSGSIZE;
+			break;
+		}
+		if (used == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct cs_join_use *nv = realloc(v, ncap * sizeof *nv);
+			if (nv == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		memcpy(v[used].id, id, idn);
+		v[used].id[idn] = '\0';
+		v[used].used = (uint32_t)count;
+		used++;
+	}
+	if (rc < 0) {
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = used;
+	return 0;
+}
+
+size_t cs_join_uses_format(const struct cs_join_use *u, size_t n, char *out, size_t cap)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (u[i].used == 0)
+			continue; /* nothing to remember */
+		int w = snprintf(cap > len ? out + len : NULL, cap > len ? cap - len : 0,
+		                 "use %s %u\n", u[i].id, (unsigned)u[i].used);
+		if (w > 0)
+			len += (size_t)w;
+	}
+	if (cap > 0 && len < cap)
+		out[len] = '\0';
+	return len;
+}
+
 int cs_join_tokens_parse(const char *text, size_t len, struct cs_join_tokens **out,
                          struct cs_join_error *err)
 {

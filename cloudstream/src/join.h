@@ -62,6 +62,25 @@ int cs_join_tokens_parse(const char *text, size_t len, struct cs_join_tokens **o
                          struct cs_join_error *err);
 void cs_join_tokens_free(struct cs_join_tokens *t);
 
+/*
+ * The uses taken so far, kept in a file of their own (--join-uses) so that a restart does not
+ * make a used token good again: "use ID N" lines (N: signings taken), written whole by
+ * cloudstream (cs_join_uses_format), read back at the first join after a start.
+ */
+struct cs_join_use {
+	char id[CS_JOIN_TOKEN_ID_BYTES + 1];
+	uint32_t used;
+};
+
+/* cs_join_uses_parse() - the uses in @len bytes of @text. 0 with *@out (free(); NULL and 0
+ * for an empty file) and *@n, -EBADMSG with *@err, -EMSGSIZE, -ENOMEM. */
+int cs_join_uses_parse(const char *text, size_t len, struct cs_join_use **out, size_t *n,
+                       struct cs_join_error *err);
+
+/* cs_join_uses_format() - @n uses as the file's text into @out (@cap bytes). Returns the
+ * length (the text is complete only when it is below @cap). */
+size_t cs_join_uses_format(const struct cs_join_use *u, size_t n, char *out, size_t cap);
+
 /* cs_join_tokens_find() - the token with id @id (NUL-terminated), or NULL. */
 const struct cs_join_token *cs_join_tokens_find(const struct cs_join_tokens *t, const char *id);
 

@@ -22,6 +22,8 @@
 #include "tunnel_int.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,20 +80,15 @@ struct cs_join_req {
 	struct cs_join_req *next, *prev;
 };
 
-/* Token uses, shared by the workers (mutex). */
-struct use {
-	char id[CS_JOIN_TOKEN_ID_BYTES + 1];
-	uint32_t used;
-};
-
 struct cs_join {
 	struct cs_server *srv;
 	struct cs_join_req *reqs; /* loop thread */
 	size_t n_reqs;
 	uint64_t next_ordinal;
-	pthread_mutex_t lock; /* guards uses and csr_waiting */
-	struct use *uses;
+	pthread_mutex_t lock;     /* guards uses and csr_waiting */
+	struct cs_join_use *uses; /* token uses, kept in --join-uses */
 	size_t n_uses;
+	bool uses_loaded; /* --join-uses read (at the first join after the start) */
 	bool csr_waiting; /* a worker waits for the cluster to sign a CSR (--csr-signer-name) */
 	/* counters, loop thread */
 	uint64_t signed_join, signed_renew, ca_served;
@@ -142,7 +139,7 @@ static uint32_t *use_slot_locked(struct cs_join *j, const char *id)
 			return &j->uses[i].used;
 	if (j->n_uses == CS_JOIN_MAX_TOKENS)
 		return NULL;
-	struct use *u = realloc(j->uses, (j->n_uses + 1) * sizeof *u);
+	struct cs_join_use *u = realloc(j->uses, (j->n_uses + 1) * sizeof *u);
 	if (u == NULL)
 		return NULL;
 	j->uses = u;
@@ -171,6 +168,84 @@ static int read_file(const char *path, size_t max, char **out, size_t *len)
 	*out = buf;
 	*len = n;
 	return 0;
+}
+
+/* ---- the uses file (--join-uses; workers, under the lock) -------------------------------- */
+
+static void uses_path(const struct cs_config *c, char *out, size_t cap)
+{
+	if (c->join_uses && c->join_uses[0])
+		snprintf(out, cap, "%s", c->join_uses);
+	else
+		snprintf(out, cap, "%s.uses", c->join_tokens);
+}
+
+/* Reads the uses back once: a missing file is none taken. 0, or -errno with @why. */
+static int uses_load_locked(struct cs_join *j, const struct cs_config *c, char *why, size_t whylen)
+{
+	if (j->uses_loaded)
+		return 0;
+	char path[PATH_MAX];
+	uses_path(c, path, sizeof path);
+	char *text = NULL;
+	size_t len = 0;
+	int rc = read_file(path, CS_JOIN_MAX_FILE_BYTES, &text, &len);
+	if (rc == -ENOENT) {
+		j->uses_loaded = true;
+		return 0;
+	}
+	struct cs_join_error perr = {0};
+	struct cs_join_use *v = NULL;
+	size_t n = 0;
+	if (rc == 0)
+		rc = cs_join_uses_parse(text, len, &v, &n, &perr);
+	free(text);
+	if (rc < 0) {
+		snprintf(why, whylen, "%s: %s%s%s", path, st_strerror(rc), perr.why ? ": " : "",
+		         perr.why ? perr.why : "");
+		return rc;
+	}
+	free(j->uses);
+	j->uses = v;
+	j->n_uses = n;
+	j->uses_loaded = true;
+	return 0;
+}
+
+/* Writes every use taken: a temporary file, synced, renamed over the old one. */
+static int uses_save_locked(struct cs_join *j, const struct cs_config *c, char *why, size_t whylen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	uses_path(c, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	size_t need = cs_join_uses_format(j->uses, j->n_uses, NULL, 0);
+	char *text = malloc(need + 1);
+	if (text == NULL)
+		return -ENOMEM;
+	cs_join_uses_format(j->uses, j->n_uses, text, need + 1);
+	int rc = 0;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		rc = -errno;
+	for (size_t off = 0; rc == 0 && off < need;) {
+		ssize_t w = write(fd, text + off, need - off);
+		if (w < 0 && errno != EINTR)
+			rc = -errno;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	if (rc == 0 && fsync(fd) != 0)
+		rc = -errno;
+	if (fd >= 0 && close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlink(tmp);
+		snprintf(why, whylen, "%s: %s", path, st_strerror(rc));
+	}
+	free(text);
+	return rc;
 }
 
 #define JOB_FAIL(jb, st, r, ...)                                                                   \
@@ -205,15 +280,28 @@ static void job_token(struct job *jb, const struct cs_config *c)
 	        EVP_Digest(jb->token, strlen(jb->token), md, &mdlen, EVP_sha256(), NULL) == 1 &&
 	        mdlen == 32 && CRYPTO_memcmp(md, t->hash, 32) == 0;
 	int64_t now = (int64_t)time(NULL);
+	char why[PATH_MAX + 200] = "";
 	pthread_mutex_lock(&jb->j->lock);
-	uint32_t *used = secret_ok ? use_slot_locked(jb->j, jb->id) : NULL;
+	rc = uses_load_locked(jb->j, c, why, sizeof why);
+	uint32_t *used = secret_ok && rc == 0 ? use_slot_locked(jb->j, jb->id) : NULL;
 	enum cs_join_refusal r =
 	        cs_join_token_check(t, secret_ok, now, used ? *used : UINT32_MAX, jb->node);
-	if (r == CS_JOIN_OK) {
+	if (rc == 0 && r == CS_JOIN_OK) {
 		(*used)++;
-		jb->counted = true;
+		/* Recorded before anything is signed: a use that cannot be kept is not taken. */
+		rc = uses_save_locked(jb->j, c, why, sizeof why);
+		if (rc < 0)
+			(*used)--;
+		else
+			jb->counted = true;
 	}
 	pthread_mutex_unlock(&jb->j->lock);
+	if (rc < 0) {
+		JOB_FAIL(jb, 503, CS_JOIN_OK, "the uses of join tokens cannot be kept: %.600s",
+		         why);
+		cs_join_tokens_free(toks);
+		return;
+	}
 	switch (r) {
 	case CS_JOIN_OK:
 		break;
@@ -242,12 +330,18 @@ static void give_back_use(struct job *jb)
 {
 	if (!jb->counted)
 		return;
+	char why[PATH_MAX + 200] = "";
 	pthread_mutex_lock(&jb->j->lock);
 	uint32_t *used = use_slot_locked(jb->j, jb->id);
-	if (used && *used > 0)
+	int rc = 0;
+	if (used && *used > 0) {
 		(*used)--;
+		rc = uses_save_locked(jb->j, &jb->j->srv->cfg, why, sizeof why);
+	}
 	pthread_mutex_unlock(&jb->j->lock);
 	jb->counted = false;
+	if (rc < 0) /* the use stays counted on disk: safe, one use lost to the edge */
+		st_warn("a token use given back could not be recorded: %s", why);
 }
 
 /* ---- --csr-signer-name: the Kubernetes CSR API signs (worker) ------------------------------- */

@@ -24,6 +24,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (err.why == NULL) {
 		abort();
 	}
+	/* The uses file: what parses formats back to text that parses to the same uses (less
+	 * those at 0, which are not written). */
+	struct cs_join_use *u = NULL, *u2 = NULL;
+	size_t n = 0, n2 = 0;
+	if (cs_join_uses_parse(text, size, &u, &n, &err) == 0) {
+		size_t need = cs_join_uses_format(u, n, NULL, 0);
+		char *again = malloc(need + 1);
+		if (again == NULL)
+			abort();
+		if (cs_join_uses_format(u, n, again, need + 1) != need ||
+		    cs_join_uses_parse(again, need, &u2, &n2, &err) != 0)
+			abort();
+		for (size_t i = 0, k = 0; i < n; i++) {
+			if (u[i].used == 0)
+				continue;
+			if (k >= n2 || strcmp(u[i].id, u2[k].id) != 0 || u[i].used != u2[k].used)
+				abort();
+			k++;
+		}
+		free(again);
+		free(u2);
+		free(u);
+	} else if (err.why == NULL) {
+		abort();
+	}
 	char id[8], tok[CS_JOIN_TOKEN_BYTES + 1];
 	if (cs_join_bearer(text, size, id, tok) == 0 &&
 	    (strlen(tok) != CS_JOIN_TOKEN_BYTES || memcmp(tok, id, 6) != 0))

@@ -235,6 +235,41 @@ def group_join():
             check(not os.path.exists(os.path.join(env.dir, "e9", "edge.key")),
                   "a refused join left a key")
 
+        def used_token_stays_used_after_restart():
+            """The uses taken are kept in --join-uses: a single-use token spent before a
+            restart is still spent after it; a use that cannot be recorded is not taken."""
+            toks2 = os.path.join(env.dir, "join-tokens-2")
+            open(toks2, "w").close()
+            tok = new_token(env, toks2, "--uses", "1")
+            c2 = h.start_cloudstream(env, signing_flags(env, toks2), name="cloud-uses")
+            join_edge(env, c2, kubelet, "edge-11", tok, pin, os.path.join(env.dir, "e11"),
+                      "es-e11")
+            uses = toks2 + ".uses"
+            with open(uses) as f:
+                text = f.read()
+            check(text == "use %s 1\n" % tok.split(".")[0], "uses file %r" % text)
+            check(os.stat(uses).st_mode & 0o777 == 0o600, "uses file mode")
+            check(env.stop(c2) == 0, "cloudstream exit status")
+            c2 = h.start_cloudstream(env, signing_flags(env, toks2), name="cloud-uses-2")
+            why = refused_join(env, c2, kubelet, "edge-12", tok, pin,
+                               os.path.join(env.dir, "e12"), "es-e12")
+            check("reused: token %s was already used" % tok.split(".")[0] in why,
+                  "after a restart: %s" % why)
+            check(env.stop(c2) == 0, "cloudstream exit status")
+            # a uses file that cannot be written: the join is refused, the use not taken
+            tok2 = new_token(env, toks2, "--uses", "1")
+            c3 = h.start_cloudstream(env, signing_flags(env, toks2) + [
+                "--join-uses", os.path.join(env.dir, "no-such-dir", "uses")],
+                name="cloud-uses-3")
+            why = refused_join(env, c3, kubelet, "edge-13", tok2, pin,
+                               os.path.join(env.dir, "e13"), "es-e13")
+            check("(503)" in why and "cannot be kept" in why, "unwritable uses file: %s" % why)
+            check(env.stop(c3) == 0, "cloudstream exit status")
+            c4 = h.start_cloudstream(env, signing_flags(env, toks2), name="cloud-uses-4")
+            join_edge(env, c4, kubelet, "edge-13", tok2, pin, os.path.join(env.dir, "e13b"),
+                      "es-e13b")
+            check(env.stop(c4) == 0, "cloudstream exit status")
+
         def expired_token_refused():
             tok = new_token(env, tokens, "--ttl", "1s")
             time.sleep(1.5)
@@ -304,6 +339,7 @@ def group_join():
         rc = h.run(named("join", [
             ("fresh_edge_joins_key_stays_home", fresh_edge_joins_key_stays_home),
             ("reused_token_refused", reused_token_refused),
+            ("used_token_stays_used_after_restart", used_token_stays_used_after_restart),
             ("expired_token_refused", expired_token_refused),
             ("foreign_node_token_refused", foreign_node_token_refused),
             ("unknown_token_refused", unknown_token_refused),

@@ -168,6 +168,39 @@ static void test_cs_join_tokens_parse__alloc_failure(void **state)
 	}
 }
 
+/* The uses file round trip; bad lines named by number; a use at 0 is not written. */
+static void test_cs_join_uses__parse_and_format(void **state)
+{
+	(void)state;
+	static const char text[] = "use abc123 2\n\nuse zz0001 0\nuse 9x9x9x 1000000\n";
+	struct cs_join_use *u;
+	size_t n;
+	struct cs_join_error err;
+	assert_int_equal(cs_join_uses_parse(text, sizeof text - 1, &u, &n, &err), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(u[0].id, "abc123");
+	assert_int_equal(u[0].used, 2);
+	assert_int_equal(u[2].used, 1000000);
+	char out[128];
+	size_t len = cs_join_uses_format(u, n, out, sizeof out);
+	assert_string_equal(out, "use abc123 2\nuse 9x9x9x 1000000\n");
+	assert_int_equal(len, strlen(out));
+	assert_int_equal(cs_join_uses_format(u, n, NULL, 0), len); /* the size asked first */
+	free(u);
+	static const char *const bad[] = {
+	        "use abc12 1\n",   "use abc123\n",         "use abc123 1 x\n", "use ABC123 1\n",
+	        "uses abc123 1\n", "use abc123 1000001\n", "use abc123 -1\n"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_equal(cs_join_uses_parse(bad[i], strlen(bad[i]), &u, &n, &err),
+		                 -EBADMSG);
+		assert_int_equal(err.line, 1);
+		assert_null(u);
+	}
+	assert_int_equal(cs_join_uses_parse("", 0, &u, &n, &err), 0);
+	assert_int_equal(n, 0);
+	assert_null(u);
+}
+
 static void test_cs_join_bearer__forms(void **state)
 {
 	(void)state;
@@ -314,6 +347,7 @@ int main(void)
 	        cmocka_unit_test(test_cs_join_tokens_parse__limits),
 	        cmocka_unit_test(test_cs_join_tokens_parse__guard_page),
 	        cmocka_unit_test(test_cs_join_tokens_parse__alloc_failure),
+	        cmocka_unit_test(test_cs_join_uses__parse_and_format),
 	        cmocka_unit_test(test_cs_join_bearer__forms),
 	        cmocka_unit_test(test_cs_join_token_check__reasons),
 	        cmocka_unit_test(test_cs_join_csr_node__subjects),
