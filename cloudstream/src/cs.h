@@ -180,8 +180,19 @@ uint64_t cs_now_ms(void);
 /* The same clock in microseconds, for the latency histograms. */
 uint64_t cs_now_us(void);
 void cs_maybe_finish_drain(struct cs_server *srv);
+
+/* ---- vhosts.c: the listeners (main.c sequences them) ------------------------------------ */
 /* A listener's SSL_CTX, from LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS on the vhost
  * named @vhost_name ("tunnel" or "stream"): where SIGHUP swaps new certificates in. */
 void cs_certs_note_ctx(struct cs_server *srv, const char *vhost_name, void *ssl_ctx);
+/* Start-up, once the context exists: the tunnel, stream, admin (when set) and aux vhosts, the
+ * front door's (door.c) and the tunnel port's listening socket (listen.h). 0, or -EINVAL /
+ * -EADDRNOTAVAIL / -ENOMEM after logging why. */
+int cs__create_vhosts(struct cs_server *srv);
+/* Once the worker pool runs: SIGHUP's reload of the listeners' certificate files into their
+ * SSL_CTXs (stream/certreload.h). 0 or a negative errno. */
+int cs__certs_reload_new(struct cs_server *srv);
+/* --ready-file, when set: the listeners' ports. 0, or a negative errno after logging. */
+int cs__write_ready_file(struct cs_server *srv);
 
 #endif /* CLOUDSTREAM_CS_H */

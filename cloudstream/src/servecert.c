@@ -1,6 +1,7 @@
 /*
- * cloudstream/src/servecert.c — per-node serving certificates (servecert.h): the cache, the
- * ClientHello hook that picks a node's certificate, and each node's issue/poll/renew cycle.
+ * cloudstream/src/servecert.c — per-node serving certificates (servecert.h): the cache and each
+ * node's issue/poll/renew cycle. The ClientHello hook that picks a node's certificate from the
+ * cache is servecert_hello.c.
  *
  * A node's entry holds at most one certificate and one issue in progress (a job on the pool,
  * or a CSR being polled on a timer). The handshake only reads the cache: an entry without a
@@ -13,20 +14,15 @@
  */
 #include "servecert.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <linux/netfilter_ipv4.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/tls1.h>
 #include <openssl/x509v3.h>
 
 #include <stream/log.h>
@@ -38,50 +34,12 @@
 #include "cs.h"
 #include "servecert_int.h"
 
-#ifndef IP6T_SO_ORIGINAL_DST
-#define IP6T_SO_ORIGINAL_DST 80
-#endif
-
-#define SC_BUCKETS        1024u
 #define SC_BACKOFF_MIN_MS 1000u
 #define SC_BACKOFF_MAX_MS (5u * 60u * 1000u)
 #define SC_POLL_MIN_MS    500u
 #define SC_POLL_MAX_MS    16000u
 #define SC_PENDING_MAX_MS (15u * 60u * 1000u)
 #define SC_REISSUE_GAP_MS 30000u /* one node's issues, however many handshakes miss */
-/* a valid certificate that does not cover the address: issued again at most this often */
-#define SC_UNCOVERED_GAP_MS (10u * 60u * 1000u)
-
-struct sc_entry {
-	struct sc_entry *next; /* hash chain */
-	struct cs_servecert *sc;
-	char node[CS_NODE_NAME_MAX_BYTES + 1];
-	X509 *cert;    /* the node's certificate, NULL before the first (owned) */
-	EVP_PKEY *key; /* its key (owned) */
-	uint64_t gen;  /* bumped at each issue: answers of an older one are dropped */
-	bool busy;     /* an issue is in progress: a job, or a CSR polled on the timer */
-	bool fallback_logged;
-	EVP_PKEY *pending_key; /* csr: the key of the CSR being polled (owned) */
-	char csr_name[254];
-	uint64_t poll_ms, pending_since_ms;
-	uint64_t next_issue_ms; /* no issue starts before (backoff, or the gap between issues) */
-	uint32_t failures;      /* in a row */
-	uint64_t uncovered_retry_ms; /* a certificate that does not cover an address the node is
-	                              * reached by is issued again at most this often: the Node
-	                              * may not list that address, and each issue is a CSR */
-	lws_sorted_usec_list_t sul;  /* the CSR's next poll, or the renewal */
-};
-
-struct cs_servecert {
-	struct cs_server *srv;
-	struct cs_sc_ca ca; /* ca mode */
-	struct sc_entry *b[SC_BUCKETS];
-	size_t n, max;
-	bool stopping;
-	bool approve_logged; /* the 403 on the approval subresource was said */
-	bool no_node_logged;
-	uint64_t handshakes_node, handshakes_default, issued, failures;
-};
 
 /* Monotonic: timers and backoff. */
 static uint64_t now_ms(void)
@@ -102,20 +60,20 @@ static size_t bucket(const char *s)
 	uint32_t h = 2166136261u;
 	for (; *s; s++)
 		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h % SC_BUCKETS;
+	return h % CS_SC_BUCKETS;
 }
 
-static struct sc_entry *entry_find(struct cs_servecert *sc, const char *node)
+static struct cs_sc_entry *entry_find(struct cs_servecert *sc, const char *node)
 {
-	for (struct sc_entry *e = sc->b[bucket(node)]; e; e = e->next)
+	for (struct cs_sc_entry *e = sc->b[bucket(node)]; e; e = e->next)
 		if (strcmp(e->node, node) == 0)
 			return e;
 	return NULL;
 }
 
-static struct sc_entry *entry_get(struct cs_servecert *sc, const char *node)
+struct cs_sc_entry *cs__sc_entry_get(struct cs_servecert *sc, const char *node)
 {
-	struct sc_entry *e = entry_find(sc, node);
+	struct cs_sc_entry *e = entry_find(sc, node);
 	if (e || sc->n >= sc->max || strlen(node) > CS_NODE_NAME_MAX_BYTES)
 		return e;
 	e = calloc(1, sizeof *e);
@@ -130,7 +88,7 @@ static struct sc_entry *entry_get(struct cs_servecert *sc, const char *node)
 	return e;
 }
 
-static void entry_free(struct sc_entry *e)
+static void entry_free(struct cs_sc_entry *e)
 {
 	lws_sul_cancel(&e->sul);
 	X509_free(e->cert);
@@ -139,9 +97,9 @@ static void entry_free(struct sc_entry *e)
 	free(e);
 }
 
-static void entry_remove(struct cs_servecert *sc, struct sc_entry *e)
+static void entry_remove(struct cs_servecert *sc, struct cs_sc_entry *e)
 {
-	for (struct sc_entry **pp = &sc->b[bucket(e->node)]; *pp; pp = &(*pp)->next)
+	for (struct cs_sc_entry **pp = &sc->b[bucket(e->node)]; *pp; pp = &(*pp)->next)
 		if (*pp == e) {
 			*pp = e->next;
 			sc->n--;
@@ -160,10 +118,9 @@ static uint64_t asn1_ms(const ASN1_TIME *t)
 
 /* ---- the issue cycle ---------------------------------------------------------------------- */
 
-static void issue_start(struct sc_entry *e, const char *why);
 static void job_done(void *arg, int status);
 
-static void failed(struct sc_entry *e, const char *what, const char *error)
+static void failed(struct cs_sc_entry *e, const char *what, const char *error)
 {
 	struct cs_servecert *sc = e->sc;
 	e->busy = false;
@@ -184,7 +141,7 @@ static void failed(struct sc_entry *e, const char *what, const char *error)
 
 static void on_timer(lws_sorted_usec_list_t *sul)
 {
-	struct sc_entry *e = lws_container_of(sul, struct sc_entry, sul);
+	struct cs_sc_entry *e = lws_container_of(sul, struct cs_sc_entry, sul);
 	struct cs_servecert *sc = e->sc;
 	struct cs_server *srv = sc->srv;
 	if (e->busy && e->csr_name[0]) { /* the CSR's next poll */
@@ -218,10 +175,10 @@ static void on_timer(lws_sorted_usec_list_t *sul)
 		return;
 	}
 	e->next_issue_ms = 0;
-	issue_start(e, "renewal");
+	cs__sc_issue_start(e, "renewal");
 }
 
-static void install(struct sc_entry *e, EVP_PKEY *key, X509 *cert, const char *how)
+static void install(struct cs_sc_entry *e, EVP_PKEY *key, X509 *cert, const char *how)
 {
 	struct cs_servecert *sc = e->sc;
 	X509_free(e->cert);
@@ -265,7 +222,7 @@ static void job_done(void *arg, int status)
 {
 	struct cs_sc_job *j = arg;
 	struct cs_servecert *sc = j->srv->sc;
-	struct sc_entry *e = sc && !sc->stopping ? entry_find(sc, j->node) : NULL;
+	struct cs_sc_entry *e = sc && !sc->stopping ? entry_find(sc, j->node) : NULL;
 	if (status != 0 || e == NULL || e->gen != j->entry_gen) {
 		cs__sc_job_free(j);
 		return;
@@ -322,7 +279,7 @@ static void job_done(void *arg, int status)
 		e->pending_key = NULL;
 		st_log(ST_LOG_WARN, e->node, 0,
 		       "serving certificate: CSR %s was deleted; asking again", j->csr_name);
-		issue_start(e, "CSR deleted");
+		cs__sc_issue_start(e, "CSR deleted");
 	} else if (j->denied) {
 		e->csr_name[0] = '\0';
 		failed(e, "CSR refused", j->detail);
@@ -348,7 +305,7 @@ static void job_done(void *arg, int status)
 	cs__sc_job_free(j);
 }
 
-static void issue_start(struct sc_entry *e, const char *why)
+void cs__sc_issue_start(struct cs_sc_entry *e, const char *why)
 {
 	struct cs_servecert *sc = e->sc;
 	struct cs_server *srv = sc->srv;
@@ -382,149 +339,16 @@ static void issue_start(struct sc_entry *e, const char *why)
 	st_log(ST_LOG_INFO, e->node, 0, "serving certificate: issuing (%s)", why);
 }
 
-/* ---- the handshake ------------------------------------------------------------------------ */
-
-/* The ClientHello's server_name (a host name), or "". */
-static void client_hello_sni(SSL *ssl, char *out, size_t cap)
-{
-	const unsigned char *p;
-	size_t len;
-	out[0] = '\0';
-	if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) || len < 5)
-		return;
-	size_t list = ((size_t)p[0] << 8) | p[1];
-	if (list + 2 > len || p[2] != TLSEXT_NAMETYPE_host_name)
-		return;
-	size_t n = ((size_t)p[3] << 8) | p[4];
-	if (n + 5 > len || n == 0 || n >= cap)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		char ch = (char)p[5 + i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '.'))
-			return;
-	}
-	memcpy(out, p + 5, n);
-	out[n] = '\0';
-}
-
-/* The DNAT'd original destination of socket @fd, or "" when it was not DNAT'd. */
-static void orig_dst(int fd, char *out, size_t cap)
-{
-	struct sockaddr_storage orig, local;
-	socklen_t olen = sizeof orig, llen = sizeof local;
-	out[0] = '\0';
-	if (fd < 0)
-		return;
-	memset(&orig, 0, sizeof orig);
-	bool got = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &olen) == 0;
-	if (!got) {
-		olen = sizeof orig;
-		got = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &olen) == 0;
-	}
-	if (!got || getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
-		return;
-	char o[INET6_ADDRSTRLEN] = "", l[INET6_ADDRSTRLEN] = "";
-	if (orig.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, o, sizeof o);
-	else if (orig.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, o, sizeof o);
-	if (local.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&local)->sin_addr, l, sizeof l);
-	else if (local.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&local)->sin6_addr, l, sizeof l);
-	const char *lp = strncmp(l, "::ffff:", 7) == 0 ? l + 7 : l;
-	if (o[0] && strcmp(o, lp) != 0)
-		snprintf(out, cap, "%s", o);
-}
-
-static bool usable(const struct sc_entry *e, const char *ip, const char *sni)
-{
-	if (e->cert == NULL || X509_cmp_time(X509_get0_notAfter(e->cert), NULL) <= 0)
-		return false;
-	if (ip[0])
-		return X509_check_ip_asc(e->cert, ip, 0) == 1;
-	return sni[0] == '\0' || X509_check_host(e->cert, sni, 0, 0, NULL) == 1;
-}
-
-/* OpenSSL's ClientHello callback, in the handshake (loop thread): pick the node's certificate
- * from the cache, never wait for one. */
-static int on_client_hello(SSL *ssl, int *alert, void *arg)
-{
-	(void)alert;
-	struct cs_server *srv = arg;
-	struct cs_servecert *sc = srv->sc;
-	if (sc == NULL || sc->stopping)
-		return SSL_CLIENT_HELLO_SUCCESS;
-	char sni[256], ip[INET6_ADDRSTRLEN];
-	client_hello_sni(ssl, sni, sizeof sni);
-	orig_dst(SSL_get_fd(ssl), ip, sizeof ip);
-	const char *node = NULL;
-	if (sni[0] && cs_registry_get(srv->reg, sni, strlen(sni)))
-		node = sni;
-	else if (ip[0])
-		cs_registry_get_by_ip(srv->reg, ip, strlen(ip), &node);
-	if (node == NULL) {
-		if ((ip[0] || sni[0]) && !sc->no_node_logged) {
-			sc->no_node_logged = true;
-			st_log(ST_LOG_INFO, NULL, 0,
-			       "serving certificates: a connection to %s%s%s names no connected "
-			       "node: "
-			       "the default stream certificate (said once)",
-			       ip[0] ? ip : "", ip[0] && sni[0] ? " / " : "", sni);
-		}
-		sc->handshakes_default++;
-		return SSL_CLIENT_HELLO_SUCCESS;
-	}
-	struct sc_entry *e = entry_get(sc, node);
-	if (e && usable(e, ip, sni)) {
-		if (SSL_use_certificate(ssl, e->cert) == 1 &&
-		    SSL_use_PrivateKey(ssl, e->key) == 1) {
-			sc->handshakes_node++;
-			return SSL_CLIENT_HELLO_SUCCESS;
-		}
-		ERR_clear_error(); /* the default certificate stays */
-	}
-	sc->handshakes_default++;
-	if (e == NULL)
-		return SSL_CLIENT_HELLO_SUCCESS;
-	if (!e->fallback_logged) {
-		e->fallback_logged = true;
-		st_log(ST_LOG_INFO, e->node, 0,
-		       "serving certificate: none yet for %s%s%s: this handshake gets the default "
-		       "stream certificate (said once until the node's is in)",
-		       ip[0] ? ip : sni, e->busy ? "; on its way" : "",
-		       e->cert ? "; the cached one does not cover it" : "");
-	}
-	if (e->cert && X509_cmp_time(X509_get0_notAfter(e->cert), NULL) > 0) {
-		uint64_t now = now_ms();
-		if (now < e->uncovered_retry_ms)
-			return SSL_CLIENT_HELLO_SUCCESS;
-		e->uncovered_retry_ms = now + SC_UNCOVERED_GAP_MS;
-		e->next_issue_ms = 0;
-		issue_start(e, "the cached certificate does not cover the address");
-		return SSL_CLIENT_HELLO_SUCCESS;
-	}
-	issue_start(e, "handshake");
-	return SSL_CLIENT_HELLO_SUCCESS;
-}
-
 /* ---- the daemon's side -------------------------------------------------------------------- */
-
-void cs_servecert_install(struct cs_server *srv, void *ssl_ctx)
-{
-	if (srv->sc)
-		SSL_CTX_set_client_hello_cb(ssl_ctx, on_client_hello, srv);
-}
 
 void cs_servecert_node_up(struct cs_server *srv, const char *node)
 {
 	struct cs_servecert *sc = srv->sc;
 	if (sc == NULL)
 		return;
-	struct sc_entry *e = entry_get(sc, node);
+	struct cs_sc_entry *e = cs__sc_entry_get(sc, node);
 	if (e && (e->cert == NULL || X509_cmp_time(X509_get0_notAfter(e->cert), NULL) <= 0))
-		issue_start(e, "tunnel up");
+		cs__sc_issue_start(e, "tunnel up");
 }
 
 static int load_ca(struct cs_servecert *sc, const char *cert, const char *key)
@@ -612,8 +436,8 @@ void cs_servecert_stop(struct cs_server *srv)
 	if (sc == NULL)
 		return;
 	sc->stopping = true;
-	for (size_t i = 0; i < SC_BUCKETS; i++)
-		for (struct sc_entry *e = sc->b[i]; e; e = e->next)
+	for (size_t i = 0; i < CS_SC_BUCKETS; i++)
+		for (struct cs_sc_entry *e = sc->b[i]; e; e = e->next)
 			lws_sul_cancel(&e->sul);
 }
 
@@ -622,10 +446,10 @@ void cs_servecert_free(struct cs_server *srv)
 	struct cs_servecert *sc = srv->sc;
 	if (sc == NULL)
 		return;
-	for (size_t i = 0; i < SC_BUCKETS; i++) {
-		struct sc_entry *e = sc->b[i];
+	for (size_t i = 0; i < CS_SC_BUCKETS; i++) {
+		struct cs_sc_entry *e = sc->b[i];
 		while (e) {
-			struct sc_entry *next = e->next;
+			struct cs_sc_entry *next = e->next;
 			entry_free(e);
 			e = next;
 		}
