@@ -318,9 +318,11 @@ def test_cloudstream(env, ctd, objs):
     check(psc["runAsUser"] == NONROOT and psc["fsGroup"] == NONROOT, "pod securityContext")
     m = mounts_for(env, objs, pod, c, os.path.join(env.dir, "cloud-vols"), {})
     os.chmod(env.dir, 0o711)  # uid 65532 reaches the volumes in it
+    # One replica and no apiserver here: no peer membership (the manifests' peer-service is
+    # checked by integration.deploy; replicas by integration.replicas_*), so it is ready at once.
     p = run_container(env, ctd, "cloudstream", c["image"], c, m, [
         "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
-        "--admin-listen", "127.0.0.1:0"], container_env(c), NONROOT)
+        "--admin-listen", "127.0.0.1:0", "--peer-service", ""], container_env(c), NONROOT)
     for probe in ("livenessProbe", "readinessProbe"):
         st, body = get(p.ports["admin"], c[probe]["httpGet"]["path"])
         check(st == 200, "cloudstream %s: %d %s" % (probe, st, body))
