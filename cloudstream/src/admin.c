@@ -103,6 +103,20 @@ static void render_metrics(struct st_text *t, void *user)
 	        "Requests addressed only by an IP two connected nodes share, refused (409).");
 	st_text_put(t, "cloudstream_shared_ip_refusals_total %llu\n",
 	            (unsigned long long)m->shared_ip_refusals);
+	st_text_metric(t, "cloudstream_node_reconnect_waiting", "gauge",
+	               "Requests waiting now for their node, connected nowhere, to redial "
+	               "(--node-reconnect-grace).");
+	st_text_put(t, "cloudstream_node_reconnect_waiting %zu\n", srv->n_reconnect_waiting);
+	st_text_metric(t, "cloudstream_node_reconnect_waits_total", "counter",
+	               "Requests that waited for their node's redial, by how it ended: back_local "
+	               "(its tunnel came up here), back_peer (a peer announced it: forwarded), "
+	               "gave_up (the grace ended: 503), refused (--node-reconnect-waiting-max "
+	               "reached: 503 without waiting), client_gone.");
+	static const char *const rc_outcomes[CS_RECONNECT_OUTCOMES] = {
+	        "back_local", "back_peer", "gave_up", "refused", "client_gone"};
+	for (int i = 0; i < CS_RECONNECT_OUTCOMES; i++)
+		st_text_put(t, "cloudstream_node_reconnect_waits_total{outcome=\"%s\"} %llu\n",
+		            rc_outcomes[i], (unsigned long long)m->reconnect_waits[i]);
 	st_text_metric(t, "cloudstream_node_address_checks_total", "counter",
 	               "--internal-ip-policy node-address: SessionInternalIPs the Node object "
 	               "listed (verified) or did not (unlisted).");

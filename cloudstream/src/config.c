@@ -857,6 +857,29 @@ static const struct st_opt options[] = {
          .help = "A lost peer link is redialled at once, then with doubling delays (with "
                  "jitter) up to this.",
          .since = "0.4"},
+        {.name = "node-reconnect-grace",
+         .type = ST_OPT_DURATION_MS,
+         .offset = OFF(node_reconnect_grace_ms),
+         .default_value = "5s",
+         .min = 0,
+         .max = 60000,
+         .value_name = "DURATION",
+         .help = "A request for a node connected to no replica, whose tunnel closed or was "
+                 "lost less than this ago (or that a draining replica sent CLOSE_CONNECT), "
+                 "waits for the node's redial instead of 503: it proceeds once the tunnel is "
+                 "up here or a peer announces it, and gets 503 at the grace's end. A name "
+                 "never seen is answered at once. 0 turns waiting off.",
+         .since = "0.4"},
+        {.name = "node-reconnect-waiting-max",
+         .type = ST_OPT_U64,
+         .offset = OFF(node_reconnect_waiting_max),
+         .default_value = "1000",
+         .min = 0,
+         .max = 1000000,
+         .value_name = "N",
+         .help = "Requests that may wait for a node's redial at once "
+                 "(--node-reconnect-grace); past it they get 503 at once.",
+         .since = "0.4"},
         ST_OPT_DRAIN_TIMEOUT(OFF(drain_timeout_ms), "30s",
                              "On SIGTERM, how long streams in flight may finish before the "
                              "process exits (new requests get 503 meanwhile)."),

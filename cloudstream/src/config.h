@@ -87,6 +87,8 @@ struct cs_config {
 	uint64_t tunnel_handshakes_max, tunnel_handshakes_per_source, tunnel_handshake_timeout_ms;
 	char *replica_id;
 	uint64_t drain_timeout_ms;
+	/* a request for a node between tunnels waits this long at most (recent.h) */
+	uint64_t node_reconnect_grace_ms, node_reconnect_waiting_max;
 	/* the other replicas (peer.h): membership, the peer links' mTLS, readiness */
 	struct st_strlist peers; /* host:port of every replica's tunnel port (self included ok) */
 	char *peer_dns;          /* NAME:PORT: the replicas are what NAME resolves to */

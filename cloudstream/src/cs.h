@@ -35,6 +35,16 @@
 #include "relay.h"
 #include "tunnel.h"
 
+/* How a request that waited for its node's redial ended (cloudstream_node_reconnect_waits_total). */
+enum cs_reconnect_outcome {
+	CS_RECONNECT_BACK_LOCAL = 0, /* the node's tunnel came up here */
+	CS_RECONNECT_BACK_PEER,      /* a peer announced the node: forwarded there */
+	CS_RECONNECT_GAVE_UP,        /* the grace ended: 503 */
+	CS_RECONNECT_REFUSED,        /* too many waited already: 503 without waiting */
+	CS_RECONNECT_CLIENT_GONE,    /* the apiserver closed the connection while it waited */
+	CS_RECONNECT_OUTCOMES,
+};
+
 /* Counters behind /metrics. Gauges are computed when scraped. */
 struct cs_metrics {
 	uint64_t sessions_total[2]; /* [0] base protocol, [1] extensions */
@@ -58,6 +68,9 @@ struct cs_metrics {
 	uint64_t stall_cuts;      /* base protocol: streams cut for pausing the tunnel too long */
 	uint64_t budget_refusals; /* streams refused: their first window did not fit a budget */
 	uint64_t fronts_total, fronts_refused_tls;
+	/* requests that waited for their node's redial (--node-reconnect-grace), by how it
+	 * ended (enum cs_reconnect_outcome) */
+	uint64_t reconnect_waits[CS_RECONNECT_OUTCOMES];
 	struct st_session_totals sessions; /* every tunnel session's REMOVE bookkeeping */
 	/* Latency histograms (stream/hist.h), loop thread; set up by cs_metrics_init(). */
 	struct st_hist ttfb[6];    /* request head in → first answer byte queued, by kind */
@@ -107,6 +120,11 @@ struct cs_server {
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */
 	struct cs_tunnel_set tun;
 	size_t n_fronts;                /* apiserver connections (front.c) */
+	/* requests waiting for their node's redial (front.c; recent.h) */
+	struct cs_recent *recent;       /* nodes whose tunnel went recently, here or on a peer */
+	struct cs_front *reconnect_waiting; /* fronts waiting (list, f->wnext) */
+	size_t n_reconnect_waiting;
+	lws_sorted_usec_list_t sul_reconnect; /* armed while any waits: ends those past the grace */
 	struct cs_front *fronts;        /* every apiserver connection (list; front.c) */
 	struct door_set *door;          /* the front door's listeners and counters (door.c) */
 	struct cs_peers *peers;         /* the other replicas (peer.c); NULL without --peers */
@@ -132,6 +150,11 @@ void cs_front_drain_idle(struct cs_server *srv);
 /* The pod lookup for the front with @ordinal finished (@ok: the cache has the answer); that
  * front, if it is still there, routes its request again. */
 void cs_front_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
+/* @node (@len bytes) lost its tunnel, here or on a peer: requests for it wait for its redial
+ * for --node-reconnect-grace. */
+void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len);
+/* @node's tunnel is up here, or a peer announced it: the requests waiting for it go on. */
+void cs_front_node_back(struct cs_server *srv, const char *node, size_t len);
 
 /* ---- door.c (door.h) ------------------------------------------------------------------ */
 extern const struct lws_protocols cs_door_protocols[2];

@@ -112,6 +112,7 @@ void cs__front_process(struct cs_front *f)
 			if (!cs__request_start(f, &req))
 				break; /* waiting for the apiserver: the head stays in f->in */
 			f->pod_looked_up = false;
+			f->rc_since_ms = 0;
 			cs__authz_request_done(f);
 			in_consume(f, (size_t)n); /* the request copied what it keeps */
 			continue;

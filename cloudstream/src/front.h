@@ -11,6 +11,9 @@
 
 #include "cs.h"
 
+/* How often the requests waiting for their node's redial are checked against the grace. */
+#define CS_RECONNECT_TICK_MS 100
+
 enum cs_front_state {
 	CS_FRONT_HEAD = 0, /* reading a request head (idle keep-alive connections too); no stream,
 	                    * the relay is idle */
@@ -19,6 +22,9 @@ enum cs_front_state {
 	CS_FRONT_WAIT,     /* stream open, connect sent; relaying the request body; no answer
 	                    * byte yet (the answer deadline is armed) */
 	CS_FRONT_RESPONSE, /* answer bytes flowing to the apiserver */
+	CS_FRONT_RECONNECT, /* head kept in `in` while the node, connected nowhere, is between
+	                     * tunnels (--node-reconnect-grace): in srv->reconnect_waiting; no
+	                     * stream */
 	CS_FRONT_CLOSING,  /* write what is queued, then close; no stream, nothing more is read */
 };
 
@@ -46,6 +52,11 @@ struct cs_front {
 	bool forwarded;     /* the node's tunnel is another replica's: the stream goes there */
 	uint32_t fwd_caps;  /* when forwarded: the node's edge capabilities (the directory's) */
 	struct cs_relay rl; /* the request and its answer (relay.h) */
+	/* waiting for the node's redial (CS_FRONT_RECONNECT; request.c) */
+	struct cs_front *wnext, *wprev; /* in srv->reconnect_waiting while waiting */
+	uint64_t rc_since_ms;           /* this request first waited; 0: it has not */
+	uint64_t rc_parked_ms;          /* the current wait began */
+	int rc_outcome;                 /* how the last wait ended (enum cs_reconnect_outcome) */
 	uint64_t started_ms;
 	lws_sorted_usec_list_t sul_answer; /* armed in WAIT when the answer has a deadline */
 	/* authentication and authorization (authz_req.c) */
@@ -67,6 +78,7 @@ struct cs_front {
 		uint64_t started_us; /* for the TTFB histogram; 0 once observed */
 		uint64_t to_edge;    /* request bytes sent into the stream */
 		uint64_t to_client;  /* answer bytes queued toward the apiserver, ours included */
+		uint64_t waited_ms;  /* waited for the node's redial */
 		char method[16];
 		char path[192]; /* without the query: exec's command= may carry secrets */
 	} acc;
@@ -99,6 +111,10 @@ void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, co
 
 /* The pod lookup finished: route the kept head again. */
 void cs__request_pod_resolved(struct cs_front *f, bool ok);
+
+/* The request's wait for its node's redial is over (@outcome, enum cs_reconnect_outcome): out
+ * of the waiting list, back to HEAD; the caller parses the kept head again. */
+void cs__request_unpark(struct cs_front *f, int outcome);
 
 /* The connection is closing: end the stream (REMOVE), free the request's state. */
 void cs__request_cleanup(struct cs_front *f);

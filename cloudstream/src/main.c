@@ -31,6 +31,7 @@
 #include "join_srv.h"
 #include "listen.h"
 #include "peer.h"
+#include "recent.h"
 #include "tunnel_int.h"
 #include "servecert.h"
 
@@ -375,6 +376,7 @@ int main(int argc, char **argv)
 	if (srv.tx == NULL || srv.scratch == NULL ||
 	    st_tunnel_writer_init(&srv.tunnel_writer, false) < 0 ||
 	    cs_registry_new(&srv.reg, (size_t)srv.cfg.max_sessions, seed) < 0 ||
+	    cs_recent_new(&srv.recent, CS_RECENT_MAX_ENTRIES, seed ^ 0x5bd1e995u) < 0 ||
 	    (srv.cfg.apiserver_url && srv.cfg.apiserver_url[0] &&
 	     cs_podcache_new(&srv.pods, (size_t)srv.cfg.pod_cache_entries) < 0)) {
 		st_err("out of memory at start");
@@ -456,6 +458,7 @@ out_ctx:
 	st_certreload_free(srv.certs); /* its SSL_CTXs go with the context */
 	srv.certs = NULL;
 	cs_listener_free(&srv);
+	lws_sul_cancel(&srv.sul_reconnect);
 	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:
@@ -464,6 +467,7 @@ out_config:
 	cs_identity_free(&srv);
 	cs_servecert_free(&srv);
 	cs_registry_free(srv.reg);
+	cs_recent_free(srv.recent);
 	cs_podcache_free(srv.pods);
 	cs_authz_stop(&srv);
 	cs_door_free(&srv);

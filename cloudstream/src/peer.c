@@ -608,15 +608,32 @@ static void on_dir_up(const char *node, size_t len, uint64_t gen, const char *re
 	cs_tunnel_close(t, "the edge node reconnected to another cloudstream replica");
 }
 
+/* A peer announced a node: requests waiting for its redial go there. */
+static void on_dir_up_wake(const char *node, size_t len, uint64_t gen, const char *replica,
+                           void *user)
+{
+	on_dir_up(node, len, gen, replica, user);
+	cs_front_node_back(user, node, len);
+}
+
+/* A peer's entry went: unless the node is connected here, it may be between tunnels. */
+static void on_dir_down(const char *node, size_t len, void *user)
+{
+	struct cs_server *srv = user;
+	if (cs_registry_get(srv->reg, node, len) == NULL)
+		cs_front_node_gone(srv, node, len);
+}
+
+static const struct cs_peerdir_cbs dir_cbs = {.on_up = on_dir_up_wake, .on_down = on_dir_down};
+
 /* A directory message on a link we accepted (tunnel_stream.c's on_peer). */
 int cs__peer_dir_msg(struct cs_tunnel *t, uint64_t type, const uint8_t *payload, size_t len)
 {
 	struct cs_peers *p = peers_of(t->srv);
-	static const struct cs_peerdir_cbs cbs = {.on_up = on_dir_up};
 	if (!t->peer || p == NULL || p->slot_owner[t->peer_slot] != t)
 		return 0; /* a link replaced by a newer one from the same replica: ignored */
 	bool was = cs_peerdir_peer_synced(p->dir, t->peer_slot);
-	int rc = cs_peerdir_recv(p->dir, t->peer_slot, type, payload, len, &cbs, t->srv);
+	int rc = cs_peerdir_recv(p->dir, t->peer_slot, type, payload, len, &dir_cbs, t->srv);
 	if (rc < 0) {
 		st_log(ST_LOG_WARN, t->node, 0, "peer link dropped: malformed %s from replica %s",
 		       st_msg_type_name(type), t->node);
@@ -1523,7 +1540,7 @@ void cs__peer_link_closed(struct cs_tunnel *t)
 		t->all_next->all_prev = t->all_prev;
 	if (p->slot_owner[t->peer_slot] == t) {
 		p->slot_owner[t->peer_slot] = NULL;
-		size_t gone = cs_peerdir_peer_drop(p->dir, t->peer_slot);
+		size_t gone = cs_peerdir_peer_drop(p->dir, t->peer_slot, &dir_cbs, srv);
 		p->links_lost++;
 		st_warn("peers: link from %s lost: its %zu nodes forgotten", t->node, gone);
 	}

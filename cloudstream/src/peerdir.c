@@ -326,7 +326,17 @@ int cs_peerdir_peer_find(const struct cs_peerdir *d, const char *replica)
 	return -ENOENT;
 }
 
-size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot)
+/* @pp's entry goes: reported first (its name is freed with it). */
+static void node_gone(struct cs_peerdir *d, struct dnode **pp, const struct cs_peerdir_cbs *cbs,
+                      void *user)
+{
+	if (cbs && cbs->on_down)
+		cbs->on_down((*pp)->name, (*pp)->name_len, user);
+	node_free(d, pp);
+}
+
+size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot, const struct cs_peerdir_cbs *cbs,
+                            void *user)
 {
 	if (slot < 0 || slot >= CS_PEERDIR_MAX_PEERS || !d->peers[slot].used)
 		return 0;
@@ -335,7 +345,7 @@ size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot)
 		struct dnode **pp = &d->names[b];
 		while (*pp) {
 			if ((*pp)->slot == slot) {
-				node_free(d, pp);
+				node_gone(d, pp, cbs, user);
 				gone++;
 			} else {
 				pp = &(*pp)->next;
@@ -410,22 +420,24 @@ static void apply_up(struct cs_peerdir *d, int slot, const struct cs_peerdir_ent
 }
 
 /* NODE_DOWN from @slot: forgets the node if that peer's announcement of it is what we hold. */
-static void apply_down(struct cs_peerdir *d, int slot, const struct cs_peerdir_entry *e)
+static void apply_down(struct cs_peerdir *d, int slot, const struct cs_peerdir_entry *e,
+                       const struct cs_peerdir_cbs *cbs, void *user)
 {
 	struct dnode **pp = find(d, e->node, e->node_len);
 	if (*pp != NULL && (*pp)->slot == slot && (*pp)->gen_ms <= e->gen_ms)
-		node_free(d, pp);
+		node_gone(d, pp, cbs, user);
 }
 
 /* SYNC_END from @slot: its entries not named since SYNC are gone. */
-static void sync_end(struct cs_peerdir *d, int slot)
+static void sync_end(struct cs_peerdir *d, int slot, const struct cs_peerdir_cbs *cbs,
+                     void *user)
 {
 	struct dpeer *p = &d->peers[slot];
 	for (size_t b = 0; b < d->nbuckets; b++) {
 		struct dnode **pp = &d->names[b];
 		while (*pp) {
 			if ((*pp)->slot == slot && (*pp)->epoch != p->epoch) {
-				node_free(d, pp);
+				node_gone(d, pp, cbs, user);
 				d->resync_gone++;
 			} else {
 				pp = &(*pp)->next;
@@ -449,7 +461,7 @@ int cs_peerdir_recv(struct cs_peerdir *d, int slot, uint64_t type, const uint8_t
 		if (type == ST_MSG_SYNC_END) {
 			if (!d->peers[slot].syncing)
 				return -EBADMSG; /* no list was started */
-			sync_end(d, slot);
+			sync_end(d, slot, cbs, user);
 		} else {
 			/* A new epoch: what the list does not name again is stale. */
 			d->peers[slot].epoch++;
@@ -469,7 +481,7 @@ int cs_peerdir_recv(struct cs_peerdir *d, int slot, uint64_t type, const uint8_t
 			if (up)
 				apply_up(d, slot, &e, cbs, user);
 			else
-				apply_down(d, slot, &e);
+				apply_down(d, slot, &e, cbs, user);
 		}
 		return 0;
 	}

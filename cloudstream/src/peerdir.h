@@ -30,6 +30,7 @@
 #define CS_PEERDIR_MAX_PEERS 64
 
 struct cs_peerdir;
+struct cs_peerdir_cbs;
 
 /* One node as NODE_UP / NODE_DOWN carry it. Views: into the payload when decoded (valid while
  * it is), the caller's when encoding. NODE_DOWN carries only node and gen_ms. */
@@ -80,9 +81,10 @@ int cs_peerdir_peer_add(struct cs_peerdir *d, const char *replica);
 /* cs_peerdir_peer_find() - the slot of peer @replica, or -ENOENT. */
 int cs_peerdir_peer_find(const struct cs_peerdir *d, const char *replica);
 
-/* cs_peerdir_peer_drop() - the link to @slot's peer is gone: its entries are forgotten and the
- * slot freed. Returns how many entries went. */
-size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot);
+/* cs_peerdir_peer_drop() - the link to @slot's peer is gone: its entries are forgotten (each
+ * reported to @cbs->on_down when given) and the slot freed. Returns how many entries went. */
+size_t cs_peerdir_peer_drop(struct cs_peerdir *d, int slot, const struct cs_peerdir_cbs *cbs,
+                            void *user);
 
 /* cs_peerdir_peer_synced() - has @slot's peer completed a full list (SYNC_END) since added? */
 bool cs_peerdir_peer_synced(const struct cs_peerdir *d, int slot);
@@ -94,6 +96,10 @@ struct cs_peerdir_cbs {
 	 * NULL. */
 	void (*on_up)(const char *node, size_t node_len, uint64_t gen_ms, const char *replica,
 	              void *user);
+	/* An entry went: its holder said the tunnel went (NODE_DOWN), a full list no longer
+	 * named it, or the link to its holder was lost (cs_peerdir_peer_drop). The node may be
+	 * between tunnels. May be NULL. */
+	void (*on_down)(const char *node, size_t node_len, void *user);
 };
 
 /*

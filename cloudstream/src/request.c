@@ -24,6 +24,7 @@
 #include <stream/status.h>
 
 #include "apiserver.h"
+#include "recent.h"
 #include "route.h"
 
 static struct cs_front *front_of(struct cs_endpoint *ep)
@@ -80,10 +81,12 @@ static void access_end(struct cs_front *f, int status, const char *outcome)
 	                     : f->cert_user ? f->cert_user->name
 	                                    : "-";
 	st_log(ST_LOG_INFO, cs__front_node(f), f->acc.sid,
-	       "access: %s %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms", f->acc.method,
-	       f->acc.path, answer_status(f, status), outcome, caller,
+	       "access: %s %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms%s%.0llu%s",
+	       f->acc.method, f->acc.path, answer_status(f, status), outcome, caller,
 	       (unsigned long long)f->acc.to_edge, (unsigned long long)f->acc.to_client,
-	       (unsigned long long)(cs_now_ms() - f->acc.started_ms));
+	       (unsigned long long)(cs_now_ms() - f->acc.started_ms),
+	       f->acc.waited_ms ? " waited_for_node=" : "", (unsigned long long)f->acc.waited_ms,
+	       f->acc.waited_ms ? " ms" : "");
 }
 
 /* Answer bytes were queued toward the client: the first of a request's answer (ours or the
@@ -363,8 +366,152 @@ static int lookup_pod(const char *ns, size_t ns_len, const char *pod, size_t pod
 	return cs_podcache_get(srv->pods, ns, ns_len, pod, pod_len, cs_now_ms(), node, node_len);
 }
 
+/* ---- waiting for a node between tunnels (recent.h) ------------------------------------ */
+
+static void waiting_unlink(struct cs_front *f)
+{
+	struct cs_server *srv = f->srv;
+	if (f->wprev)
+		f->wprev->wnext = f->wnext;
+	else
+		srv->reconnect_waiting = f->wnext;
+	if (f->wnext)
+		f->wnext->wprev = f->wprev;
+	f->wnext = f->wprev = NULL;
+	srv->n_reconnect_waiting--;
+}
+
+void cs__request_unpark(struct cs_front *f, int outcome)
+{
+	if (f->state != CS_FRONT_RECONNECT)
+		return;
+	waiting_unlink(f);
+	uint64_t now = cs_now_ms();
+	f->acc.waited_ms += now > f->rc_parked_ms ? now - f->rc_parked_ms : 0;
+	f->rc_outcome = outcome;
+	f->state = CS_FRONT_HEAD;
+	if (outcome != CS_RECONNECT_GAVE_UP) /* that one is counted with its 503 */
+		f->srv->m.reconnect_waits[outcome]++;
+}
+
+/* Ticks while any request waits: those whose node's grace is over are routed again (and get
+ * their 503); marks past the grace are forgotten. One timer for all of them. */
+static void on_reconnect_tick(lws_sorted_usec_list_t *sul)
+{
+	struct cs_server *srv = lws_container_of(sul, struct cs_server, sul_reconnect);
+	uint64_t now = cs_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
+	cs_recent_expire(srv->recent, now, grace);
+	struct cs_front *due = NULL;
+	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {
+		n = f->wnext;
+		uint64_t down = cs_recent_get(srv->recent, f->node, strlen(f->node));
+		if (cs_reconnect_decide(down, f->rc_since_ms, now, grace, 0, 1) == CS_RECONNECT_WAIT)
+			continue;
+		cs__request_unpark(f, CS_RECONNECT_GAVE_UP);
+		f->wnext = due; /* routed below, outside the walk */
+		due = f;
+	}
+	while (due) {
+		struct cs_front *f = due;
+		due = f->wnext;
+		f->wnext = NULL;
+		cs__front_process(f);
+	}
+	if (srv->n_reconnect_waiting)
+		lws_sul_schedule(srv->ctx, 0, &srv->sul_reconnect, on_reconnect_tick,
+		                 CS_RECONNECT_TICK_MS * LWS_US_PER_MS);
+}
+
+/* @node is connected nowhere: does the request wait for the node's redial? true: it waits
+ * (CS_FRONT_RECONNECT, the head kept in f->in). false: it is answered 503 now, and @note says
+ * why when it waited or could not (else ""). */
+static bool reconnect_park(struct cs_front *f, const char *node, char *note, size_t cap)
+{
+	struct cs_server *srv = f->srv;
+	uint64_t now = cs_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
+	note[0] = '\0';
+	if (srv->recent == NULL)
+		return false;
+	cs_recent_expire(srv->recent, now, grace);
+	uint64_t down = cs_recent_get(srv->recent, node, strlen(node));
+	switch (cs_reconnect_decide(down, f->rc_since_ms, now, grace, srv->n_reconnect_waiting,
+	                            (size_t)srv->cfg.node_reconnect_waiting_max)) {
+	case CS_RECONNECT_NO:
+		return false;
+	case CS_RECONNECT_FULL:
+		srv->m.reconnect_waits[CS_RECONNECT_REFUSED]++;
+		snprintf(note, cap,
+		         "; its tunnel went %llu ms ago, but %zu requests wait for edge nodes to "
+		         "reconnect already (--node-reconnect-waiting-max)",
+		         (unsigned long long)(now - down), srv->n_reconnect_waiting);
+		return false;
+	case CS_RECONNECT_EXPIRED:
+		srv->m.reconnect_waits[CS_RECONNECT_GAVE_UP]++;
+		snprintf(note, cap,
+		         "; waited %llu ms for it to reconnect (--node-reconnect-grace %llu ms after "
+		         "its tunnel went)",
+		         (unsigned long long)f->acc.waited_ms, (unsigned long long)grace);
+		return false;
+	case CS_RECONNECT_WAIT:
+		break;
+	}
+	if (f->rc_since_ms == 0) {
+		f->rc_since_ms = now;
+		st_log(ST_LOG_DEBUG, node, 0,
+		       "request waits for the node to reconnect (its tunnel went %llu ms ago)",
+		       (unsigned long long)(now - down));
+	}
+	f->rc_parked_ms = now;
+	f->state = CS_FRONT_RECONNECT;
+	f->wprev = NULL;
+	f->wnext = srv->reconnect_waiting;
+	if (f->wnext)
+		f->wnext->wprev = f;
+	srv->reconnect_waiting = f;
+	if (srv->n_reconnect_waiting++ == 0)
+		lws_sul_schedule(srv->ctx, 0, &srv->sul_reconnect, on_reconnect_tick,
+		                 CS_RECONNECT_TICK_MS * LWS_US_PER_MS);
+	return true;
+}
+
+void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len)
+{
+	if (srv->recent == NULL || srv->cfg.node_reconnect_grace_ms == 0)
+		return;
+	uint64_t now = cs_now_ms();
+	cs_recent_expire(srv->recent, now, srv->cfg.node_reconnect_grace_ms);
+	int rc = cs_recent_mark(srv->recent, node, len, now);
+	if (rc < 0)
+		st_log(ST_LOG_DEBUG, NULL, 0, "node %.*s not marked as reconnecting: %s", (int)len,
+		       node, st_strerror(rc));
+}
+
+void cs_front_node_back(struct cs_server *srv, const char *node, size_t len)
+{
+	if (srv->n_reconnect_waiting == 0)
+		return;
+	int outcome = cs_registry_get(srv->reg, node, len) ? CS_RECONNECT_BACK_LOCAL
+	                                                   : CS_RECONNECT_BACK_PEER;
+	struct cs_front *due = NULL;
+	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {
+		n = f->wnext;
+		if (strlen(f->node) != len || memcmp(f->node, node, len) != 0)
+			continue;
+		cs__request_unpark(f, outcome);
+		f->wnext = due;
+		due = f;
+	}
+	/* Routed again outside the walk, exactly as if they had just come. */
+	while (due) {
+		struct cs_front *f = due;
+		due = f->wnext;
+		f->wnext = NULL;
+		cs__front_process(f);
+	}
+}
+
 /* Which tunnel @req is for; NULL after failing the request, or when it waits for a pod lookup
- * (*@wait set). */
+ * or the node's redial (*@wait set). */
 static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request *req, bool *wait)
 {
 	struct cs_server *srv = f->srv;
@@ -395,7 +542,7 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 		return NULL;
 	}
 	snprintf(f->node, sizeof f->node, "%s", r.node);
-	char msg[512];
+	char msg[768];
 	if (r.need_pod_lookup && !f->pod_looked_up) {
 		f->pod_looked_up = true;
 		int rc = cs_pod_lookup_start(srv, f->ordinal, in.pod_namespace,
@@ -450,9 +597,14 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 		r.session = NULL; /* the link went between the two lookups */
 	}
 	if (r.session == NULL) {
+		char note[200];
+		if (reconnect_park(f, r.node, note, sizeof note)) {
+			*wait = true;
+			return NULL;
+		}
 		snprintf(msg, sizeof msg,
-		         "edge node %s is not connected to this cloudstream (no tunnel session)",
-		         r.node);
+		         "edge node %s is not connected to this cloudstream (no tunnel session%s)",
+		         r.node, note);
 		cs__request_fail(f, 0, CS_ERR_NO_SESSION, msg);
 		return NULL;
 	}
@@ -559,6 +711,7 @@ void cs__request_pod_resolved(struct cs_front *f, bool ok)
 
 void cs__request_cleanup(struct cs_front *f)
 {
+	cs__request_unpark(f, CS_RECONNECT_CLIENT_GONE);
 	access_end(f, 0, "client gone");
 	stream_over(f);
 	cs_endpoint_cleanup(&f->ep); /* REMOVE to the edge; what it held is credited */

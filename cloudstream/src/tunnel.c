@@ -296,6 +296,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	}
 	cs_peers_node_up(srv, t);
 	cs__tunnel_kick(t);
+	cs_front_node_back(srv, t->node, strlen(t->node)); /* requests waiting for its redial */
 }
 
 /* ---- draining: the edges move to another replica (PROTOCOL.md §5.6) ------------------- */
@@ -343,6 +344,13 @@ static void on_move_check(lws_sorted_usec_list_t *sul)
 	t->close_sent = st_session_close_tunnel(t->sess, text) == 0;
 	srv->m.drain_moves[0] += t->close_sent;
 	st_log(ST_LOG_INFO, t->node, 0, "draining: CLOSE_CONNECT sent, the edge redials elsewhere");
+	if (t->close_sent && t->registered) {
+		/* No new stream on a tunnel its edge drops: requests for the node wait for its
+		 * redial (a peer's NODE_UP names the new holder), or are forwarded once known. */
+		t->registered = false;
+		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
+		cs_front_node_gone(srv, t->node, strlen(t->node));
+	}
 	cs__tunnel_kick(t);
 	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, 1);
 }
@@ -440,6 +448,8 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	cs__tunnel_end_streams(t, "the edge node disconnected");
 	if (t->registered)
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
+	if (t->node[0] && cs_registry_get(srv->reg, t->node, strlen(t->node)) == NULL)
+		cs_front_node_gone(srv, t->node, strlen(t->node)); /* its redial is waited for */
 	cs__tunnel_paused_remove(t);
 	if (t->all_prev)
 		t->all_prev->all_next = t->all_next;

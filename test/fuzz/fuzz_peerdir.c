@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pos += len;
 		if (who == 3) { /* a link lost and back: the peer starts empty */
 			unsigned k = len ? p[0] % 3 : 0;
-			cs_peerdir_peer_drop(d, slots[k]);
+			cs_peerdir_peer_drop(d, slots[k], NULL, NULL);
 			slots[k] = cs_peerdir_peer_add(d, names[k]);
 			if (slots[k] < 0 || cs_peerdir_peer_synced(d, slots[k]))
 				abort();

@@ -237,11 +237,11 @@ static void test_cs_peerdir_peer_drop__link_loss(void **state)
 		snprintf(name, sizeof name, "node-%d", i);
 		up(d, i % 2 ? a : b, name, (uint64_t)i, NULL, NULL);
 	}
-	assert_int_equal(cs_peerdir_peer_drop(d, a), 500);
+	assert_int_equal(cs_peerdir_peer_drop(d, a, NULL, NULL), 500);
 	struct cs_peerdir_hit h;
 	assert_int_equal(cs_peerdir_get(d, "node-1", 6, &h), -ENOENT);
 	assert_int_equal(cs_peerdir_get(d, "node-2", 6, &h), 0);
-	assert_int_equal(cs_peerdir_peer_drop(d, a), 0); /* gone already */
+	assert_int_equal(cs_peerdir_peer_drop(d, a, NULL, NULL), 0); /* gone already */
 	assert_int_equal(cs_peerdir_recv(d, a, ST_MSG_SYNC, NULL, 0, &cbs, NULL), -EINVAL);
 	/* the freed slot is reused by the next peer */
 	assert_int_equal(cs_peerdir_peer_add(d, "cs-c"), a);
