@@ -84,6 +84,21 @@ static int in_append(struct cs_front *f, const uint8_t *p, size_t n)
 	return 0;
 }
 
+int cs__front_unread(struct cs_front *f, const uint8_t *p, size_t n)
+{
+	if (n > FRONT_IN_CAP - f->in_len)
+		return -EMSGSIZE;
+	if (f->in == NULL) {
+		f->in = malloc(FRONT_IN_CAP);
+		if (f->in == NULL)
+			return -ENOMEM;
+	}
+	memmove(f->in + n, f->in, f->in_len);
+	memcpy(f->in, p, n);
+	f->in_len += n;
+	return 0;
+}
+
 static void update_rx(struct cs_front *f)
 {
 	/* Read while a head is incomplete; stop while input waits for the stream or the next
@@ -113,6 +128,15 @@ void cs__front_process(struct cs_front *f)
 				break; /* waiting for the apiserver: the head stays in f->in */
 			f->pod_looked_up = false;
 			f->rc_since_ms = 0;
+			f->fwd_refused_by = NULL;
+			if (f->forwarded && f->state == CS_FRONT_WAIT &&
+			    f->srv->cfg.node_reconnect_grace_ms && cs_relay_request_done(&f->rl)) {
+				free(f->retry_head); /* kept for a retry (front.h) */
+				f->retry_head = malloc((size_t)n);
+				if (f->retry_head)
+					memcpy(f->retry_head, f->in, (size_t)n);
+				f->retry_len = f->retry_head ? (size_t)n : 0;
+			}
 			cs__authz_request_done(f);
 			in_consume(f, (size_t)n); /* the request copied what it keeps */
 			continue;

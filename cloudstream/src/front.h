@@ -57,6 +57,14 @@ struct cs_front {
 	uint64_t rc_since_ms;           /* this request first waited; 0: it has not */
 	uint64_t rc_parked_ms;          /* the current wait began */
 	int rc_outcome;                 /* how the last wait ended (enum cs_reconnect_outcome) */
+	/* A forwarded request without a body keeps its head until the first answer byte: the
+	 * holder may have lost the node a moment before the stream came (it answers ERROR
+	 * unreachable), and the request is then routed again as if it had just come. */
+	uint8_t *retry_head; /* NULL: none kept */
+	size_t retry_len;
+	struct cs_tunnel *fwd_link;       /* the peer link the request went to */
+	struct cs_tunnel *fwd_refused_by; /* ... that answered unreachable: not tried again
+	                                   * until a peer announces the node */
 	uint64_t started_ms;
 	lws_sorted_usec_list_t sul_answer; /* armed in WAIT when the answer has a deadline */
 	/* authentication and authorization (authz_req.c) */
@@ -91,6 +99,10 @@ int cs__front_queue(struct cs_front *f, const void *p, size_t n);
 
 /* Parse and dispatch the input kept in f->in (heads, bytes waiting for the stream). */
 void cs__front_process(struct cs_front *f);
+
+/* Put @n bytes (a request head kept for a retry) back in front of the input. 0 or -EMSGSIZE,
+ * -ENOMEM. */
+int cs__front_unread(struct cs_front *f, const uint8_t *p, size_t n);
 
 /* The request's node for log lines, or NULL before routing. */
 const char *cs__front_node(const struct cs_front *f);

@@ -43,6 +43,14 @@ static void stream_over(struct cs_front *f)
 	}
 }
 
+/* The request's kept head (front.h) is not needed any more. */
+static void retry_forget(struct cs_front *f)
+{
+	free(f->retry_head);
+	f->retry_head = NULL;
+	f->retry_len = 0;
+}
+
 /* ---- the access log ---------------------------------------------------------------------- */
 
 static void access_begin(struct cs_front *f, const struct st_http_request *req)
@@ -114,6 +122,7 @@ static void end_stream(struct cs_front *f, bool send_close, uint64_t code, const
 
 void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, const char *message)
 {
+	retry_forget(f);
 	if (status == 0)
 		status = cs_err_reason_status(why);
 	f->srv->m.request_errors[why]++;
@@ -132,6 +141,7 @@ void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, co
 /* The answer is complete: the stream ends; the connection serves the next request or closes. */
 static void request_done(struct cs_front *f, bool send_remove)
 {
+	retry_forget(f);
 	access_end(f, 0, "done");
 	end_stream(f, send_remove, 0, NULL);
 	bool again = cs_relay_keep_alive(&f->rl);
@@ -161,6 +171,7 @@ static int ep_data(struct cs_endpoint *ep, const uint8_t *p, size_t len)
 	if (f->state == CS_FRONT_WAIT) {
 		f->state = CS_FRONT_RESPONSE;
 		lws_sul_cancel(&f->sul_answer);
+		retry_forget(f); /* the holder answers: no retry */
 	}
 	struct cs_relay_emit e;
 	if (cs_relay_answer(&f->rl, p, len, &e) < 0) {
@@ -193,11 +204,34 @@ static int ep_data(struct cs_endpoint *ep, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* The replica the request was forwarded to does not hold the node any more (its directory
+ * entry here was behind: the edge is moving, or its tunnel went a moment ago): the request is
+ * routed again from its kept head, outside the session, as if it had just come. It waits for
+ * the node's redial there (the refusing holder is not tried again until a peer announces the
+ * node). false: no retry possible. */
+static bool retry_forwarded(struct cs_front *f)
+{
+	if (cs__front_unread(f, f->retry_head, f->retry_len) < 0)
+		return false;
+	retry_forget(f);
+	f->fwd_refused_by = f->fwd_link;
+	cs_front_node_gone(f->srv, f->node, strlen(f->node)); /* it is between tunnels */
+	cs_relay_cleanup(&f->rl);
+	f->state = CS_FRONT_HEAD;
+	st_log(ST_LOG_DEBUG, f->node, f->ep.sid,
+	       "the replica the request went to no longer holds the node: routed again");
+	lws_callback_on_writable(f->wsi); /* front_writeable parses the head again */
+	return true;
+}
+
 static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, size_t len)
 {
 	struct cs_front *f = front_of(ep);
 	stream_over(f); /* the session has forgotten the stream already */
 	if (f->state == CS_FRONT_CLOSING || f->state == CS_FRONT_HEAD)
+		return;
+	if (f->retry_head && f->forwarded && f->state == CS_FRONT_WAIT && !f->rl.answered &&
+	    code == ST_EXT_ERR_UNREACHABLE && retry_forwarded(f))
 		return;
 	struct cs_relay_end end;
 	cs_relay_on_end(&f->rl, code, &end);
@@ -497,6 +531,7 @@ void cs_front_node_back(struct cs_server *srv, const char *node, size_t len)
 		n = f->wnext;
 		if (strlen(f->node) != len || memcmp(f->node, node, len) != 0)
 			continue;
+		f->fwd_refused_by = NULL; /* the directory is fresh: any holder may be tried */
 		cs__request_unpark(f, outcome);
 		f->wnext = due;
 		due = f;
@@ -590,8 +625,11 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 		/* Another replica holds the node's tunnel: its peer link carries the stream. */
 		struct cs_tunnel *link =
 		        cs_peer_lookup(srv, r.node, strlen(r.node), &f->fwd_caps, NULL);
+		if (link != NULL && link == f->fwd_refused_by)
+			link = NULL; /* it refused the node a moment ago: wait for an announcement */
 		if (link != NULL) {
 			f->forwarded = true;
+			f->fwd_link = link;
 			return link;
 		}
 		r.session = NULL; /* the link went between the two lookups */
@@ -712,6 +750,7 @@ void cs__request_pod_resolved(struct cs_front *f, bool ok)
 void cs__request_cleanup(struct cs_front *f)
 {
 	cs__request_unpark(f, CS_RECONNECT_CLIENT_GONE);
+	retry_forget(f);
 	access_end(f, 0, "client gone");
 	stream_over(f);
 	cs_endpoint_cleanup(&f->ep); /* REMOVE to the edge; what it held is credited */

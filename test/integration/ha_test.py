@@ -22,9 +22,11 @@ Groups:
            requests for nodes held elsewhere never fail. Prints the failover figures.
   rolling  rolling restart of the 3 replicas one at a time (SIGTERM, wait for exit, start again
            on the same ports) with a request loop over all nodes through haproxy: 0 failed
-           requests started after the first SIGTERM.
+           requests started after the first SIGTERM, for the KubeEdge-protocol nodes too (their
+           requests wait for the redial, --node-reconnect-grace; the access logs show it).
 """
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -476,6 +478,25 @@ def kill():
 # ---- rolling ------------------------------------------------------------------------------
 
 
+def waited_requests(fleet, nodes):
+    """How long (ms) each request for @nodes waited for its node's redial, from the access
+    logs of every replica, before and after its restart."""
+    pat = re.compile(r"node=(\S+) .*access: .* waited_for_node=(\d+) ms")
+    out = []
+    for p in fleet.cs:
+        if p is None:
+            continue
+        for path in (p.logpath, p.logpath + ".before-restart"):
+            if not os.path.exists(path):
+                continue
+            for line in open(path, errors="replace"):
+                m = pat.search(line)
+                if m and m.group(1) in nodes:
+                    out.append(int(m.group(2)))
+    return out
+
+
+
 def rolling():
     def body(fleet):
         start_edges(fleet, ES_NODES, KE_NODES)
@@ -515,19 +536,27 @@ def rolling():
         es_bad = {n: v for n, v in es_bad.items() if v}
         ke_gap = {n: [r for r in loops.failed_after(n, t_first)] for n in KE_NODES}
         ke_out = {n: loops.longest_outage(n, t_first) for n in KE_NODES}
-        for n, o in ke_out.items():
-            check(o <= 5.0, "%s (KubeEdge protocol) out for %.1f s at once (limit 5 s)" % (n, o))
         total = sum(1 for n in loops.rec for r in loops.rec[n] if r[0] >= t_first)
         check(not es_bad, "edgestream nodes failed during the rolling restart: %r" % (
             {n: (len(v), v[:2]) for n, v in es_bad.items()},))
+        # The KubeEdge-protocol edges are between tunnels for ~2 s each time (CLOSE_CONNECT,
+        # then KubeEdge's redial): requests meanwhile wait for the redial on whichever replica
+        # they reach (--node-reconnect-grace) and then go on, so none fails either.
+        check(not any(ke_gap.values()),
+              "KubeEdge-protocol nodes failed during the rolling restart: %r" % (
+                  {n: (len(v), v[:2]) for n, v in ke_gap.items() if v},))
+        waited = waited_requests(fleet, KE_NODES)
+        check(waited, "no request for a KubeEdge-protocol node waited for its redial: the "
+              "restart did not exercise the wait")
         print("rolling: %s drained and restarted one at a time (%s); %d requests over 12 nodes "
               "started after the first SIGTERM: 0 failed for the 10 edgestream nodes, %s for "
               "the KubeEdge-protocol nodes (told to go, CLOSE_CONNECT, they redial after 2 s: "
-              "longest outage %s s); uploads across their replica's restart completed: %s" % (
+              "%d requests waited for the redial, %s ms at most, and then succeeded); "
+              "uploads across their replica's restart completed: %s" % (
                   ", ".join(n for n, _ in steps),
                   ", ".join("%s %.1f s" % (n, s) for n, s in steps), total,
-                  {n: len(v) for n, v in ke_gap.items()},
-                  {n: round(o, 2) for n, o in ke_out.items()}, uploads), flush=True)
+                  {n: len(v) for n, v in ke_gap.items()}, len(waited), max(waited, default=0),
+                  uploads), flush=True)
     with_ha("ha-rolling", ES_NODES + KE_NODES, body)
 
 
