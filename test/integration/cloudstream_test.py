@@ -3,7 +3,7 @@
 KubeEdge's base protocol (or our extensions), a TLS kubelet stand-in behind it, and a TLS
 "apiserver" client with the kubelet client certificate in front of it.
 
-    cloudstream_test.py GROUP [TEST...]      GROUP: base | ext | auth
+    cloudstream_test.py GROUP [TEST...]      GROUP: base | ext | auth | stall | reconnect
 
 Each group starts its own processes and stops them by PID at the end.
 """
@@ -571,6 +571,105 @@ def group_base():
         chain.close(rc != 0)
 
 
+def wait_log(p, pattern, timeout=10.0):
+    """The first match of @pattern in @p's log; fails after @timeout."""
+    deadline, rx = time.monotonic() + timeout, re.compile(pattern)
+    while True:
+        m = rx.search(open(p.logpath, "rb").read().decode(errors="replace"))
+        if m:
+            return m
+        check(time.monotonic() < deadline, "%r never appeared in %s's log" % (pattern, p.name))
+        time.sleep(0.05)
+
+
+def admin_post(cloud, path):
+    s = socket.create_connection(("127.0.0.1", cloud.ports["admin"]), timeout=5)
+    s.sendall(h.head("POST", path, [("Host", "x"), ("Content-Length", "0")]))
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    s.close()
+    return status, body.decode()
+
+
+RECONNECT_GRACE_S = 3.0
+
+
+def status_message(status, body):
+    try:
+        return json.loads(body).get("message", "")
+    except ValueError:
+        return "%d %r" % (status, body[:200])
+
+
+def waited_logs_request(chain):
+    """A request sent while the KubeEdge-protocol edge is between tunnels (its tunnel closed,
+    the edge redials 2 s later as KubeEdge's does) waits for the redial and succeeds."""
+    logs_tail(chain)  # connected
+    st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
+    check(st == 200, "admin close: %d %r" % (st, body))
+    t0 = time.monotonic()
+    status, _, body, s = chain.get("/containerLogs/default/pod-a/ctr?tailLines=5")
+    s.close()
+    took = time.monotonic() - t0
+    want = "".join("line %d\n" % i for i in range(1, 6)).encode()
+    check(status == 200 and body == want, "between tunnels: %d %r" % (status, body[:200]))
+    check(1.0 <= took <= RECONNECT_GRACE_S,
+          "between tunnels: answered after %.3f s (the edge redials after 2 s)" % took)
+    text = admin_get(chain.cloud, "/metrics")[1]
+    check('cloudstream_node_reconnect_waits_total{outcome="back_local"} 1' in text,
+          "back_local not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
+    wait_log(chain.cloud, r"node=edge-1 stream=\d+ access: GET /containerLogs/default/pod-a/"
+               r"ctr 200 done .* waited_for_node=\d+ ms")
+    print("     between tunnels: the request waited and succeeded after %.0f ms" % (
+        took * 1000), flush=True)
+
+
+def gave_up_after_grace(chain):
+    """An edge that does not come back: a request waits until the grace's end, then 503 saying
+    it waited; once the grace is over, and for a node never seen, 503 at once."""
+    logs_tail(chain)
+    chain.edge.kill()  # the tunnel is lost, no redial
+    chain.edge.wait()
+    wait_log(chain.cloud, r"node=edge-1 tunnel down")
+    t0 = time.monotonic()
+    status, _, body, s = chain.get("/metrics")  # a Status JSON 503 (pods/log's is a 502)
+    s.close()
+    took = time.monotonic() - t0
+    msg = status_message(status, body)
+    check(status == 503 and "edge node edge-1 is not connected" in msg and "waited" in msg,
+          "past the grace: %d %r" % (status, msg))
+    check(RECONNECT_GRACE_S - 0.8 <= took <= RECONNECT_GRACE_S + 1.0,
+          "past the grace: answered after %.3f s (grace %.1f s)" % (took, RECONNECT_GRACE_S))
+    # The grace is over: no more waiting for it, nor for a name never seen.
+    for node in ("edge-1", "edge-7"):
+        t1 = time.monotonic()
+        status, _, body, s = chain.get("/metrics", node=node)
+        s.close()
+        m = status_message(status, body)
+        check(status == 503 and "waited" not in m and time.monotonic() - t1 < 0.5,
+              "%s after the grace: %d %r after %.3f s" % (node, status, m,
+                                                           time.monotonic() - t1))
+    text = admin_get(chain.cloud, "/metrics")[1]
+    check('cloudstream_node_reconnect_waits_total{outcome="gave_up"} 1' in text and
+          "cloudstream_node_reconnect_waiting 0" in text,
+          "gave_up not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
+    print("     past the grace: 503 after %.0f ms: %s" % (took * 1000, msg), flush=True)
+
+
+def group_reconnect():
+    chain = Chain("cs-reconnect", "base", edge_extra=("--redial", "2"),
+                  cloud_extra=("--node-reconnect-grace", "%gs" % RECONNECT_GRACE_S))
+    rc = 1
+    try:
+        rc = h.run(named("reconnect", [
+            ("waited_logs_request", lambda: waited_logs_request(chain)),
+            ("gave_up_after_grace", lambda: gave_up_after_grace(chain)),
+        ]))
+        return rc
+    finally:
+        chain.close(rc != 0)
+
+
 def named(prefix, pairs):
     out = []
     for name, fn in pairs:
@@ -900,7 +999,7 @@ def main():
     group = sys.argv[1] if len(sys.argv) > 1 else "base"
     sys.argv = sys.argv[1:]
     return {"base": group_base, "ext": group_ext, "auth": group_auth,
-            "stall": group_stall}[group]()
+            "stall": group_stall, "reconnect": group_reconnect}[group]()
 
 
 if __name__ == "__main__":
