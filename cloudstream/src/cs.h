@@ -119,14 +119,14 @@ struct cs_server {
 	struct st_tunnel_writer tunnel_writer; /* every tunnel's frames (stream/tunnelwrite.h) */
 	char *scratch; /* connect payloads are built here (ST_MAX_CONNECT_JSON_BYTES) */
 	struct cs_tunnel_set tun;
-	size_t n_fronts;                /* apiserver connections (front.c) */
+	size_t n_fronts; /* apiserver connections (front.c) */
 	/* requests waiting for their node's redial (front.c; recent.h) */
-	struct cs_recent *recent;       /* nodes whose tunnel went recently, here or on a peer */
+	struct cs_recent *recent; /* nodes whose tunnel went recently, here or on a peer */
 	struct cs_front *reconnect_waiting; /* fronts waiting (list, f->wnext) */
 	size_t n_reconnect_waiting;
 	lws_sorted_usec_list_t sul_reconnect; /* armed while any waits: ends those past the grace */
-	struct cs_front *fronts;        /* every apiserver connection (list; front.c) */
-	struct door_set *door;          /* the front door's listeners and counters (door.c) */
+	struct cs_front *fronts;              /* every apiserver connection (list; front.c) */
+	struct door_set *door;                /* the front door's listeners and counters (door.c) */
 	struct cs_peers *peers;         /* the other replicas (peer.c); NULL without --peers */
 	struct cs_peerwatch *peerwatch; /* --peer-service (peerwatch.c); NULL without */
 	uint64_t next_ordinal;
@@ -150,9 +150,12 @@ void cs_front_drain_idle(struct cs_server *srv);
 /* The pod lookup for the front with @ordinal finished (@ok: the cache has the answer); that
  * front, if it is still there, routes its request again. */
 void cs_front_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
-/* @node (@len bytes) lost its tunnel, here or on a peer: requests for it wait for its redial
- * for --node-reconnect-grace. */
-void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len);
+/* @node (@len bytes) lost its tunnel, here or on a peer: requests for it, by name or by one of
+ * its @n_ips IPs (text, @ip_lens bytes each), wait for its redial for --node-reconnect-grace. */
+void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len, const char *const *ips,
+                        const size_t *ip_lens, size_t n_ips);
+/* The same with the IPs comma-separated in @ips_csv (NULL: none). */
+void cs_front_node_gone_csv(struct cs_server *srv, const char *node, const char *ips_csv);
 /* @node's tunnel is up here, or a peer announced it: the requests waiting for it go on. */
 void cs_front_node_back(struct cs_server *srv, const char *node, size_t len);
 

@@ -15,17 +15,17 @@
 #define CS_RECONNECT_TICK_MS 100
 
 enum cs_front_state {
-	CS_FRONT_HEAD = 0, /* reading a request head (idle keep-alive connections too); no stream,
+	CS_FRONT_HEAD = 0,  /* reading a request head (idle keep-alive connections too); no stream,
 	                    * the relay is idle */
-	CS_FRONT_ROUTING,  /* head kept in `in` while the apiserver says which node runs the pod,
+	CS_FRONT_ROUTING,   /* head kept in `in` while the apiserver says which node runs the pod,
 	                    * or answers a TokenReview or SubjectAccessReview; no stream */
-	CS_FRONT_WAIT,     /* stream open, connect sent; relaying the request body; no answer
+	CS_FRONT_WAIT,      /* stream open, connect sent; relaying the request body; no answer
 	                    * byte yet (the answer deadline is armed) */
-	CS_FRONT_RESPONSE, /* answer bytes flowing to the apiserver */
+	CS_FRONT_RESPONSE,  /* answer bytes flowing to the apiserver */
 	CS_FRONT_RECONNECT, /* head kept in `in` while the node, connected nowhere, is between
 	                     * tunnels (--node-reconnect-grace): in srv->reconnect_waiting; no
 	                     * stream */
-	CS_FRONT_CLOSING,  /* write what is queued, then close; no stream, nothing more is read */
+	CS_FRONT_CLOSING,   /* write what is queued, then close; no stream, nothing more is read */
 };
 
 /* One apiserver connection. Created at RAW_ADOPT, freed at RAW_CLOSE. */
@@ -57,6 +57,7 @@ struct cs_front {
 	uint64_t rc_since_ms;           /* this request first waited; 0: it has not */
 	uint64_t rc_parked_ms;          /* the current wait began */
 	int rc_outcome;                 /* how the last wait ended (enum cs_reconnect_outcome) */
+	bool rc_by_ip;                  /* it names the node by an IP (DNAT'd, or Host) */
 	/* A forwarded request without a body keeps its head until the first answer byte: the
 	 * holder may have lost the node a moment before the stream came (it answers ERROR
 	 * unreachable), and the request is then routed again as if it had just come. */

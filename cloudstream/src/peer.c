@@ -617,11 +617,11 @@ static void on_dir_up_wake(const char *node, size_t len, uint64_t gen, const cha
 }
 
 /* A peer's entry went: unless the node is connected here, it may be between tunnels. */
-static void on_dir_down(const char *node, size_t len, void *user)
+static void on_dir_down(const struct cs_peerdir_entry *e, void *user)
 {
 	struct cs_server *srv = user;
-	if (cs_registry_get(srv->reg, node, len) == NULL)
-		cs_front_node_gone(srv, node, len);
+	if (cs_registry_get(srv->reg, e->node, e->node_len) == NULL)
+		cs_front_node_gone(srv, e->node, e->node_len, e->ips, e->ip_lens, e->n_ips);
 }
 
 static const struct cs_peerdir_cbs dir_cbs = {.on_up = on_dir_up_wake, .on_down = on_dir_down};

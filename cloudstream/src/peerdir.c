@@ -330,8 +330,19 @@ int cs_peerdir_peer_find(const struct cs_peerdir *d, const char *replica)
 static void node_gone(struct cs_peerdir *d, struct dnode **pp, const struct cs_peerdir_cbs *cbs,
                       void *user)
 {
-	if (cbs && cbs->on_down)
-		cbs->on_down((*pp)->name, (*pp)->name_len, user);
+	if (cbs && cbs->on_down) {
+		const struct dnode *n = *pp;
+		struct cs_peerdir_entry e = {.node = n->name,
+		                             .node_len = n->name_len,
+		                             .gen_ms = n->gen_ms,
+		                             .caps = n->caps,
+		                             .n_ips = n->n_ips};
+		for (size_t i = 0; i < n->n_ips; i++) {
+			e.ips[i] = n->ips[i].ip;
+			e.ip_lens[i] = n->ips[i].len;
+		}
+		cbs->on_down(&e, user);
+	}
 	node_free(d, pp);
 }
 
@@ -429,8 +440,7 @@ static void apply_down(struct cs_peerdir *d, int slot, const struct cs_peerdir_e
 }
 
 /* SYNC_END from @slot: its entries not named since SYNC are gone. */
-static void sync_end(struct cs_peerdir *d, int slot, const struct cs_peerdir_cbs *cbs,
-                     void *user)
+static void sync_end(struct cs_peerdir *d, int slot, const struct cs_peerdir_cbs *cbs, void *user)
 {
 	struct dpeer *p = &d->peers[slot];
 	for (size_t b = 0; b < d->nbuckets; b++) {

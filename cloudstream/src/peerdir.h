@@ -98,8 +98,9 @@ struct cs_peerdir_cbs {
 	              void *user);
 	/* An entry went: its holder said the tunnel went (NODE_DOWN), a full list no longer
 	 * named it, or the link to its holder was lost (cs_peerdir_peer_drop). The node may be
-	 * between tunnels. May be NULL. */
-	void (*on_down)(const char *node, size_t node_len, void *user);
+	 * between tunnels. @e has its name and IPs (gen_ms and caps too), valid during the call.
+	 * May be NULL. */
+	void (*on_down)(const struct cs_peerdir_entry *e, void *user);
 };
 
 /*

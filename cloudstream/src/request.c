@@ -215,7 +215,7 @@ static bool retry_forwarded(struct cs_front *f)
 		return false;
 	retry_forget(f);
 	f->fwd_refused_by = f->fwd_link;
-	cs_front_node_gone(f->srv, f->node, strlen(f->node)); /* it is between tunnels */
+	cs_front_node_gone(f->srv, f->node, strlen(f->node), NULL, NULL, 0); /* between tunnels */
 	cs_relay_cleanup(&f->rl);
 	f->state = CS_FRONT_HEAD;
 	st_log(ST_LOG_DEBUG, f->node, f->ep.sid,
@@ -439,7 +439,8 @@ static void on_reconnect_tick(lws_sorted_usec_list_t *sul)
 	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {
 		n = f->wnext;
 		uint64_t down = cs_recent_get(srv->recent, f->node, strlen(f->node));
-		if (cs_reconnect_decide(down, f->rc_since_ms, now, grace, 0, 1) == CS_RECONNECT_WAIT)
+		if (cs_reconnect_decide(down, f->rc_since_ms, now, grace, 0, 1) ==
+		    CS_RECONNECT_WAIT)
 			continue;
 		cs__request_unpark(f, CS_RECONNECT_GAVE_UP);
 		f->wnext = due; /* routed below, outside the walk */
@@ -459,7 +460,7 @@ static void on_reconnect_tick(lws_sorted_usec_list_t *sul)
 /* @node is connected nowhere: does the request wait for the node's redial? true: it waits
  * (CS_FRONT_RECONNECT, the head kept in f->in). false: it is answered 503 now, and @note says
  * why when it waited or could not (else ""). */
-static bool reconnect_park(struct cs_front *f, const char *node, char *note, size_t cap)
+static bool reconnect_park(struct cs_front *f, const char *node, bool by_ip, char *note, size_t cap)
 {
 	struct cs_server *srv = f->srv;
 	uint64_t now = cs_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
@@ -482,7 +483,8 @@ static bool reconnect_park(struct cs_front *f, const char *node, char *note, siz
 	case CS_RECONNECT_EXPIRED:
 		srv->m.reconnect_waits[CS_RECONNECT_GAVE_UP]++;
 		snprintf(note, cap,
-		         "; waited %llu ms for it to reconnect (--node-reconnect-grace %llu ms after "
+		         "; waited %llu ms for it to reconnect (--node-reconnect-grace %llu ms "
+		         "after "
 		         "its tunnel went)",
 		         (unsigned long long)f->acc.waited_ms, (unsigned long long)grace);
 		return false;
@@ -496,6 +498,7 @@ static bool reconnect_park(struct cs_front *f, const char *node, char *note, siz
 		       (unsigned long long)(now - down));
 	}
 	f->rc_parked_ms = now;
+	f->rc_by_ip = by_ip;
 	f->state = CS_FRONT_RECONNECT;
 	f->wprev = NULL;
 	f->wnext = srv->reconnect_waiting;
@@ -508,16 +511,35 @@ static bool reconnect_park(struct cs_front *f, const char *node, char *note, siz
 	return true;
 }
 
-void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len)
+void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len, const char *const *ips,
+                        const size_t *ip_lens, size_t n_ips)
 {
 	if (srv->recent == NULL || srv->cfg.node_reconnect_grace_ms == 0)
 		return;
 	uint64_t now = cs_now_ms();
 	cs_recent_expire(srv->recent, now, srv->cfg.node_reconnect_grace_ms);
 	int rc = cs_recent_mark(srv->recent, node, len, now);
+	/* A DNAT'd request names the node by its IP: the IPs are marked as keys too. */
+	for (size_t i = 0; i < n_ips && rc == 0; i++)
+		rc = cs_recent_mark(srv->recent, ips[i], ip_lens[i], now);
 	if (rc < 0)
 		st_log(ST_LOG_DEBUG, NULL, 0, "node %.*s not marked as reconnecting: %s", (int)len,
 		       node, st_strerror(rc));
+}
+
+void cs_front_node_gone_csv(struct cs_server *srv, const char *node, const char *ips_csv)
+{
+	const char *ips[CS_REGISTRY_MAX_IPS];
+	size_t lens[CS_REGISTRY_MAX_IPS], n = 0;
+	for (const char *s = ips_csv; s && *s && n < CS_REGISTRY_MAX_IPS;) {
+		size_t l = strcspn(s, ",");
+		if (l > 0) {
+			ips[n] = s;
+			lens[n++] = l;
+		}
+		s += l + (s[l] == ',');
+	}
+	cs_front_node_gone(srv, node, strlen(node), ips, lens, n);
 }
 
 void cs_front_node_back(struct cs_server *srv, const char *node, size_t len)
@@ -529,7 +551,15 @@ void cs_front_node_back(struct cs_server *srv, const char *node, size_t len)
 	struct cs_front *due = NULL;
 	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {
 		n = f->wnext;
-		if (strlen(f->node) != len || memcmp(f->node, node, len) != 0)
+		/* Those that named the node by one of its IPs: once that IP is routable again. */
+		const char *owner;
+		uint32_t caps;
+		if (f->rc_by_ip ? cs_registry_get_by_ip(srv->reg, f->node, strlen(f->node), NULL) ==
+		                                  NULL &&
+		                          (srv->peers == NULL ||
+		                           cs_peer_lookup_ip(srv, f->node, strlen(f->node), &owner,
+		                                             &caps) == NULL)
+		                : strlen(f->node) != len || memcmp(f->node, node, len) != 0)
 			continue;
 		f->fwd_refused_by = NULL; /* the directory is fresh: any holder may be tried */
 		cs__request_unpark(f, outcome);
@@ -636,7 +666,8 @@ static struct cs_tunnel *route(struct cs_front *f, const struct st_http_request 
 	}
 	if (r.session == NULL) {
 		char note[200];
-		if (reconnect_park(f, r.node, note, sizeof note)) {
+		bool by_ip = r.source == CS_ROUTE_ORIG_DST || r.source == CS_ROUTE_HOST_IP;
+		if (reconnect_park(f, r.node, by_ip, note, sizeof note)) {
 			*wait = true;
 			return NULL;
 		}

@@ -285,8 +285,9 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	}
 	cs_servecert_node_up(srv, t->node);
 	cs_advertise_node_up(srv, t->node);
-	if (srv->peers) {
-		/* What NODE_UP says of the node's IPs (peer.c). */
+	if (srv->peers || srv->cfg.node_reconnect_grace_ms) {
+		/* What NODE_UP says of the node's IPs (peer.c), and which IPs a request waiting
+		 * for the node's redial may name it by (request.c). */
 		char ips[CS_REGISTRY_MAX_IPS * (CS_IP_TEXT_MAX_BYTES + 1)] = "";
 		size_t off = 0;
 		for (size_t i = 0; i < a.n_ips && off < sizeof ips; i++)
@@ -349,7 +350,7 @@ static void on_move_check(lws_sorted_usec_list_t *sul)
 		 * redial (a peer's NODE_UP names the new holder), or are forwarded once known. */
 		t->registered = false;
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
-		cs_front_node_gone(srv, t->node, strlen(t->node));
+		cs_front_node_gone_csv(srv, t->node, t->ips);
 	}
 	cs__tunnel_kick(t);
 	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, 1);
@@ -449,7 +450,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	if (t->registered)
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
 	if (t->node[0] && cs_registry_get(srv->reg, t->node, strlen(t->node)) == NULL)
-		cs_front_node_gone(srv, t->node, strlen(t->node)); /* its redial is waited for */
+		cs_front_node_gone_csv(srv, t->node, t->ips); /* its redial is waited for */
 	cs__tunnel_paused_remove(t);
 	if (t->all_prev)
 		t->all_prev->all_next = t->all_next;

@@ -47,8 +47,9 @@ struct cs_tunnel {
 	bool peer;       /* a link another replica dialled to us (not an edge's tunnel) */
 	int peer_slot;   /* when peer: the replica's slot in the directory (peerdir.h) */
 	uint64_t gen_ms; /* wall-clock admission time: the node's generation (PROTOCOL §7) */
-	char *ips;       /* with --peers: the node's IPs, comma-separated (owned) */
-	bool announced;  /* NODE_UP sent: NODE_DOWN follows when it goes */
+	char *ips; /* the node's IPs, comma-separated (owned; NULL: none, or neither --peers nor
+	                  * --node-reconnect-grace) */
+	bool announced; /* NODE_UP sent: NODE_DOWN follows when it goes */
 	/* Draining (PROTOCOL.md §5.6): the edge was asked to move (RECONNECT, or CLOSE_CONNECT
 	 * once no stream is left); counted in srv->tun.moving until it closes or its move is
 	 * given up (its new tunnels keep coming back here: no other replica takes it). */

@@ -620,8 +620,24 @@ def waited_logs_request(chain):
           "back_local not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
     wait_log(chain.cloud, r"node=edge-1 stream=\d+ access: GET /containerLogs/default/pod-a/"
                r"ctr 200 done .* waited_for_node=\d+ ms")
-    print("     between tunnels: the request waited and succeeded after %.0f ms" % (
-        took * 1000), flush=True)
+    # The same by the node's IP (what a DNAT'd request names): waits, then reaches it.
+    wait_log(chain.cloud, r"node=edge-1 tunnel up .*1 IPs")
+    st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
+    check(st == 200, "admin close: %d %r" % (st, body))
+    t0 = time.monotonic()
+    status, _, body, s = chain.api.request("GET", "/metrics", [("Host", "10.77.0.21:10350")])
+    s.close()
+    took_ip = time.monotonic() - t0
+    _, _, direct = kubelet_direct(chain.env, chain.kubelet, "/metrics")
+    check(status == 200 and body == direct, "by IP between tunnels: %d %r" % (
+        status, body[:200]))
+    check(1.0 <= took_ip <= RECONNECT_GRACE_S,
+          "by IP between tunnels: answered after %.3f s" % took_ip)
+    text = admin_get(chain.cloud, "/metrics")[1]
+    check('cloudstream_node_reconnect_waits_total{outcome="back_local"} 2' in text,
+          "back_local not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
+    print("     between tunnels: the request waited and succeeded after %.0f ms (by name), "
+          "%.0f ms (by IP)" % (took * 1000, took_ip * 1000), flush=True)
 
 
 def gave_up_after_grace(chain):
@@ -657,8 +673,10 @@ def gave_up_after_grace(chain):
 
 
 def group_reconnect():
-    chain = Chain("cs-reconnect", "base", edge_extra=("--redial", "2"),
-                  cloud_extra=("--node-reconnect-grace", "%gs" % RECONNECT_GRACE_S))
+    chain = Chain("cs-reconnect", "base",
+                  edge_extra=("--redial", "2", "--internal-ip", "10.77.0.21"),
+                  cloud_extra=("--node-reconnect-grace", "%gs" % RECONNECT_GRACE_S,
+                               "--internal-ip-policy", "trust-header"))
     rc = 1
     try:
         rc = h.run(named("reconnect", [

@@ -93,23 +93,23 @@ static void test_cs_reconnect_decide__table(void **state)
 		size_t waiting, cap;
 		enum cs_reconnect_verdict want;
 	} t[] = {
-	        {0, 0, 1000, 5000, 0, 10, CS_RECONNECT_NO},         /* never seen: 503 now */
-	        {1000, 0, 1500, 0, 0, 10, CS_RECONNECT_NO},         /* grace 0: off */
-	        {1000, 0, 1500, 5000, 0, 10, CS_RECONNECT_WAIT},    /* went 0.5 s ago */
-	        {1000, 0, 5999, 5000, 0, 10, CS_RECONNECT_WAIT},    /* last ms of the grace */
-	        {1000, 0, 6000, 5000, 0, 10, CS_RECONNECT_NO},      /* came after the grace */
-	        {1000, 0, 1500, 5000, 10, 10, CS_RECONNECT_FULL},   /* cap reached */
-	        {1000, 0, 1500, 5000, 9, 10, CS_RECONNECT_WAIT},    /* one place left */
-	        {1000, 0, 1500, 5000, 0, 0, CS_RECONNECT_FULL},     /* cap 0: never waits */
-	        {1000, 1500, 3000, 5000, 10, 10, CS_RECONNECT_WAIT}, /* waits already: no cap */
+	        {0, 0, 1000, 5000, 0, 10, CS_RECONNECT_NO},            /* never seen: 503 now */
+	        {1000, 0, 1500, 0, 0, 10, CS_RECONNECT_NO},            /* grace 0: off */
+	        {1000, 0, 1500, 5000, 0, 10, CS_RECONNECT_WAIT},       /* went 0.5 s ago */
+	        {1000, 0, 5999, 5000, 0, 10, CS_RECONNECT_WAIT},       /* last ms of the grace */
+	        {1000, 0, 6000, 5000, 0, 10, CS_RECONNECT_NO},         /* came after the grace */
+	        {1000, 0, 1500, 5000, 10, 10, CS_RECONNECT_FULL},      /* cap reached */
+	        {1000, 0, 1500, 5000, 9, 10, CS_RECONNECT_WAIT},       /* one place left */
+	        {1000, 0, 1500, 5000, 0, 0, CS_RECONNECT_FULL},        /* cap 0: never waits */
+	        {1000, 1500, 3000, 5000, 10, 10, CS_RECONNECT_WAIT},   /* waits already: no cap */
 	        {1000, 1500, 6000, 5000, 0, 10, CS_RECONNECT_EXPIRED}, /* waited to the end */
 	        {0, 1500, 3000, 5000, 0, 10, CS_RECONNECT_EXPIRED},    /* mark forgotten */
-	        {4000, 1500, 6000, 5000, 0, 10, CS_RECONNECT_WAIT}, /* marked again: longer */
-	        {1000, 1500, 3000, 0, 0, 10, CS_RECONNECT_NO},      /* grace 0 while waiting */
+	        {4000, 1500, 6000, 5000, 0, 10, CS_RECONNECT_WAIT},    /* marked again: longer */
+	        {1000, 1500, 3000, 0, 0, 10, CS_RECONNECT_NO},         /* grace 0 while waiting */
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-		enum cs_reconnect_verdict v = cs_reconnect_decide(t[i].down, t[i].since, t[i].now,
-		                                                  t[i].grace, t[i].waiting, t[i].cap);
+		enum cs_reconnect_verdict v = cs_reconnect_decide(
+		        t[i].down, t[i].since, t[i].now, t[i].grace, t[i].waiting, t[i].cap);
 		if (v != t[i].want)
 			fail_msg("row %zu: %d, want %d", i, v, t[i].want);
 	}
