@@ -226,6 +226,68 @@ static void test_cs_peerdir_recv__newest_wins(void **state)
 	cs_peerdir_free(d);
 }
 
+struct downs {
+	int n;
+	char last_node[64];
+	char last_ip[64];
+	size_t last_n_ips;
+};
+
+static void on_down(const struct cs_peerdir_entry *e, void *user)
+{
+	struct downs *w = user;
+	w->n++;
+	snprintf(w->last_node, sizeof w->last_node, "%.*s", (int)e->node_len, e->node);
+	w->last_n_ips = e->n_ips;
+	snprintf(w->last_ip, sizeof w->last_ip, "%.*s", e->n_ips ? (int)e->ip_lens[0] : 0,
+	         e->n_ips ? e->ips[0] : "");
+}
+
+/* Every way an entry goes is reported, with its name and IPs (a node between tunnels:
+ * requests for it wait for its redial, cloudstream/src/recent.h); a superseded NODE_DOWN is
+ * not. */
+static void test_cs_peerdir_recv__on_down_reported(void **state)
+{
+	(void)state;
+	static const struct cs_peerdir_cbs dcbs = {.on_down = on_down};
+	struct cs_peerdir *d;
+	assert_int_equal(cs_peerdir_new(&d, 0), 0);
+	int a = cs_peerdir_peer_add(d, "cs-a"), b = cs_peerdir_peer_add(d, "cs-b");
+	struct downs w = {0};
+	uint8_t buf[256];
+	up(d, a, "n1", 100, "10.0.0.1", NULL);
+	up(d, b, "n1", 200, "10.0.0.1", NULL); /* moved to b */
+	/* a's NODE_DOWN of its older tunnel: b's entry stays, nothing reported */
+	struct cs_peerdir_entry e = entry("n1", 100, NULL);
+	size_t n = payload(buf, sizeof buf, false, &e, 1);
+	assert_int_equal(cs_peerdir_recv(d, a, ST_MSG_NODE_DOWN, buf, n, &dcbs, &w), 0);
+	assert_int_equal(w.n, 0);
+	/* b's NODE_DOWN: reported with the node's IP */
+	e = entry("n1", 200, NULL);
+	n = payload(buf, sizeof buf, false, &e, 1);
+	assert_int_equal(cs_peerdir_recv(d, b, ST_MSG_NODE_DOWN, buf, n, &dcbs, &w), 0);
+	assert_int_equal(w.n, 1);
+	assert_string_equal(w.last_node, "n1");
+	assert_int_equal(w.last_n_ips, 1);
+	assert_string_equal(w.last_ip, "10.0.0.1");
+	/* a resync that no longer names n2 */
+	up(d, a, "n2", 300, NULL, NULL);
+	up(d, a, "n3", 300, NULL, NULL);
+	assert_int_equal(cs_peerdir_recv(d, a, ST_MSG_SYNC, NULL, 0, &dcbs, &w), 0);
+	e = entry("n3", 300, NULL);
+	n = payload(buf, sizeof buf, true, &e, 1);
+	assert_int_equal(cs_peerdir_recv(d, a, ST_MSG_NODE_UP, buf, n, &dcbs, &w), 0);
+	assert_int_equal(cs_peerdir_recv(d, a, ST_MSG_SYNC_END, NULL, 0, &dcbs, &w), 0);
+	assert_int_equal(w.n, 2);
+	assert_string_equal(w.last_node, "n2");
+	assert_int_equal(w.last_n_ips, 0);
+	/* the link to a lost: n3 */
+	assert_int_equal(cs_peerdir_peer_drop(d, a, &dcbs, &w), 1);
+	assert_int_equal(w.n, 3);
+	assert_string_equal(w.last_node, "n3");
+	cs_peerdir_free(d);
+}
+
 static void test_cs_peerdir_peer_drop__link_loss(void **state)
 {
 	(void)state;
@@ -418,6 +480,7 @@ int main(void)
 	        cmocka_unit_test(test_cs_peerdir_gen_cmp__order),
 	        cmocka_unit_test(test_cs_peerdir_recv__newest_wins),
 	        cmocka_unit_test(test_cs_peerdir_peer_drop__link_loss),
+	        cmocka_unit_test(test_cs_peerdir_recv__on_down_reported),
 	        cmocka_unit_test(test_cs_peerdir_recv__resync_converges),
 	        cmocka_unit_test(test_cs_peerdir_get_by_ip__shared),
 	        cmocka_unit_test(test_cs_peerdir_recv__bounds),
