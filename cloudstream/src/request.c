@@ -542,36 +542,34 @@ void cs_front_node_gone_csv(struct cs_server *srv, const char *node, const char 
 	cs_front_node_gone(srv, node, strlen(node), ips, lens, n);
 }
 
+/* Does @node's coming back end @f's wait? By name; by IP once that IP is routable again. */
+static bool back_for(struct cs_front *f, const char *node, size_t len)
+{
+	struct cs_server *srv = f->srv;
+	size_t fl = strlen(f->node);
+	if (!f->rc_by_ip)
+		return fl == len && memcmp(f->node, node, len) == 0;
+	const char *owner;
+	uint32_t caps;
+	return cs_registry_get_by_ip(srv->reg, f->node, fl, NULL) != NULL ||
+	       (srv->peers && cs_peer_lookup_ip(srv, f->node, fl, &owner, &caps) != NULL);
+}
+
 void cs_front_node_back(struct cs_server *srv, const char *node, size_t len)
 {
 	if (srv->n_reconnect_waiting == 0)
 		return;
 	int outcome = cs_registry_get(srv->reg, node, len) ? CS_RECONNECT_BACK_LOCAL
 	                                                   : CS_RECONNECT_BACK_PEER;
-	struct cs_front *due = NULL;
 	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {
 		n = f->wnext;
-		/* Those that named the node by one of its IPs: once that IP is routable again. */
-		const char *owner;
-		uint32_t caps;
-		if (f->rc_by_ip ? cs_registry_get_by_ip(srv->reg, f->node, strlen(f->node), NULL) ==
-		                                  NULL &&
-		                          (srv->peers == NULL ||
-		                           cs_peer_lookup_ip(srv, f->node, strlen(f->node), &owner,
-		                                             &caps) == NULL)
-		                : strlen(f->node) != len || memcmp(f->node, node, len) != 0)
+		if (!back_for(f, node, len))
 			continue;
 		f->fwd_refused_by = NULL; /* the directory is fresh: any holder may be tried */
 		cs__request_unpark(f, outcome);
-		f->wnext = due;
-		due = f;
-	}
-	/* Routed again outside the walk, exactly as if they had just come. */
-	while (due) {
-		struct cs_front *f = due;
-		due = f->wnext;
-		f->wnext = NULL;
-		cs__front_process(f);
+		/* Routed again from WRITEABLE (the kept head is parsed there), exactly as if it
+		 * had just come: not inside the tunnel's or the peer link's callback. */
+		lws_callback_on_writable(f->wsi);
 	}
 }
 
