@@ -640,6 +640,37 @@ def waited_logs_request(chain):
           "%.0f ms (by IP)" % (took * 1000, took_ip * 1000), flush=True)
 
 
+def cap_and_client_gone(chain):
+    """--node-reconnect-waiting-max 1: while one request waits, the next is answered 503 at
+    once saying so; a waiting client that goes away leaves nothing waiting, and the cloud stays
+    healthy (ASan, checked at its exit)."""
+    logs_tail(chain)
+    st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
+    check(st == 200, "admin close: %d %r" % (st, body))
+    first = chain.api.connect()
+    first.sendall(h.head("GET", "/metrics", [("Host", "edge-1:10350")]))
+    wait_for(lambda: "cloudstream_node_reconnect_waiting 1" in admin_get(chain.cloud,
+                                                                         "/metrics")[1],
+             "the first request waiting", 2.0)
+    t0 = time.monotonic()
+    status, _, body, s = chain.get("/metrics")
+    s.close()
+    m = status_message(status, body)
+    check(status == 503 and "--node-reconnect-waiting-max" in m and
+          time.monotonic() - t0 < 0.5, "over the cap: %d %r" % (status, m))
+    # The waiting client goes away. Its reading is paused while it waits (as while a pod
+    # lookup is answered), so the close is seen when the wait ends: by the edge's redial here.
+    first.close()
+    wait_for(lambda: "cloudstream_node_reconnect_waiting 0" in admin_get(chain.cloud,
+                                                                         "/metrics")[1],
+             "no request waiting", RECONNECT_GRACE_S + 1.0)
+    text = admin_get(chain.cloud, "/metrics")[1]
+    check('cloudstream_node_reconnect_waits_total{outcome="refused"} 1' in text,
+          "after the cap: %r" % [l for l in text.splitlines() if "reconnect" in l])
+    wait_for(lambda: chain.get("/metrics")[0] == 200, "edge-1 back", 5.0)
+    print("     over the cap: 503 at once: %s" % m, flush=True)
+
+
 def gave_up_after_grace(chain):
     """An edge that does not come back: a request waits until the grace's end, then 503 saying
     it waited; once the grace is over, and for a node never seen, 503 at once."""
@@ -676,13 +707,16 @@ def group_reconnect():
     chain = Chain("cs-reconnect", "base",
                   edge_extra=("--redial", "2", "--internal-ip", "10.77.0.21"),
                   cloud_extra=("--node-reconnect-grace", "%gs" % RECONNECT_GRACE_S,
+                               "--node-reconnect-waiting-max", "1",
                                "--internal-ip-policy", "trust-header"))
     rc = 1
     try:
         rc = h.run(named("reconnect", [
             ("waited_logs_request", lambda: waited_logs_request(chain)),
+            ("cap_and_client_gone", lambda: cap_and_client_gone(chain)),
             ("gave_up_after_grace", lambda: gave_up_after_grace(chain)),
         ]))
+        check_clean_exit(chain)
         return rc
     finally:
         chain.close(rc != 0)
