@@ -154,6 +154,11 @@ void cs_front_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
  * its @n_ips IPs (text, @ip_lens bytes each), wait for its redial for --node-reconnect-grace. */
 void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len, const char *const *ips,
                         const size_t *ip_lens, size_t n_ips);
+/* A request for @key (a node name or IP) connected nowhere: true when it waits for the node's
+ * redial (counted in n_reconnect_waiting, the tick armed; *@since_ms set at its first wait),
+ * false to answer now, with @note (else "") saying it waited (@waited_ms) or could not. */
+bool cs_reconnect_should_wait(struct cs_server *srv, const char *key, uint64_t *since_ms,
+                              uint64_t waited_ms, char *note, size_t cap);
 /* The same with the IPs comma-separated in @ips_csv (NULL: none). */
 void cs_front_node_gone_csv(struct cs_server *srv, const char *node, const char *ips_csv);
 /* @node's tunnel is up here, or a peer announced it: the requests waiting for it go on. */
@@ -168,6 +173,10 @@ void cs_door_free(struct cs_server *srv);
 /* The pod-IP lookup for the front-door connection with @ordinal finished (@ok: the pod cache
  * has the answer); that connection, if it is still there, routes its CONNECT again. */
 void cs_door_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok);
+/* Front-door CONNECTs waiting for a node's redial: @node (@len) is back, or (tick) those whose
+ * grace is over get their answer. */
+void cs_door_node_back(struct cs_server *srv, const char *node, size_t len);
+void cs_door_reconnect_tick(struct cs_server *srv, uint64_t now_ms);
 
 /* ---- authz_req.c ----------------------------------------------------------------------- */
 /* Start-up: the secure default (refuses a stream port open to any certificate of its CA), the

@@ -112,9 +112,12 @@ static void door_closed(struct door *d)
 	struct door_set *ds = cs__door_set(d->srv);
 	if (d->state == DOOR_RELAY)
 		ds->relays--;
-	/* Closed before its answer (still dialling, or waiting for a pod lookup): the client went. */
-	cs__door_access_line(d, d->state == DOOR_DIALING || d->state == DOOR_LOOKUP ? "client gone"
-	                                                                            : "done");
+	/* Closed before its answer (still dialling, or waiting for a pod lookup or a node's
+	 * redial): the client went. */
+	bool gone =
+	        d->state == DOOR_DIALING || d->state == DOOR_LOOKUP || d->state == DOOR_RECONNECT;
+	cs__door_unpark(d, CS_RECONNECT_CLIENT_GONE);
+	cs__door_access_line(d, gone ? "client gone" : "done");
 	lws_sul_cancel(&d->sul_dial);
 	cs_endpoint_cleanup(&d->ep); /* REMOVE to the edge; what `out` held is credited */
 	st_buf_cleanup(&d->out);

@@ -11,6 +11,7 @@
  */
 #include "peer.h"
 #include "door_int.h"
+#include "recent.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,9 +40,12 @@ void cs__door_access_line(struct door *d, const char *outcome)
 	if (!d->srv->cfg.access_log) /* --access-log off */
 		return;
 	st_log(ST_LOG_INFO, d->node[0] ? d->node : NULL, d->ep.sid,
-	       "access: CONNECT %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms", d->target,
-	       d->status, outcome, d->caller[0] ? d->caller : "-", (unsigned long long)d->to_edge,
-	       (unsigned long long)d->to_client, (unsigned long long)(cs_now_ms() - d->started_ms));
+	       "access: CONNECT %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms%s%.0llu%s",
+	       d->target, d->status, outcome, d->caller[0] ? d->caller : "-",
+	       (unsigned long long)d->to_edge, (unsigned long long)d->to_client,
+	       (unsigned long long)(cs_now_ms() - d->started_ms),
+	       d->rc_waited_ms ? " waited_for_node=" : "", (unsigned long long)d->rc_waited_ms,
+	       d->rc_waited_ms ? " ms" : "");
 }
 
 static int queue_out(struct door *d, const void *p, size_t n)
@@ -376,6 +380,18 @@ static struct cs_tunnel *resolve_pod(struct door *d)
 	return t;
 }
 
+/* The CONNECT's node (@key: its name, or the IP it was asked by) is connected nowhere: does it
+ * wait for the node's redial (DOOR_RECONNECT)? false: answer now, @note saying it waited or
+ * could not (else ""). */
+static bool door_park(struct door *d, const char *key, char *note, size_t cap)
+{
+	if (!cs_reconnect_should_wait(d->srv, key, &d->rc_since_ms, d->rc_waited_ms, note, cap))
+		return false;
+	d->rc_parked_ms = cs_now_ms();
+	d->state = DOOR_RECONNECT;
+	return true;
+}
+
 /* Which connected node the CONNECT names; NULL after failing the connection, or while the
  * apiserver is asked about a pod IP (DOOR_LOOKUP). When another replica holds the node's
  * tunnel (peer.h): the peer link to it, with *@fwd set and the node's caps in *@fwd_caps. */
@@ -395,6 +411,19 @@ static struct cs_tunnel *resolve(struct door *d, bool *fwd, uint32_t *fwd_caps)
 			*fwd = true;
 			return t;
 		}
+		/* A node's IP between its tunnels: wait for its redial. */
+		char note[200];
+		if (door_park(d, d->ip, note, sizeof note))
+			return NULL;
+		if (note[0]) {
+			snprintf(
+			        why, sizeof why,
+			        "IP %s is an edge node's that is not connected to this cloudstream "
+			        "(no tunnel session%s)",
+			        d->ip, note);
+			fail(d, 503, DOOR_R_NO_SESSION, why);
+			return NULL;
+		}
 		const char *owners[2];
 		if (cs_registry_ip_owners(srv->reg, d->ip, strlen(d->ip), owners, 2) >= 2) {
 			snprintf(why, sizeof why,
@@ -413,9 +442,14 @@ static struct cs_tunnel *resolve(struct door *d, bool *fwd, uint32_t *fwd_caps)
 		*fwd = t != NULL;
 	}
 	if (t == NULL) {
-		snprintf(why, sizeof why,
-		         "edge node %s is not connected to this cloudstream (no tunnel session)",
-		         d->node);
+		char note[200];
+		if (door_park(d, d->node, note, sizeof note))
+			return NULL;
+		char msg[CS_NODE_NAME_MAX_BYTES + sizeof note + 128];
+		snprintf(msg, sizeof msg,
+		         "edge node %s is not connected to this cloudstream (no tunnel session%s)",
+		         d->node, note);
+		snprintf(why, sizeof why, "%.399s", msg); /* a reason phrase's bound */
 		fail(d, 503, DOOR_R_NO_SESSION, why);
 	}
 	return t;
@@ -557,6 +591,68 @@ void cs_door_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok)
 			update_rx(d);
 			return;
 		}
+}
+
+/* A waiting CONNECT goes on: routed again from a timer of its own (not inside the tunnel's or
+ * the peer link's callback that said the node is back), exactly as if it had just come. */
+static void on_door_resume(lws_sorted_usec_list_t *sul)
+{
+	struct door *d = lws_container_of(sul, struct door, sul_dial);
+	if (d->state != DOOR_HEAD)
+		return;
+	start(d);
+	update_rx(d);
+}
+
+void cs__door_unpark(struct door *d, int outcome)
+{
+	if (d->state != DOOR_RECONNECT)
+		return;
+	struct cs_server *srv = d->srv;
+	srv->n_reconnect_waiting--;
+	uint64_t now = cs_now_ms();
+	d->rc_waited_ms += now > d->rc_parked_ms ? now - d->rc_parked_ms : 0;
+	d->state = DOOR_HEAD;                /* start() moves it on */
+	if (outcome != CS_RECONNECT_GAVE_UP) /* that one is counted with its 503 */
+		srv->m.reconnect_waits[outcome]++;
+	if (outcome != CS_RECONNECT_CLIENT_GONE)
+		lws_sul_schedule(srv->ctx, 0, &d->sul_dial, on_door_resume, 1);
+}
+
+void cs_door_node_back(struct cs_server *srv, const char *node, size_t len)
+{
+	struct door_set *ds = cs__door_set(srv);
+	for (struct door *d = ds ? ds->all : NULL; d; d = d->next) {
+		if (d->state != DOOR_RECONNECT)
+			continue;
+		const char *owner;
+		uint32_t caps;
+		bool back = d->ip[0]
+		                    ? cs_registry_get_by_ip(srv->reg, d->ip, strlen(d->ip), NULL) ||
+		                              (srv->peers &&
+		                               cs_peer_lookup_ip(srv, d->ip, strlen(d->ip), &owner,
+		                                                 &caps))
+		                    : strlen(d->node) == len && memcmp(d->node, node, len) == 0;
+		if (back)
+			cs__door_unpark(d, cs_registry_get(srv->reg, node, len)
+			                           ? CS_RECONNECT_BACK_LOCAL
+			                           : CS_RECONNECT_BACK_PEER);
+	}
+}
+
+void cs_door_reconnect_tick(struct cs_server *srv, uint64_t now_ms)
+{
+	struct door_set *ds = cs__door_set(srv);
+	uint64_t grace = srv->cfg.node_reconnect_grace_ms;
+	for (struct door *d = ds ? ds->all : NULL; d; d = d->next) {
+		if (d->state != DOOR_RECONNECT)
+			continue;
+		const char *key = d->ip[0] ? d->ip : d->node;
+		uint64_t down = cs_recent_get(srv->recent, key, strlen(key));
+		if (cs_reconnect_decide(down, d->rc_since_ms, now_ms, grace, 0, 1) !=
+		    CS_RECONNECT_WAIT)
+			cs__door_unpark(d, CS_RECONNECT_GAVE_UP);
+	}
 }
 
 int cs__door_rx(struct door *d, const uint8_t *p, size_t len)

@@ -17,13 +17,15 @@
 #define DOOR_MAX_KUBELET_PORTS 8u
 
 enum door_state {
-	DOOR_HEAD = 0, /* reading the CONNECT head; no stream */
-	DOOR_LOOKUP,   /* head read (ip, port); the apiserver is asked which pod has the IP; no
+	DOOR_HEAD = 0,  /* reading the CONNECT head; no stream */
+	DOOR_LOOKUP,    /* head read (ip, port); the apiserver is asked which pod has the IP; no
 	                * stream, nothing more is read */
-	DOOR_DIALING,  /* TCP_CONNECT sent, waiting for OPENED or ERROR; the deadline is armed; no
+	DOOR_DIALING,   /* TCP_CONNECT sent, waiting for OPENED or ERROR; the deadline is armed; no
 	                * answer byte sent yet */
-	DOOR_RELAY,    /* 200 sent: bytes both ways until either side ends */
-	DOOR_CLOSING,  /* write what is queued, then close; no stream, nothing more is read */
+	DOOR_RELAY,     /* 200 sent: bytes both ways until either side ends */
+	DOOR_RECONNECT, /* head read; the node is connected nowhere but between tunnels: waits
+	                 * for its redial (--node-reconnect-grace); no stream */
+	DOOR_CLOSING,   /* write what is queued, then close; no stream, nothing more is read */
 };
 
 /* What became of each CONNECT (cloudstream_front_door_connects_total{result}). */
@@ -85,6 +87,9 @@ struct door {
 	bool looked_up;           /* the apiserver was asked about the IP already */
 	bool lookup_ok;           /* ... and answered */
 	uint64_t ordinal;         /* never reused: what the pod lookup's answer comes back to */
+	uint64_t rc_since_ms;     /* DOOR_RECONNECT: first waited; 0: never */
+	uint64_t rc_parked_ms;    /* ... the current wait began */
+	uint64_t rc_waited_ms;    /* waited in all */
 	struct door *next, *prev; /* door_set.all */
 };
 
@@ -94,6 +99,10 @@ static inline struct door_set *cs__door_set(struct cs_server *srv)
 }
 
 /* ---- door_conn.c ------------------------------------------------------------------------ */
+
+/* The CONNECT's wait for its node's redial is over (@outcome, enum cs_reconnect_outcome):
+ * routed again soon, unless the client went (CS_RECONNECT_CLIENT_GONE). */
+void cs__door_unpark(struct door *d, int outcome);
 
 /* A connection as a stream endpoint. */
 extern const struct cs_endpoint_ops cs__door_endpoint_ops;

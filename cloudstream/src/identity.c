@@ -137,7 +137,7 @@ static void deny_sweep(struct cs_server *srv)
 		struct cs_tunnel *next = cs_tunnel_next(srv, t);
 		if (cs_identity_denied(srv, cs_tunnel_node(t), cs_tunnel_serial(t))) {
 			srv->m.tunnels_closed_denied++;
-			cs_tunnel_close(t, "revoked by the deny list (reloaded)");
+			cs_tunnel_revoke(t, "revoked by the deny list (reloaded)");
 		}
 		t = next;
 	}

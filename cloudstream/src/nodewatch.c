@@ -182,7 +182,7 @@ static void watch_done(void *arg, int status)
 		st_info("Node %s deleted%s", e->node, t ? ": closing its tunnel" : "");
 		if (t) {
 			srv->m.tunnels_closed_node_deleted++;
-			cs_tunnel_close(t, "its Node object was deleted");
+			cs_tunnel_revoke(t, "its Node object was deleted");
 		}
 	}
 	if (j->gone || (j->error[0] == '\0' && j->http_status != 200)) {

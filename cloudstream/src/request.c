@@ -452,24 +452,22 @@ static void on_reconnect_tick(lws_sorted_usec_list_t *sul)
 		f->wnext = NULL;
 		cs__front_process(f);
 	}
+	cs_door_reconnect_tick(srv, now);
 	if (srv->n_reconnect_waiting)
 		lws_sul_schedule(srv->ctx, 0, &srv->sul_reconnect, on_reconnect_tick,
 		                 CS_RECONNECT_TICK_MS * LWS_US_PER_MS);
 }
 
-/* @node is connected nowhere: does the request wait for the node's redial? true: it waits
- * (CS_FRONT_RECONNECT, the head kept in f->in). false: it is answered 503 now, and @note says
- * why when it waited or could not (else ""). */
-static bool reconnect_park(struct cs_front *f, const char *node, bool by_ip, char *note, size_t cap)
+bool cs_reconnect_should_wait(struct cs_server *srv, const char *key, uint64_t *since_ms,
+                              uint64_t waited_ms, char *note, size_t cap)
 {
-	struct cs_server *srv = f->srv;
 	uint64_t now = cs_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
 	note[0] = '\0';
 	if (srv->recent == NULL)
 		return false;
 	cs_recent_expire(srv->recent, now, grace);
-	uint64_t down = cs_recent_get(srv->recent, node, strlen(node));
-	switch (cs_reconnect_decide(down, f->rc_since_ms, now, grace, srv->n_reconnect_waiting,
+	uint64_t down = cs_recent_get(srv->recent, key, strlen(key));
+	switch (cs_reconnect_decide(down, *since_ms, now, grace, srv->n_reconnect_waiting,
 	                            (size_t)srv->cfg.node_reconnect_waiting_max)) {
 	case CS_RECONNECT_NO:
 		return false;
@@ -484,20 +482,33 @@ static bool reconnect_park(struct cs_front *f, const char *node, bool by_ip, cha
 		srv->m.reconnect_waits[CS_RECONNECT_GAVE_UP]++;
 		snprintf(note, cap,
 		         "; waited %llu ms for it to reconnect (--node-reconnect-grace %llu ms "
-		         "after "
-		         "its tunnel went)",
-		         (unsigned long long)f->acc.waited_ms, (unsigned long long)grace);
+		         "after its tunnel went)",
+		         (unsigned long long)waited_ms, (unsigned long long)grace);
 		return false;
 	case CS_RECONNECT_WAIT:
 		break;
 	}
-	if (f->rc_since_ms == 0) {
-		f->rc_since_ms = now;
-		st_log(ST_LOG_DEBUG, node, 0,
+	if (*since_ms == 0) {
+		*since_ms = now;
+		st_log(ST_LOG_DEBUG, key, 0,
 		       "request waits for the node to reconnect (its tunnel went %llu ms ago)",
 		       (unsigned long long)(now - down));
 	}
-	f->rc_parked_ms = now;
+	if (srv->n_reconnect_waiting++ == 0)
+		lws_sul_schedule(srv->ctx, 0, &srv->sul_reconnect, on_reconnect_tick,
+		                 CS_RECONNECT_TICK_MS * LWS_US_PER_MS);
+	return true;
+}
+
+/* @node is connected nowhere: does the request wait for the node's redial? true: it waits
+ * (CS_FRONT_RECONNECT, the head kept in f->in). false: it is answered 503 now, and @note says
+ * why when it waited or could not (else ""). */
+static bool reconnect_park(struct cs_front *f, const char *node, bool by_ip, char *note, size_t cap)
+{
+	struct cs_server *srv = f->srv;
+	if (!cs_reconnect_should_wait(srv, node, &f->rc_since_ms, f->acc.waited_ms, note, cap))
+		return false;
+	f->rc_parked_ms = cs_now_ms();
 	f->rc_by_ip = by_ip;
 	f->state = CS_FRONT_RECONNECT;
 	f->wprev = NULL;
@@ -505,9 +516,6 @@ static bool reconnect_park(struct cs_front *f, const char *node, bool by_ip, cha
 	if (f->wnext)
 		f->wnext->wprev = f;
 	srv->reconnect_waiting = f;
-	if (srv->n_reconnect_waiting++ == 0)
-		lws_sul_schedule(srv->ctx, 0, &srv->sul_reconnect, on_reconnect_tick,
-		                 CS_RECONNECT_TICK_MS * LWS_US_PER_MS);
 	return true;
 }
 
@@ -559,6 +567,7 @@ void cs_front_node_back(struct cs_server *srv, const char *node, size_t len)
 {
 	if (srv->n_reconnect_waiting == 0)
 		return;
+	cs_door_node_back(srv, node, len);
 	int outcome = cs_registry_get(srv->reg, node, len) ? CS_RECONNECT_BACK_LOCAL
 	                                                   : CS_RECONNECT_BACK_PEER;
 	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {

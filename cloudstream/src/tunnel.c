@@ -173,6 +173,12 @@ struct cs_endpoint *cs_tunnel_endpoint_next(struct cs_tunnel *t, struct cs_endpo
 	return ep ? ep->tnext : t->eps;
 }
 
+void cs_tunnel_revoke(struct cs_tunnel *t, const char *why)
+{
+	t->revoked = true;
+	cs_tunnel_close(t, why);
+}
+
 void cs_tunnel_close(struct cs_tunnel *t, const char *why)
 {
 	if (t->wsi == NULL || !t->registered)
@@ -449,7 +455,8 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	cs__tunnel_end_streams(t, "the edge node disconnected");
 	if (t->registered)
 		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
-	if (t->node[0] && cs_registry_get(srv->reg, t->node, strlen(t->node)) == NULL)
+	if (t->node[0] && !t->revoked &&
+	    cs_registry_get(srv->reg, t->node, strlen(t->node)) == NULL)
 		cs_front_node_gone_csv(srv, t->node, t->ips); /* its redial is waited for */
 	cs__tunnel_paused_remove(t);
 	if (t->all_prev)

@@ -191,6 +191,9 @@ struct cs_endpoint *cs_tunnel_endpoint_next(struct cs_tunnel *t, struct cs_endpo
  * streams end, and lws drops the connection. Idempotent.
  */
 void cs_tunnel_close(struct cs_tunnel *t, const char *why);
+/* cs_tunnel_revoke() - cs_tunnel_close() for a node that may not come back (deny list, Node
+ * deleted): requests for it are not kept waiting for a redial (--node-reconnect-grace). */
+void cs_tunnel_revoke(struct cs_tunnel *t, const char *why);
 
 /* ---- the tunnel set (tunnel.c, tunnel_stream.c) -------------------------------------------- */
 

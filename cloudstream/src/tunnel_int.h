@@ -36,6 +36,7 @@ struct cs_tunnel {
 	bool pause_logged;       /* the first pause was logged at WARN */
 	struct cs_tunnel *paused_next, *paused_prev;
 	bool registered;         /* the registry points at it */
+	bool revoked;            /* closed by cs_tunnel_revoke: no wait for its redial */
 	struct st_liveness live; /* any frame received counts; paused = our silence */
 	bool want_ping;          /* the sweep asked for a PING: next WRITEABLE sends it */
 	bool kill;               /* cs_tunnel_close: the next WRITEABLE closes it */

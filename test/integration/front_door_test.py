@@ -17,10 +17,12 @@ stall (one stalled CONNECT and one active on the same node: the active one's thr
 its solo run).
 """
 import os
+import re
 import socket
 import ssl
 import statistics
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -352,7 +354,8 @@ def errors():
     dead = socket.socket()
     dead.bind(("127.0.0.1", 0))  # bound, not listening: a dial there is refused
     dead_port = dead.getsockname()[1]
-    c = Chain("door-errors", edge_extra=["--local-port", "gone=%d" % dead_port])
+    c = Chain("door-errors", edge_extra=["--local-port", "gone=%d" % dead_port],
+              cloud_extra=["--node-reconnect-grace", "3s"])
     failed = True
     try:
         # Warm-up, so the figures are not the first connection's.
@@ -408,9 +411,38 @@ def errors():
         env.stop(c.kubelet)
         expect(c, NODE_IP, KUBELET_PORT, 502, ["edge node edge-1", "unreachable",
                                                "TCP target kubelet"])
-        # The edge goes away: no tunnel.
+        # The edge goes away and comes back: a CONNECT meanwhile (by the node's IP) waits for
+        # its redial (--node-reconnect-grace 3s here) and then goes through.
+        c.kubelet = start_kubelet_for_node(env, name="kubelet-2")
         env.stop(c.edge)
-        time.sleep(0.3)
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(connect(c, NODE_IP, KUBELET_PORT)),
+                                  daemon=True)
+        waiter.start()
+        time.sleep(0.2)
+        c.edge = start_edgestream(env, c.cloud, c.kubelet, node="edge-1",
+                                  extra=["--local-port", "gone=%d" % dead_port],
+                                  name="edge-edge-1-again")
+        waiter.join(10)
+        check(got and got[0][0] == 200, "CONNECT between tunnels: %r" % (got[0][:3] if got
+                                                                          else None,))
+        t = kubelet_tls(c, got[0][3])
+        status, _, _ = get(t, "/healthz")
+        t.close()
+        check(status == 200, "through the CONNECT that waited: %d" % status)
+        print("     CONNECT between the edge's tunnels: 200 after %.0f ms" % (got[0][2] * 1000))
+        log = open(c.cloud.logpath, errors="replace").read()
+        check(re.search(r"access: CONNECT %s:%d 200 done .* waited_for_node=\d+ ms" % (
+            re.escape(NODE_IP), KUBELET_PORT), log), "the access line does not show the wait")
+        # It goes away for good: a CONNECT right after waits until the grace's end, then says
+        # it waited; after the grace the IP is nobody's again and a name is answered at once.
+        env.stop(c.edge)
+        got, reason, took, s = connect(c, NODE_IP, KUBELET_PORT)
+        s.close()
+        print("     %-24s %d %s  (%.1f ms)" % ("%s:%d" % (NODE_IP, KUBELET_PORT), got, reason,
+                                              took * 1000))
+        check(got == 503 and "waited" in reason and 2.0 <= took <= 4.0,
+              "CONNECT to a node just gone: %d %s after %.3f s" % (got, reason, took))
         expect(c, NODE_IP, KUBELET_PORT, 502, ["no edge node"])
         expect(c, "edge-1", KUBELET_PORT, 503, ["edge node edge-1 is not connected"])
         failed = False
