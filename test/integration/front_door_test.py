@@ -431,9 +431,14 @@ def errors():
         t.close()
         check(status == 200, "through the CONNECT that waited: %d" % status)
         print("     CONNECT between the edge's tunnels: 200 after %.0f ms" % (got[0][2] * 1000))
-        log = open(c.cloud.logpath, errors="replace").read()
-        check(re.search(r"access: CONNECT %s:%d 200 done .* waited_for_node=\d+ ms" % (
-            re.escape(NODE_IP), KUBELET_PORT), log), "the access line does not show the wait")
+        # The access line is written when the stream ends, which the cloud learns a moment
+        # after our close: look for it for a while.
+        pattern = r"access: CONNECT %s:%d 200 done .* waited_for_node=\d+ ms" % (
+            re.escape(NODE_IP), KUBELET_PORT)
+        deadline = time.monotonic() + 5
+        while not re.search(pattern, open(c.cloud.logpath, errors="replace").read()):
+            check(time.monotonic() < deadline, "the access line does not show the wait")
+            time.sleep(0.05)
         # It goes away for good: a CONNECT right after waits until the grace's end, then says
         # it waited; after the grace the IP is nobody's again and a name is answered at once.
         env.stop(c.edge)
