@@ -1,13 +1,15 @@
 /*
- * cloudstream/src/tunnel.c — the tunnel server: edge nodes' websockets on :10004 (lws glue).
+ * cloudstream/src/tunnel.c — the tunnel server: edge nodes' websockets on :10004 (lws glue),
+ * a tunnel's lifecycle.
  *
  * Admission happens before the 101 (LWS_CALLBACK_HTTP_CONFIRM_UPGRADE) so a refusal is a real
  * HTTP answer with the reason: the node name comes from the verified client certificate, a
  * SessionHostNameOverride that disagrees is refused, a SessionInternalIP must be one of the
  * certificate's IPs (unless the policy trusts the header). Each accepted websocket gets an
- * st_session; messages are reassembled and fed to it, and whatever it packs is written back,
- * one message per WRITEABLE. One liveness sweep serves every tunnel. What the session's streams
- * carry, and for whom, is tunnel_stream.c's (stream endpoints, tunnel.h). Loop thread only.
+ * st_session (tunnel up), and everything it held goes at CLOSED (tunnel down). The protocol
+ * callback hands each event to the part that owns it: the session I/O and the liveness sweep
+ * are tunnel_io.c's, draining tunnel_drain.c's, what the session's streams carry, and for
+ * whom, tunnel_stream.c's (stream endpoints, tunnel.h). Loop thread only.
  */
 #include "tunnel_int.h"
 #include "join_srv.h"
@@ -58,75 +60,6 @@ static void agreed_offer(const struct cs_server *srv, const struct cs_admission 
 	                            .window_bytes = (uint32_t)cs__tunnel_first_window(srv)};
 	snprintf(ours.replica_id, sizeof ours.replica_id, "%s", srv->replica);
 	st_ext_negotiate(&ours, &a->offer, agreed);
-}
-
-/* ---- liveness ------------------------------------------------------------------------- */
-
-/*
- * lws 4.1.6 answers an edge's PING itself and tells us nothing, so a tunnel whose edge only
- * pings looks quiet. Before pinging it, ask TCP when the peer last sent anything (TCP_INFO,
- * one getsockopt per quiet tunnel per ping interval): an edge that pings gets no redundant PING
- * from us, which at 19,000 tunnels was a third of the idle loop's writes. Returns true when the
- * peer did speak since our last sign of life, which is then recorded.
- */
-static bool peer_spoke(struct cs_tunnel *t, uint64_t now)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof ti;
-	int fd = lws_get_socket_fd(t->wsi);
-	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-	    len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
-		return false;
-	uint64_t ago = ti.tcpi_last_data_recv; /* ms */
-	if (ago >= now - t->live.last_rx_ms)
-		return false;
-	st_liveness_rx(&t->live, now - ago);
-	return true;
-}
-
-/* One pass over every tunnel, O(1) each: ping the quiet ones, close the dead ones. */
-static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
-{
-	struct cs_server *srv = lws_container_of(sul, struct cs_server, tun.sul_liveness);
-	uint64_t now = cs_now_ms();
-	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next) {
-		if (t->wsi == NULL)
-			continue;
-		switch (st_liveness_check(&t->live, now, srv->cfg.ping_interval_ms,
-		                          srv->cfg.dead_peer_timeout_ms)) {
-		case ST_LIVENESS_PING:
-			if (peer_spoke(t, now))
-				break;
-			t->want_ping = true;
-			lws_callback_on_writable(t->wsi);
-			break;
-		case ST_LIVENESS_DEAD:
-			if (peer_spoke(t, now))
-				break;
-			st_log(ST_LOG_WARN, t->node, 0,
-			       "tunnel dropped: nothing received for %llu ms (--dead-peer-timeout)",
-			       (unsigned long long)(now - t->live.last_rx_ms));
-			lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-			break;
-		case ST_LIVENESS_OK:
-			break;
-		}
-	}
-	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
-	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
-	                         LWS_US_PER_MS);
-}
-
-void cs_tunnels_stop(struct cs_server *srv)
-{
-	lws_sul_cancel(&srv->tun.sul_liveness);
-}
-
-void cs_tunnel_liveness_start(struct cs_server *srv)
-{
-	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
-	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
-	                         LWS_US_PER_MS);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
@@ -306,142 +239,6 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	cs_front_node_back(srv, t->node, strlen(t->node)); /* requests waiting for its redial */
 }
 
-/* ---- draining: the edges move to another replica (PROTOCOL.md §5.6) ------------------- */
-
-/* How many of a moving edge's new tunnels this draining replica refuses before it stops
- * waiting for the move (a load balancer with no other replica behind it, an edge that dials
- * this replica's own address); with peers, not before this long after SIGTERM either. */
-#define CS_MOVE_REFUSALS_MAX 3u
-#define CS_MOVE_PATIENCE_MS  5000u
-/* A moved tunnel (the node's newer tunnel is up on a peer) closes once it carried no stream
- * for this long: a peer whose directory is a few ms behind may still forward a request here,
- * and it is served on this tunnel rather than refused. */
-#define CS_MOVED_LINGER_MS 500u
-
-static void move_over(struct cs_tunnel *t)
-{
-	if (!t->moving)
-		return;
-	t->moving = false;
-	t->srv->tun.moving--;
-}
-
-/* An edge without RECONNECT, once its tunnel carries no stream: CLOSE_CONNECT, the base
- * protocol's "drop this tunnel and redial" (a KubeEdge edge redials, through the load
- * balancer, to another replica); the websocket closes a second later if the edge has not. */
-static void on_move_check(lws_sorted_usec_list_t *sul)
-{
-	struct cs_tunnel *t = lws_container_of(sul, struct cs_tunnel, sul_move);
-	struct cs_server *srv = t->srv;
-	if (t->moved && t->wsi && t->eps == NULL && !t->kill) {
-		st_log(ST_LOG_INFO, t->node, 0,
-		       "draining: the moved tunnel closes (no stream for %u ms; the node's tunnel "
-		       "is up on a peer)",
-		       CS_MOVED_LINGER_MS);
-		t->kill = true;
-		lws_callback_on_writable(t->wsi);
-		lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-		return;
-	}
-	if (!t->moving || t->close_sent || t->wsi == NULL || t->eps != NULL ||
-	    (t->caps & ST_CAP_RECONNECT))
-		return;
-	char text[200];
-	snprintf(text, sizeof text, "cloudstream %.128s is draining", srv->replica);
-	t->close_sent = st_session_close_tunnel(t->sess, text) == 0;
-	srv->m.drain_moves[0] += t->close_sent;
-	st_log(ST_LOG_INFO, t->node, 0, "draining: CLOSE_CONNECT sent, the edge redials elsewhere");
-	if (t->close_sent && t->registered) {
-		/* No new stream on a tunnel its edge drops: requests for the node wait for its
-		 * redial (a peer's NODE_UP names the new holder), or are forwarded once known. */
-		t->registered = false;
-		cs_registry_remove_if(srv->reg, t->node, strlen(t->node), t);
-		cs_front_node_gone_csv(srv, t->node, t->ips);
-	}
-	cs__tunnel_kick(t);
-	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, 1);
-}
-
-void cs__tunnel_stream_ended(struct cs_tunnel *t)
-{
-	if (t->moved && t->eps == NULL && t->wsi)
-		lws_sul_schedule(t->srv->ctx, 0, &t->sul_move, on_move_check,
-		                 (lws_usec_t)CS_MOVED_LINGER_MS * LWS_US_PER_MS);
-	else if (t->moving && t->eps == NULL && t->wsi && !(t->caps & ST_CAP_RECONNECT))
-		lws_sul_schedule(t->srv->ctx, 0, &t->sul_move, on_move_check, 1);
-}
-
-struct cs_tunnel *cs_tunnel_find_moved(struct cs_server *srv, const char *node, size_t len)
-{
-	/* Only while draining, only on a directory miss: a scan is cheap enough. */
-	if (srv->tun.moving == 0)
-		return NULL;
-	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next)
-		if (t->moved && t->wsi && !t->kill && strlen(t->node) == len &&
-		    memcmp(t->node, node, len) == 0)
-			return t;
-	return NULL;
-}
-
-void cs_tunnels_drain(struct cs_server *srv)
-{
-	size_t asked = 0, base = 0;
-	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next) {
-		if (t->wsi == NULL || !t->registered || t->moving || t->peer)
-			continue;
-		t->moving = true;
-		srv->tun.moving++;
-		if ((t->caps & ST_CAP_RECONNECT) &&
-		    st_session_reconnect(t->sess, srv->cfg.drain_timeout_ms) == 0) {
-			asked++;
-			srv->m.drain_moves[1]++;
-			cs__tunnel_kick(t);
-		} else {
-			t->caps &= ~(uint32_t)ST_CAP_RECONNECT; /* the base way, then */
-			base++;
-			lws_sul_schedule(srv->ctx, 0, &t->sul_move, on_move_check, 1);
-		}
-	}
-	st_info("draining: %zu edges asked to reconnect elsewhere (RECONNECT), %zu told to "
-	        "redial once their streams ended (CLOSE_CONNECT)",
-	        asked, base);
-}
-
-void cs_tunnel_move_refused(struct cs_server *srv, const char *node)
-{
-	struct cs_tunnel *t = cs_registry_get(srv->reg, node, strlen(node));
-	/* With peers, another replica exists, and the balancer may not have seen /readyz fail
-	 * yet (a probe period, then the endpoints' propagation): patience for a while. An edge
-	 * that dials this replica by its own address never gets anywhere else, though. */
-	if (!srv->draining)
-		return;
-	uint64_t since = cs_now_ms() - (srv->drain.deadline_ms - srv->cfg.drain_timeout_ms);
-	if (t == NULL || !t->moving || ++t->move_refusals < CS_MOVE_REFUSALS_MAX ||
-	    (srv->peers != NULL && since < CS_MOVE_PATIENCE_MS))
-		return;
-	st_log(ST_LOG_INFO, t->node, 0,
-	       "draining: the edge's new tunnels came back here %u times (no other replica "
-	       "behind its load balancer?): its move is not waited for",
-	       t->move_refusals);
-	move_over(t);
-	cs_maybe_finish_drain(srv);
-}
-
-bool cs_tunnel_moved(struct cs_tunnel *t)
-{
-	if (!t->moving || !t->registered)
-		return false;
-	t->registered = false;
-	t->moved = true;
-	cs_registry_remove_if(t->srv->reg, t->node, strlen(t->node), t);
-	st_log(ST_LOG_INFO, t->node, 0,
-	       "draining: the edge's new tunnel is up on another replica; new requests go there, "
-	       "this tunnel closes once it carried no stream for %u ms",
-	       CS_MOVED_LINGER_MS);
-	cs__tunnel_stream_ended(t);
-	return true;
-}
-
 static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 {
 	if (t->peer) {
@@ -450,7 +247,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	}
 	t->wsi = NULL; /* lws is closing it: no more writes or flow control */
 	lws_sul_cancel(&t->sul_move);
-	move_over(t);
+	cs__tunnel_move_over(t);
 	cs_peers_node_down(srv, t);
 	cs__tunnel_end_streams(t, "the edge node disconnected");
 	if (t->registered)
@@ -479,65 +276,6 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	free(t->replica);
 	free(t);
 	cs_maybe_finish_drain(srv);
-}
-
-/* Feeds one whole message to the session. Returns 0, or -1 to drop the tunnel. */
-static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
-{
-	int rc = st_session_recv(t->sess, msg, len);
-	if (rc < 0) {
-		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s from the edge",
-		       st_strerror(rc));
-		return -1;
-	}
-	cs__tunnel_kick(t);
-	return 0;
-}
-
-int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final)
-{
-	const uint8_t *msg;
-	size_t msg_len;
-	int rc = st_reasm_feed(&t->rx, in, len, first, final, &msg, &msg_len);
-	if (rc == 0)
-		return 0;
-	if (rc < 0) {
-		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s",
-		       rc == -EMSGSIZE ? "a message over 1 MiB" : "out of memory");
-		return -1;
-	}
-	return tunnel_message(t, msg, msg_len);
-}
-
-int cs__tunnel_writeable(struct cs_tunnel *t)
-{
-	struct cs_server *srv = t->srv;
-	if (t->kill)
-		return -1;
-	if (t->want_ping) {
-		/* Its PONG, like any frame, counts as life (st_liveness_rx). Not empty: lws 4.1.6
-		 * gives no RECEIVE_PONG for an empty PONG (ops-ws.c, "goto already_done"). */
-		static const char ping[] = "cloudstream";
-		t->want_ping = false;
-		memcpy(srv->tx + LWS_PRE, ping, sizeof ping - 1);
-		if (lws_write(t->wsi, srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
-			return -1;
-		cs__tunnel_kick(t);
-		return 0;
-	}
-	if (!st_session_want_write(t->sess))
-		return 0; /* lws's own frame went out (a PONG), or the loop's second feed (evloop.c) */
-	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
-	if (n == -EIO)
-		return -1;
-	if (n < 0) {
-		st_log(ST_LOG_ERROR, t->node, 0, "tunnel dropped: %s packing a message",
-		       st_strerror((int)n));
-		return -1;
-	}
-	t->bytes_out += (uint64_t)n;
-	cs__tunnel_kick(t);
-	return 0;
 }
 
 /* The per-connection data lws keeps for us on the tunnel port: a tunnel once the upgrade is

@@ -1,7 +1,8 @@
 /*
  * cloudstream/src/tunnel_int.h — the tunnel module's own view of a tunnel, shared by tunnel.c
- * (the edge's websocket: admission, reassembly, session I/O, liveness) and tunnel_stream.c
- * (streams for endpoints, budgets, pausing), with admission.c and join_srv.c (which judges a
+ * (the edge's websocket: its callback, tunnel up and down), tunnel_io.c (reassembly, session
+ * I/O, liveness), tunnel_drain.c (the edges' moves at SIGTERM) and tunnel_stream.c (streams
+ * for endpoints, budgets, pausing), with admission.c and join_srv.c (which judges a
  * renewal's certificate as admission does). The rest of cloudstream sees struct cs_tunnel as
  * opaque (tunnel.h).
  *
@@ -94,8 +95,10 @@ int cs__tunnel_refuse(struct lws *wsi, struct cs_server *srv, const struct cs_ad
 /* tunnel_stream.c: the session's callbacks, which hand each stream's events to its endpoint. */
 extern const struct st_session_callbacks cs__tunnel_session_cbs;
 
-/* tunnel.c: a stream of @t ended (tunnel_stream.c): a draining tunnel may be told to go. */
+/* tunnel_drain.c: a stream of @t ended (tunnel_stream.c): a draining tunnel may be told to go. */
 void cs__tunnel_stream_ended(struct cs_tunnel *t);
+/* tunnel_drain.c: @t no longer counts as moving (it closed, or its move is not waited for). */
+void cs__tunnel_move_over(struct cs_tunnel *t);
 
 /* Ask for WRITEABLE when the session has a message to send. */
 void cs__tunnel_kick(struct cs_tunnel *t);
@@ -111,9 +114,9 @@ void cs__tunnel_update_rx(struct cs_tunnel *t);
  * it loses its stream (ops->gone). */
 void cs__tunnel_end_streams(struct cs_tunnel *t, const char *why);
 
-/* tunnel.c: one websocket message fragment from @t's peer; 0, or -1 to drop the connection. */
+/* tunnel_io.c: one websocket message fragment from @t's peer; 0, or -1 to drop the connection. */
 int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final);
-/* tunnel.c: @t's WRITEABLE (server or client); 0, or -1 to drop the connection. */
+/* tunnel_io.c: @t's WRITEABLE (server or client); 0, or -1 to drop the connection. */
 int cs__tunnel_writeable(struct cs_tunnel *t);
 
 /* peer.c: a directory message on a link this replica dialled (on_peer). 0 or -EPROTO. */

@@ -1,0 +1,146 @@
+/*
+ * cloudstream/src/tunnel_io.c — a tunnel's bytes: websocket fragments reassembled into whole
+ * messages and fed to its st_session, whatever the session packs written back one message per
+ * WRITEABLE (a PING first when the sweep asked for one), and the liveness sweep that serves
+ * every tunnel (any frame received counts as life). Split from tunnel.c, which calls these from
+ * its protocol callback, so the hot path reads on its own. Loop thread only.
+ */
+#include "tunnel_int.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <stream/err.h>
+#include <stream/log.h>
+#include <stream/reasm.h>
+
+/* Feeds one whole message to the session. Returns 0, or -1 to drop the tunnel. */
+static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
+{
+	int rc = st_session_recv(t->sess, msg, len);
+	if (rc < 0) {
+		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s from the edge",
+		       st_strerror(rc));
+		return -1;
+	}
+	cs__tunnel_kick(t);
+	return 0;
+}
+
+int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final)
+{
+	const uint8_t *msg;
+	size_t msg_len;
+	int rc = st_reasm_feed(&t->rx, in, len, first, final, &msg, &msg_len);
+	if (rc == 0)
+		return 0;
+	if (rc < 0) {
+		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s",
+		       rc == -EMSGSIZE ? "a message over 1 MiB" : "out of memory");
+		return -1;
+	}
+	return tunnel_message(t, msg, msg_len);
+}
+
+int cs__tunnel_writeable(struct cs_tunnel *t)
+{
+	struct cs_server *srv = t->srv;
+	if (t->kill)
+		return -1;
+	if (t->want_ping) {
+		/* Its PONG, like any frame, counts as life (st_liveness_rx). Not empty: lws 4.1.6
+		 * gives no RECEIVE_PONG for an empty PONG (ops-ws.c, "goto already_done"). */
+		static const char ping[] = "cloudstream";
+		t->want_ping = false;
+		memcpy(srv->tx + LWS_PRE, ping, sizeof ping - 1);
+		if (lws_write(t->wsi, srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
+			return -1;
+		cs__tunnel_kick(t);
+		return 0;
+	}
+	if (!st_session_want_write(t->sess))
+		return 0; /* lws's own frame went out (a PONG), or the loop's second feed (evloop.c) */
+	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
+	if (n == -EIO)
+		return -1;
+	if (n < 0) {
+		st_log(ST_LOG_ERROR, t->node, 0, "tunnel dropped: %s packing a message",
+		       st_strerror((int)n));
+		return -1;
+	}
+	t->bytes_out += (uint64_t)n;
+	cs__tunnel_kick(t);
+	return 0;
+}
+
+/* ---- liveness ------------------------------------------------------------------------- */
+
+/*
+ * lws 4.1.6 answers an edge's PING itself and tells us nothing, so a tunnel whose edge only
+ * pings looks quiet. Before pinging it, ask TCP when the peer last sent anything (TCP_INFO,
+ * one getsockopt per quiet tunnel per ping interval): an edge that pings gets no redundant PING
+ * from us, which at 19,000 tunnels was a third of the idle loop's writes. Returns true when the
+ * peer did speak since our last sign of life, which is then recorded.
+ */
+static bool peer_spoke(struct cs_tunnel *t, uint64_t now)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+	int fd = lws_get_socket_fd(t->wsi);
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+	    len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
+		return false;
+	uint64_t ago = ti.tcpi_last_data_recv; /* ms */
+	if (ago >= now - t->live.last_rx_ms)
+		return false;
+	st_liveness_rx(&t->live, now - ago);
+	return true;
+}
+
+/* One pass over every tunnel, O(1) each: ping the quiet ones, close the dead ones. */
+static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
+{
+	struct cs_server *srv = lws_container_of(sul, struct cs_server, tun.sul_liveness);
+	uint64_t now = cs_now_ms();
+	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next) {
+		if (t->wsi == NULL)
+			continue;
+		switch (st_liveness_check(&t->live, now, srv->cfg.ping_interval_ms,
+		                          srv->cfg.dead_peer_timeout_ms)) {
+		case ST_LIVENESS_PING:
+			if (peer_spoke(t, now))
+				break;
+			t->want_ping = true;
+			lws_callback_on_writable(t->wsi);
+			break;
+		case ST_LIVENESS_DEAD:
+			if (peer_spoke(t, now))
+				break;
+			st_log(ST_LOG_WARN, t->node, 0,
+			       "tunnel dropped: nothing received for %llu ms (--dead-peer-timeout)",
+			       (unsigned long long)(now - t->live.last_rx_ms));
+			lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			break;
+		case ST_LIVENESS_OK:
+			break;
+		}
+	}
+	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
+	                         LWS_US_PER_MS);
+}
+
+void cs_tunnels_stop(struct cs_server *srv)
+{
+	lws_sul_cancel(&srv->tun.sul_liveness);
+}
+
+void cs_tunnel_liveness_start(struct cs_server *srv)
+{
+	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
+	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *
+	                         LWS_US_PER_MS);
+}
