@@ -1,0 +1,316 @@
+#!/usr/bin/python3
+"""100 MiB of logs and of exec stdout through an apiserver-like TLS proxy hop, straight to the
+kubelet side and through cloudstream → tunnel → edgestream, in one run.
+
+    sudo test/bench/apiserver_hop_bench.py [--build build/release] [--mib 100] [--runs 5]
+
+What kubectl's bytes cross in production is kube-apiserver's proxy hop and then the kubelet (or,
+with DNAT, cloudstream and the tunnel). The hop here is nginx set up as the e2e tests' apiserver
+stand-in does it (test/integration/peers/apiserver.py): TLS in with a client certificate
+required, HTTP/1.1 out with `proxy_buffering off`, TLS with the apiserver's kubelet client
+certificate toward the kubelet side, upgrades passed through. Two locations per kind, the same
+hop and the same client:
+  - logs: direct = the hop → nginx playing the node's kubelet (TLS, client certificate
+          required, a file of --mib MiB); chain = the hop → cloudstream's stream port (Host names
+          the node as the DNAT'd address would) → tunnel → edgestream → that same nginx.
+  - exec stdout (websocket v4, `head -c N /dev/zero` in a real container): direct = the hop →
+          containerd's streaming server (what a kubelet proxies exec to; plain HTTP on loopback,
+          so the reference has one TLS leg less than a kubelet would); chain = the hop →
+          cloudstream → tunnel → edgestream's CRI backend → the same containerd.
+Clients: curl for logs; for exec a raw TLS reader that only walks the websocket frame headers
+(neither is the bound: both read well over a GB/s alone). Runs alternate direct and chain;
+medians are printed with the ratio chain ÷ direct beside the target (≥ 0.9). A program, not a
+test: it asserts bytes and statuses, nothing about speed. Needs root (containerd).
+"""
+import argparse
+import base64
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "peers"))
+
+KUBELET_CONF = """
+user root;
+worker_processes 1;
+daemon off;
+pid {d}/kubelet.pid;
+error_log {d}/kubelet-error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {pki}/kubelet.crt;
+    ssl_certificate_key {pki}/kubelet.key;
+    ssl_client_certificate {pki}/kubelet-ca.crt;
+    ssl_verify_client on;
+    location /containerLogs/ {{ root {d}; default_type text/plain; rewrite ^ /logs.txt break; }}
+  }}
+}}
+"""
+
+# The apiserver-like hop (settings as in peers/apiserver.py's NGINX_CONF).
+HOP_CONF = """
+user root;
+worker_processes 1;
+daemon off;
+pid {d}/hop.pid;
+error_log {d}/hop-error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  map $http_upgrade $connection_upgrade {{ default Upgrade; '' close; }}
+  proxy_http_version 1.1; proxy_buffering off; proxy_request_buffering off;
+  proxy_read_timeout 600s; proxy_send_timeout 600s;
+  proxy_ssl_protocols TLSv1.2 TLSv1.3;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_certificate {pki}/cloudstream-stream.crt;
+    ssl_certificate_key {pki}/cloudstream-stream.key;
+    ssl_client_certificate {pki}/stream-ca.crt;
+    ssl_verify_client on;
+    location = /direct/logs {{
+      proxy_pass https://127.0.0.1:{kport}/containerLogs/default/bench/app;
+      proxy_ssl_certificate {pki}/edgestream-kubelet-client.crt;
+      proxy_ssl_certificate_key {pki}/edgestream-kubelet-client.key;
+      proxy_set_header Host "127.0.0.1:{kport}";
+    }}
+    location = /chain/logs {{
+      proxy_pass https://127.0.0.1:{sport}/containerLogs/default/bench/app;
+      proxy_ssl_certificate {pki}/apiserver-kubelet-client.crt;
+      proxy_ssl_certificate_key {pki}/apiserver-kubelet-client.key;
+      proxy_set_header Host "edge-1:10350";
+    }}
+    location ~ ^/direct(?<rest>/exec/.*)$ {{
+      proxy_pass http://127.0.0.1:{cport}$rest;
+      proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection $connection_upgrade;
+    }}
+    location ~ ^/chain(?<rest>/exec/.*)$ {{
+      proxy_pass https://127.0.0.1:{sport}$rest$is_args$args;
+      proxy_ssl_certificate {pki}/apiserver-kubelet-client.crt;
+      proxy_ssl_certificate_key {pki}/apiserver-kubelet-client.key;
+      proxy_set_header Host "edge-2:10350";
+      proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection $connection_upgrade;
+    }}
+  }}
+}}
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_nginx(d, name, conf, port, **kw):
+    path = os.path.join(d, name + ".conf")
+    with open(path, "w") as f:
+        f.write(conf.format(d=d, port=port, **kw))
+    p = subprocess.Popen(["nginx", "-c", path, "-p", d], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        if time.monotonic() > deadline or p.poll() is not None:
+            p.kill()
+            raise SystemExit("nginx (%s) did not start: %s" % (
+                name, open(os.path.join(d, name + "-error.log")).read()))
+        time.sleep(0.05)
+    return p
+
+
+def curl_logs(url, cert, key, nbytes):
+    argv = ["curl", "-sS", "-k", "--cert", cert, "--key", key, "-o", "/dev/null", "-w",
+            "%{http_code} %{size_download}", url]
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
+    t = time.perf_counter() - t0
+    if out != ["200", str(nbytes)]:
+        raise SystemExit("%s: %s, want 200 and %d bytes" % (url, " ".join(out), nbytes))
+    return t
+
+
+def ws_stdout(port, ctx, target, nbytes):
+    """Runs one exec through the hop; returns the seconds from the request to the exit status.
+    Walks frame headers only: payload bytes of channel 1 are counted, not copied."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=60)
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s = ctx.wrap_socket(raw)
+    key = base64.b64encode(os.urandom(16)).decode()
+    t0 = time.perf_counter()
+    s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n" % (target, key)).encode())
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    have = 0  # unparsed bytes at buf[0:have]
+    head_done = False
+    skip = 0  # payload bytes of the current frame still to come (not kept)
+    skip_channel = None
+    stdout = 0
+    status = None
+    while status is None:
+        n = s.recv_into(view[have:])
+        if n == 0:
+            break
+        have += n
+        pos = 0
+        if not head_done:
+            end = bytes(buf[:have]).find(b"\r\n\r\n")
+            if end < 0:
+                continue
+            line = bytes(buf[:end]).split(b"\r\n", 1)[0]
+            if b" 101 " not in line + b" ":
+                raise SystemExit("%s: %s" % (target, bytes(buf[:have])[:300]))
+            head_done = True
+            pos = end + 4
+        while True:
+            if skip:
+                take = min(skip, have - pos)
+                if skip_channel == 1:
+                    stdout += take
+                skip -= take
+                pos += take
+                if skip:
+                    break
+                continue
+            if have - pos < 2:
+                break
+            b1 = buf[pos + 1] & 0x7F
+            hl = 2 + (2 if b1 == 126 else 8 if b1 == 127 else 0)
+            if have - pos < hl + 1:
+                break
+            plen = b1 if b1 < 126 else int.from_bytes(buf[pos + 2:pos + hl], "big")
+            channel = buf[pos + hl] if plen else None
+            if channel == 3:  # the exit status: small, read it whole
+                if have - pos < hl + plen:
+                    break
+                status = bytes(buf[pos + hl + 1:pos + hl + plen])
+                pos += hl + plen
+                break
+            pos += hl + (1 if plen else 0)
+            skip, skip_channel = max(plen - 1, 0), channel
+        view[0:have - pos] = view[pos:have]
+        have -= pos
+    t = time.perf_counter() - t0
+    s.close()
+    if stdout != nbytes or status is None or b'"Success"' not in status:
+        raise SystemExit("%s: %d stdout bytes of %d, status %r" % (target, stdout, nbytes,
+                                                                   status))
+    return t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "release"))
+    ap.add_argument("--mib", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
+    import harness as h
+    from containerd import Containerd
+    import images
+
+    nbytes = args.mib << 20
+    env = h.Env("hop-bench", nodes=("edge-1", "edge-2"))
+    ctd = Containerd(os.path.join(env.dir, "ctd"))
+    procs, sandbox = [], None
+    tool = os.path.join(h.BIN, "cri", "stream-cri")
+    try:
+        d = os.path.join(env.dir, "www")
+        os.makedirs(os.path.join(d, "tmp"))
+        line = b"2026-11-24T10:00:00.000000000Z a log line of some typical length, " \
+               b"with a counter and a few words\n"
+        with open(os.path.join(d, "logs.txt"), "wb") as f:
+            f.write((line * (nbytes // len(line) + 1))[:nbytes])
+
+        ctd.start()
+        images.import_into(ctd, images.build(os.path.join(env.dir, "images")))
+        logs = os.path.join(env.dir, "pods", "default_bench_bench-uid")
+        os.makedirs(logs)
+
+        def cri(*a):
+            return subprocess.run([tool, "--socket", ctd.socket] + list(a), check=True,
+                                  capture_output=True).stdout.decode().strip()
+        sandbox = cri("run-pod", "default", "bench", "bench-uid", logs)
+        cid = cri("create-container", "default", "bench", "bench-uid", logs, sandbox, "app",
+                  images.BUSYBOX_IMAGE, "--", "sleep", "3600")
+
+        kport, hport = free_port(), free_port()
+        procs.append(start_nginx(d, "kubelet", KUBELET_CONF, kport, pki=env.pki))
+        cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
+        kubelet = type("K", (), {"port": kport})()
+        h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
+        h.start_edgestream(env, cloud, None, node="edge-2",
+                           extra=["--cri-socket", ctd.socket, "--log-level", "warn"])
+        sport = cloud.ports["stream"]
+        cport = int(cri("exec-url", cid, "true").split(":")[2].split("/")[0])
+        procs.append(start_nginx(d, "hop", HOP_CONF, hport, pki=env.pki, kport=kport,
+                                 sport=sport, cport=cport))
+
+        cert, key = env.path("apiserver-kubelet-client.crt"), env.path(
+            "apiserver-kubelet-client.key")
+        ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
+        ctx.check_hostname = False
+        ctx.load_cert_chain(cert, key)
+        base = "https://127.0.0.1:%d" % hport
+        cmd = "command=head&command=-c&command=%d&command=/dev/zero&output=1" % nbytes
+
+        def logs_direct():
+            return curl_logs(base + "/direct/logs", cert, key, nbytes)
+
+        def logs_chain():
+            return curl_logs(base + "/chain/logs", cert, key, nbytes)
+
+        def exec_direct():
+            url = cri("exec-url", cid, "head", "-c", str(nbytes), "/dev/zero")
+            return ws_stdout(hport, ctx, "/direct/exec/" + url.split("/exec/", 1)[1], nbytes)
+
+        def exec_chain():
+            return ws_stdout(hport, ctx, "/chain/exec/default/bench/app?" + cmd, nbytes)
+
+        rows = []
+        for name, direct, chain in (("%d MiB of logs" % args.mib, logs_direct, logs_chain),
+                                    ("%d MiB of exec stdout (websocket v4, containerd)"
+                                     % args.mib, exec_direct, exec_chain)):
+            direct(), chain()  # warm both paths (TLS sessions, page cache, containerd)
+            td, tc = [], []
+            for _ in range(args.runs):  # alternated, so drift hits both alike
+                td.append(direct())
+                tc.append(chain())
+            rows.append((name, statistics.median(td), statistics.median(tc),
+                         statistics.median(a / b for a, b in zip(td, tc))))
+        print("through an apiserver-like nginx TLS hop: straight to the kubelet side vs through "
+              "cloudstream + edgestream, median of %d alternated runs (%s build)"
+              % (args.runs, os.path.basename(os.path.abspath(args.build))))
+        print("%-52s %12s %12s %7s %7s" % ("", "hop→kubelet", "hop→chain", "ratio", "target"))
+        for name, td, tc, ratio in rows:
+            print("%-52s %7.0f MB/s %7.0f MB/s %7.2f %7s" % (name, nbytes / td / 1e6,
+                                                          nbytes / tc / 1e6, ratio, "≥ 0.9"))
+    finally:
+        if sandbox:
+            subprocess.run([tool, "--socket", ctd.socket, "remove-pod", sandbox],
+                           capture_output=True)
+        for p in procs:
+            p.terminate()
+            p.wait()
+        ctd.stop()
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
