@@ -5,8 +5,8 @@ and how many log lines it writes.
 
     test/bench/flood_bench.py [--build build/release] [--n 20000] [--procs 2]
 
-Two floods of --n connections each, opened as fast as --procs processes can (the rate is
-printed): "silent" connections never send a byte; "stalled" ones send a TLS record header and
+Two floods of --n connections each, opened by --procs processes at --rate a second together
+(0: as fast as they can; the rate reached is printed): "silent" connections never send a byte; "stalled" ones send a TLS record header and
 nothing more (a handshake that never finishes). Throughout, a GET /metrics through the tunnel on
 a kept-alive apiserver connection every 50 ms; its latency is printed (p50, max) beside the same
 request's before the flood. A program, not a test: it prints figures.
@@ -27,15 +27,21 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration", "peers"))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 
 
-def flooder(port, n, payload, ready, done):
+def flooder(port, n, rate, payload, ready, done):
+    """Opens @n connections at @rate a second (0: as fast as it can), in steps of 10 ms."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     socks = []
-    for _ in range(n):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setblocking(False)
-        s.connect_ex(("127.0.0.1", port))
-        socks.append(s)
+    t0 = time.monotonic()
+    while len(socks) < n:
+        due = n if rate <= 0 else min(n, int((time.monotonic() - t0) * rate) + 1)
+        while len(socks) < due:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            socks.append(s)
+        if len(socks) < n:
+            time.sleep(0.01)
     if payload:
         time.sleep(0.2)
         for s in socks:
@@ -68,6 +74,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--rate", type=float, default=2500.0,
+                    help="connections opened a second, all flooders together (0: as fast as "
+                         "they can; the target is stated at >= 2,000/s)")
     a = ap.parse_args()
     os.environ["ST_BIN_DIR"] = os.path.abspath(a.build)
     import harness as h
@@ -100,7 +109,8 @@ def main():
             done = multiprocessing.Event()
             t0 = time.monotonic()
             ps = [multiprocessing.Process(target=flooder, args=(
-                chain.cloud.ports["tunnel"], a.n // a.procs, payload, ready[i], done))
+                chain.cloud.ports["tunnel"], a.n // a.procs, a.rate / a.procs, payload,
+                ready[i], done))
                 for i in range(a.procs)]
             for p in ps:
                 p.start()
