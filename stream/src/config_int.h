@@ -1,11 +1,16 @@
 /*
- * stream/src/config_int.h — what the configuration parsers share (config.c: values from text
- * and JSON; config_yaml.c: YAML). Pure, like them.
+ * stream/src/config_int.h — what the configuration parsers share (config.c: values from text,
+ * defaults, SIGHUP comparison; config_json.c: JSON files; config_yaml.c: YAML files). Pure,
+ * like them.
  */
 #ifndef STREAM_CONFIG_INT_H
 #define STREAM_CONFIG_INT_H
 
 #include <stream/config.h>
+
+/* Formats a message into @err (@err_len bytes, always terminated); nothing when @err is NULL. */
+void st__config_msg(char *err, size_t err_len, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 /* The option named by the @len bytes at @name, or NULL. */
 const struct st_opt *st__config_find(const struct st_config_spec *spec, const char *name,
