@@ -143,7 +143,7 @@ struct cs_server {
 	bool events_failing; /* the last call failed: the next failure is not logged again */
 };
 
-/* ---- front.c, request.c (front.h) ---------------------------------------------------- */
+/* ---- front.c, request.c, request_reconnect.c (front.h) -------------------------------- */
 extern const struct lws_protocols cs_front_protocols[2];
 /* Drain: connections idle between requests are closed. */
 void cs_front_drain_idle(struct cs_server *srv);

@@ -1,8 +1,9 @@
 /*
  * cloudstream/src/front.h — one apiserver connection on the stream port (a "front"), shared by
  * front.c (the connection: lws raw TLS glue, input and output buffers, client identity) and
- * request.c (the request on it: routing, its stream on a tunnel as a stream endpoint, the
- * answer). What to do with the bytes is decided by relay.c (pure).
+ * request.c (the request on it: its stream on a tunnel as a stream endpoint, the answer),
+ * request_route.c (which tunnel it goes to) and request_reconnect.c (waiting for a node
+ * between tunnels). What to do with the bytes is decided by relay.c (pure).
  *
  * Loop thread only.
  */
@@ -52,7 +53,7 @@ struct cs_front {
 	bool forwarded;     /* the node's tunnel is another replica's: the stream goes there */
 	uint32_t fwd_caps;  /* when forwarded: the node's edge capabilities (the directory's) */
 	struct cs_relay rl; /* the request and its answer (relay.h) */
-	/* waiting for the node's redial (CS_FRONT_RECONNECT; request.c) */
+	/* waiting for the node's redial (CS_FRONT_RECONNECT; request_reconnect.c) */
 	struct cs_front *wnext, *wprev; /* in srv->reconnect_waiting while waiting */
 	uint64_t rc_since_ms;           /* this request first waited; 0: it has not */
 	uint64_t rc_parked_ms;          /* the current wait began */
@@ -131,6 +132,21 @@ void cs__request_unpark(struct cs_front *f, int outcome);
 
 /* The connection is closing: end the stream (REMOVE), free the request's state. */
 void cs__request_cleanup(struct cs_front *f);
+
+/* ---- request_route.c ------------------------------------------------------------------- */
+
+/* Which tunnel @req is for (this replica's, or the peer link to the node's holder: then
+ * f->forwarded). NULL after failing the request, or when it waits for a pod lookup, a review
+ * or the node's redial (*@wait set). */
+struct cs_tunnel *cs__request_route(struct cs_front *f, const struct st_http_request *req,
+                                    bool *wait);
+
+/* ---- request_reconnect.c --------------------------------------------------------------- */
+
+/* @node is connected nowhere: does the request wait for the node's redial? true: it waits
+ * (CS_FRONT_RECONNECT, the head kept in f->in). false: it is answered 503 now, and @note says
+ * why when it waited or could not (else ""). */
+bool cs__request_park(struct cs_front *f, const char *node, bool by_ip, char *note, size_t cap);
 
 /* ---- authz_req.c ----------------------------------------------------------------------- */
 
