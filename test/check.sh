@@ -38,7 +38,8 @@ fi
 pure_files() {
 	git ls-files 'stream/src/*.[ch]' cri/src/{grpc,pb,logs,messages}.c certs/src/{identity,csr_read}.c \
 		cloudstream/src/{route,config,exchange,relay,budget,registry,podcache,authz,authz_cache,denylist,hsgate,join,door_parse,events,dnat_rules,peerdir,recent}.c \
-		edgestream/src/{es_route,answer,backoff,es_config,cri_plan,kubelet_url,h2msg}.c
+		edgestream/src/{es_route,answer,backoff,es_config,cri_plan,kubelet_url,h2msg}.c \
+		'cloudstream/src/config_opts_*.h'
 }
 impure() {
 	perl -w - "$@" <<'PERL'
