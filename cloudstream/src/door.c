@@ -3,7 +3,7 @@
  * HTTPConnect egress over TLS with a client certificate (--front-door-listen) and over a unix
  * socket (--front-door-socket), as lws raw glue: the client's identity, the output queue (one
  * lws_write per WRITEABLE), the close; its counters on /metrics. What a connection's CONNECT
- * does is door_conn.c's. Loop thread only.
+ * does is door_conn.c's, where it goes door_route.c's. Loop thread only.
  */
 #include "door_int.h"
 

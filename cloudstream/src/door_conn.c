@@ -1,8 +1,8 @@
 /*
  * cloudstream/src/door_conn.c — the CONNECT on a front-door connection (door.h, door_int.h):
- * the head, routing to a connected edge node (a node IP or name, a pod IP through the
- * apiserver), the TCP_CONNECT stream as a stream endpoint (tunnel.h), the 200 at the edge's
- * OPENED or an error answer with its reason phrase, then the relay both ways.
+ * the head, the TCP_CONNECT stream as a stream endpoint (tunnel.h) once door_route.c has
+ * found the node, the 200 at the edge's OPENED or an error answer with its reason phrase, then
+ * the relay both ways.
  *
  * Bounds: the head is read into at most CS_DOOR_MAX_HEAD_BYTES; afterwards the input holds at
  * most what one read brings past the stream's room (reading pauses while anything waits); the
@@ -11,7 +11,6 @@
  */
 #include "peer.h"
 #include "door_int.h"
-#include "recent.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,8 +21,6 @@
 
 #include <stream/err.h>
 #include <stream/log.h>
-
-#include "apiserver.h"
 
 const char *const cs__door_result_names[DOOR_R_COUNT] = {
         "ok",    "bad_request",  "forbidden", "no_route",  "no_session", "base_edge",
@@ -59,7 +56,7 @@ static int queue_out(struct door *d, const void *p, size_t n)
 	return 0;
 }
 
-static void update_rx(struct door *d)
+void cs__door_update_rx(struct door *d)
 {
 	/* Read while the head is incomplete; stop while input waits for the stream's room, and
 	 * once closing. */
@@ -71,7 +68,7 @@ static void update_rx(struct door *d)
 }
 
 /* Our own answer before the 200 (@status with the reason phrase @why), then close. */
-static void fail(struct door *d, int status, enum door_result r, const char *why)
+void cs__door_fail(struct door *d, int status, enum door_result r, const char *why)
 {
 	struct door_set *ds = cs__door_set(d->srv);
 	lws_sul_cancel(&d->sul_dial);
@@ -86,7 +83,7 @@ static void fail(struct door *d, int status, enum door_result r, const char *why
 	if (n > 0)
 		queue_out(d, buf, (size_t)n);
 	d->state = DOOR_CLOSING;
-	update_rx(d);
+	cs__door_update_rx(d);
 	lws_callback_on_writable(d->wsi);
 }
 
@@ -98,7 +95,7 @@ static void finish(struct door *d, const char *outcome)
 		ds->relays--;
 	cs__door_access_line(d, outcome);
 	d->state = DOOR_CLOSING;
-	update_rx(d);
+	cs__door_update_rx(d);
 	lws_callback_on_writable(d->wsi);
 }
 
@@ -159,7 +156,7 @@ static void push_in(struct door *d)
 	}
 	if (d->state == DOOR_CLOSING && d->in_len > 0)
 		in_consume(d, d->in_len);
-	update_rx(d);
+	cs__door_update_rx(d);
 }
 
 /* ---- the stream endpoint ---------------------------------------------------------------- */
@@ -215,8 +212,9 @@ static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, si
 		else
 			snprintf(why, sizeof why, "edge node %s: %s: %.*s", d->node,
 			         st_ext_error_name(code), (int)(len > 300 ? 300 : len), reason);
-		fail(d, cs_door_error_status(code),
-		     code == ST_EXT_ERR_TIMEOUT ? DOOR_R_TIMEOUT : DOOR_R_EDGE_REFUSED, why);
+		cs__door_fail(d, cs_door_error_status(code),
+		              code == ST_EXT_ERR_TIMEOUT ? DOOR_R_TIMEOUT : DOOR_R_EDGE_REFUSED,
+		              why);
 		return;
 	}
 	if (d->state == DOOR_RELAY)
@@ -234,7 +232,7 @@ static void ep_gone(struct cs_endpoint *ep, const char *why)
 	if (d->state == DOOR_DIALING) {
 		char msg[CS_DOOR_MAX_REASON_BYTES];
 		snprintf(msg, sizeof msg, "edge node %s: %s", d->node, why);
-		fail(d, 502, DOOR_R_EDGE_GONE, msg);
+		cs__door_fail(d, 502, DOOR_R_EDGE_GONE, msg);
 	} else if (d->state == DOOR_RELAY) {
 		finish(d, "tunnel gone");
 	}
@@ -283,7 +281,7 @@ static void on_dial_timeout(lws_sorted_usec_list_t *sul)
 	snprintf(why, sizeof why, "edge node %s did not answer the dial within %llu ms", d->node,
 	         (unsigned long long)d->srv->cfg.front_door_dial_timeout_ms);
 	cs_stream_close(&d->ep, ST_EXT_ERR_TIMEOUT, "no answer to TCP_CONNECT in time");
-	fail(d, 504, DOOR_R_TIMEOUT, why);
+	cs__door_fail(d, 504, DOOR_R_TIMEOUT, why);
 }
 
 struct payload_args {
@@ -315,149 +313,9 @@ static bool canonical_ip(const char *host, size_t len, char *out, size_t cap)
 		return inet_ntop(AF_INET6, &a6, out, (socklen_t)cap) != NULL;
 	return false;
 }
-
-/* d->ip is no connected node's: with --front-door-pod-ips, the node of the pod that has it
- * (the pod cache, else a lookup through the apiserver: NULL with the door in DOOR_LOOKUP).
- * NULL after failing the connection. Sets d->pod when it found one. */
-static struct cs_tunnel *resolve_pod(struct door *d)
-{
-	struct cs_server *srv = d->srv;
-	char why[CS_DOOR_MAX_REASON_BYTES];
-	const char *ns = CS_DOOR_POD_IP_NS;
-	if (!srv->cfg.front_door_pod_ips || srv->pods == NULL) {
-		snprintf(why, sizeof why,
-		         "no edge node connected to this cloudstream has IP %s (not a node address "
-		         "cloudstream knows)",
-		         d->ip);
-		fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
-	if (strchr(d->ip, ':') != NULL) {
-		snprintf(why, sizeof why,
-		         "IP %s is no connected edge node's, and pods are reached over IPv4 only",
-		         d->ip);
-		fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
-	const char *node = NULL;
-	size_t node_len = 0;
-	int rc = cs_podcache_get(srv->pods, ns, strlen(ns), d->ip, strlen(d->ip), cs_now_ms(),
-	                         &node, &node_len);
-	if (rc == 0 && !d->looked_up) {
-		d->looked_up = true;
-		if (cs_pod_ip_lookup_start(srv, d->ordinal, d->ip) == 0) {
-			d->state = DOOR_LOOKUP;
-			return NULL;
-		}
-		d->lookup_ok = false;
-	}
-	if (rc == 0) {
-		snprintf(why, sizeof why,
-		         "IP %s is no connected edge node's, and cloudstream could not ask the "
-		         "apiserver which pod has it",
-		         d->ip);
-		fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
-	if (rc < 0) {
-		snprintf(why, sizeof why,
-		         "no edge node connected to this cloudstream and no running pod has IP %s",
-		         d->ip);
-		fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
-	snprintf(d->node, sizeof d->node, "%.*s", (int)node_len, node);
-	struct cs_tunnel *t = cs_registry_get(srv->reg, node, node_len);
-	if (t == NULL) {
-		snprintf(why, sizeof why,
-		         "pod IP %s is on node %s, which is not connected to this cloudstream (no "
-		         "tunnel session)",
-		         d->ip, d->node);
-		fail(d, 503, DOOR_R_NO_SESSION, why);
-		return NULL;
-	}
-	d->pod = true;
-	return t;
-}
-
-/* The CONNECT's node (@key: its name, or the IP it was asked by) is connected nowhere: does it
- * wait for the node's redial (DOOR_RECONNECT)? false: answer now, @note saying it waited or
- * could not (else ""). */
-static bool door_park(struct door *d, const char *key, char *note, size_t cap)
-{
-	if (!cs_reconnect_should_wait(d->srv, key, &d->rc_since_ms, d->rc_waited_ms, note, cap))
-		return false;
-	d->rc_parked_ms = cs_now_ms();
-	d->state = DOOR_RECONNECT;
-	return true;
-}
-
-/* Which connected node the CONNECT names; NULL after failing the connection, or while the
- * apiserver is asked about a pod IP (DOOR_LOOKUP). When another replica holds the node's
- * tunnel (peer.h): the peer link to it, with *@fwd set and the node's caps in *@fwd_caps. */
-static struct cs_tunnel *resolve(struct door *d, bool *fwd, uint32_t *fwd_caps)
-{
-	*fwd = false;
-	struct cs_server *srv = d->srv;
-	char why[CS_DOOR_MAX_REASON_BYTES];
-	if (d->ip[0]) {
-		const char *node = NULL;
-		struct cs_tunnel *t = cs_registry_get_by_ip(srv->reg, d->ip, strlen(d->ip), &node);
-		if (t != NULL)
-			return t;
-		t = cs_peer_lookup_ip(srv, d->ip, strlen(d->ip), &node, fwd_caps);
-		if (t != NULL) {
-			snprintf(d->node, sizeof d->node, "%s", node);
-			*fwd = true;
-			return t;
-		}
-		/* A node's IP between its tunnels: wait for its redial. */
-		char note[200];
-		if (door_park(d, d->ip, note, sizeof note))
-			return NULL;
-		if (note[0]) {
-			snprintf(
-			        why, sizeof why,
-			        "IP %s is an edge node's that is not connected to this cloudstream "
-			        "(no tunnel session%s)",
-			        d->ip, note);
-			fail(d, 503, DOOR_R_NO_SESSION, why);
-			return NULL;
-		}
-		const char *owners[2];
-		if (cs_registry_ip_owners(srv->reg, d->ip, strlen(d->ip), owners, 2) >= 2) {
-			snprintf(why, sizeof why,
-			         "IP %s is shared by edge nodes %.100s and %.100s; cloudstream "
-			         "cannot "
-			         "tell which one (address the node by name)",
-			         d->ip, owners[0], owners[1]);
-			fail(d, 502, DOOR_R_NO_ROUTE, why);
-			return NULL;
-		}
-		return resolve_pod(d);
-	}
-	struct cs_tunnel *t = cs_registry_get(srv->reg, d->node, strlen(d->node));
-	if (t == NULL) {
-		t = cs_peer_lookup(srv, d->node, strlen(d->node), fwd_caps, NULL);
-		*fwd = t != NULL;
-	}
-	if (t == NULL) {
-		char note[200];
-		if (door_park(d, d->node, note, sizeof note))
-			return NULL;
-		char msg[CS_NODE_NAME_MAX_BYTES + sizeof note + 128];
-		snprintf(msg, sizeof msg,
-		         "edge node %s is not connected to this cloudstream (no tunnel session%s)",
-		         d->node, note);
-		snprintf(why, sizeof why, "%.399s", msg); /* a reason phrase's bound */
-		fail(d, 503, DOOR_R_NO_SESSION, why);
-	}
-	return t;
-}
-
 /* The CONNECT's head was parsed into the door (ip or node, port): route it and open its
  * stream. Runs again once a pod lookup is answered. */
-static void start(struct door *d)
+void cs__door_start(struct door *d)
 {
 	struct cs_server *srv = d->srv;
 	struct door_set *ds = cs__door_set(srv);
@@ -466,16 +324,16 @@ static void start(struct door *d)
 		snprintf(why, sizeof why,
 		         "client certificate CN \"%s\" is not in --front-door-allowed-subjects",
 		         d->caller);
-		fail(d, 403, DOOR_R_FORBIDDEN, why);
+		cs__door_fail(d, 403, DOOR_R_FORBIDDEN, why);
 		return;
 	}
 	if (srv->draining) {
-		fail(d, 503, DOOR_R_DRAINING, "cloudstream is shutting down; retry");
+		cs__door_fail(d, 503, DOOR_R_DRAINING, "cloudstream is shutting down; retry");
 		return;
 	}
 	bool fwd;
 	uint32_t caps;
-	struct cs_tunnel *t = resolve(d, &fwd, &caps);
+	struct cs_tunnel *t = cs__door_resolve(d, &fwd, &caps);
 	if (t == NULL)
 		return;
 	if (!fwd) {
@@ -497,7 +355,7 @@ static void start(struct door *d)
 			         "'tcp' "
 			         "and 'opened' extensions): upgrade it",
 			         d->node);
-		fail(d, 502, DOOR_R_BASE_EDGE, why);
+		cs__door_fail(d, 502, DOOR_R_BASE_EDGE, why);
 		return;
 	}
 	struct payload_args pa = {.target = CS_DOOR_TARGET_PORT, .port = d->port};
@@ -515,13 +373,13 @@ static void start(struct door *d)
 	             : cs_stream_open(t, &d->ep, ST_MSG_TCP_CONNECT, tcp_payload, &pa, msg,
 	                              sizeof msg);
 	if (rc == -ENOSPC || rc == -EAGAIN) {
-		fail(d, 503, DOOR_R_LIMIT, msg);
+		cs__door_fail(d, 503, DOOR_R_LIMIT, msg);
 		return;
 	}
 	if (rc < 0) {
 		snprintf(why, sizeof why, "edge node %s: cannot open a stream (%s)", d->node,
 		         st_strerror(rc));
-		fail(d, 502, DOOR_R_LIMIT, why);
+		cs__door_fail(d, 502, DOOR_R_LIMIT, why);
 		return;
 	}
 	d->state = DOOR_DIALING;
@@ -545,7 +403,8 @@ static bool take_target(struct door *d, const struct cs_door_req *req)
 		return true;
 	}
 	if (!canonical_ip(req->host, req->host_len, d->ip, sizeof d->ip)) {
-		fail(d, 400, DOOR_R_BAD_REQUEST, "malformed IP address in the CONNECT target");
+		cs__door_fail(d, 400, DOOR_R_BAD_REQUEST,
+		              "malformed IP address in the CONNECT target");
 		return false;
 	}
 	return true;
@@ -559,11 +418,11 @@ void cs__door_process(struct door *d)
 		const char *why = "";
 		ssize_t n = cs_door_parse(d->in, d->in_len, &req, &status, &why);
 		if (n == 0) {
-			update_rx(d);
+			cs__door_update_rx(d);
 			return;
 		}
 		if (n < 0) {
-			fail(d, status, DOOR_R_BAD_REQUEST, why);
+			cs__door_fail(d, status, DOOR_R_BAD_REQUEST, why);
 			in_consume(d, d->in_len);
 			return;
 		}
@@ -572,87 +431,10 @@ void cs__door_process(struct door *d)
 		in_consume(d, (size_t)n);
 		lws_set_timeout(d->wsi, NO_PENDING_TIMEOUT, 0);
 		if (ok)
-			start(d);
+			cs__door_start(d);
 		return;
 	}
 	push_in(d);
-}
-
-void cs_door_pod_resolved(struct cs_server *srv, uint64_t ordinal, bool ok)
-{
-	struct door_set *ds = cs__door_set(srv);
-	for (struct door *d = ds ? ds->all : NULL; d; d = d->next)
-		if (d->ordinal == ordinal) {
-			if (d->state != DOOR_LOOKUP)
-				return;
-			d->state = DOOR_HEAD; /* start() moves it on */
-			d->lookup_ok = ok;
-			start(d);
-			update_rx(d);
-			return;
-		}
-}
-
-/* A waiting CONNECT goes on: routed again from a timer of its own (not inside the tunnel's or
- * the peer link's callback that said the node is back), exactly as if it had just come. */
-static void on_door_resume(lws_sorted_usec_list_t *sul)
-{
-	struct door *d = lws_container_of(sul, struct door, sul_dial);
-	if (d->state != DOOR_HEAD)
-		return;
-	start(d);
-	update_rx(d);
-}
-
-void cs__door_unpark(struct door *d, int outcome)
-{
-	if (d->state != DOOR_RECONNECT)
-		return;
-	struct cs_server *srv = d->srv;
-	srv->n_reconnect_waiting--;
-	uint64_t now = cs_now_ms();
-	d->rc_waited_ms += now > d->rc_parked_ms ? now - d->rc_parked_ms : 0;
-	d->state = DOOR_HEAD;                /* start() moves it on */
-	if (outcome != CS_RECONNECT_GAVE_UP) /* that one is counted with its 503 */
-		srv->m.reconnect_waits[outcome]++;
-	if (outcome != CS_RECONNECT_CLIENT_GONE)
-		lws_sul_schedule(srv->ctx, 0, &d->sul_dial, on_door_resume, 1);
-}
-
-void cs_door_node_back(struct cs_server *srv, const char *node, size_t len)
-{
-	struct door_set *ds = cs__door_set(srv);
-	for (struct door *d = ds ? ds->all : NULL; d; d = d->next) {
-		if (d->state != DOOR_RECONNECT)
-			continue;
-		const char *owner;
-		uint32_t caps;
-		bool back = d->ip[0]
-		                    ? cs_registry_get_by_ip(srv->reg, d->ip, strlen(d->ip), NULL) ||
-		                              (srv->peers &&
-		                               cs_peer_lookup_ip(srv, d->ip, strlen(d->ip), &owner,
-		                                                 &caps))
-		                    : strlen(d->node) == len && memcmp(d->node, node, len) == 0;
-		if (back)
-			cs__door_unpark(d, cs_registry_get(srv->reg, node, len)
-			                           ? CS_RECONNECT_BACK_LOCAL
-			                           : CS_RECONNECT_BACK_PEER);
-	}
-}
-
-void cs_door_reconnect_tick(struct cs_server *srv, uint64_t now_ms)
-{
-	struct door_set *ds = cs__door_set(srv);
-	uint64_t grace = srv->cfg.node_reconnect_grace_ms;
-	for (struct door *d = ds ? ds->all : NULL; d; d = d->next) {
-		if (d->state != DOOR_RECONNECT)
-			continue;
-		const char *key = d->ip[0] ? d->ip : d->node;
-		uint64_t down = cs_recent_get(srv->recent, key, strlen(key));
-		if (cs_reconnect_decide(down, d->rc_since_ms, now_ms, grace, 0, 1) !=
-		    CS_RECONNECT_WAIT)
-			cs__door_unpark(d, CS_RECONNECT_GAVE_UP);
-	}
 }
 
 int cs__door_rx(struct door *d, const uint8_t *p, size_t len)
@@ -670,7 +452,7 @@ int cs__door_rx(struct door *d, const uint8_t *p, size_t len)
 		return 0;
 	if (in_append(d, p, len) < 0) {
 		if (d->state == DOOR_HEAD)
-			fail(d, 431, DOOR_R_BAD_REQUEST, "CONNECT head too large");
+			cs__door_fail(d, 431, DOOR_R_BAD_REQUEST, "CONNECT head too large");
 		else
 			return -1; /* more than one read past a pause: lws broke its word */
 		return 0;

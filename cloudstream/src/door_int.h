@@ -1,8 +1,9 @@
 /*
  * cloudstream/src/door_int.h — the front door's types, shared by door.c (the listeners and the
- * connection: lws glue, the client's identity, the output queue, metrics) and door_conn.c (the
- * CONNECT on a connection: its answer, routing, its stream as a stream endpoint, the relay).
- * Private to those two files. Loop thread only.
+ * connection: lws glue, the client's identity, the output queue, metrics), door_conn.c (the
+ * CONNECT on a connection: its answer, its stream as a stream endpoint, the relay) and
+ * door_route.c (which node it goes to, and its waits for a pod lookup or a node's redial).
+ * Private to those three files. Loop thread only.
  */
 #ifndef CLOUDSTREAM_DOOR_INT_H
 #define CLOUDSTREAM_DOOR_INT_H
@@ -100,9 +101,16 @@ static inline struct door_set *cs__door_set(struct cs_server *srv)
 
 /* ---- door_conn.c ------------------------------------------------------------------------ */
 
-/* The CONNECT's wait for its node's redial is over (@outcome, enum cs_reconnect_outcome):
- * routed again soon, unless the client went (CS_RECONNECT_CLIENT_GONE). */
-void cs__door_unpark(struct door *d, int outcome);
+/* Our own answer before the 200 (@status with the reason phrase @why), then close. */
+void cs__door_fail(struct door *d, int status, enum door_result r, const char *why);
+
+/* Reading follows the state: on while the head is incomplete, paused while input waits for
+ * the stream's room, and once closing. */
+void cs__door_update_rx(struct door *d);
+
+/* The CONNECT's head was parsed into the door (ip or node, port): route it and open its
+ * stream. Runs again once a pod lookup is answered or a wait for the node is over. */
+void cs__door_start(struct door *d);
 
 /* A connection as a stream endpoint. */
 extern const struct cs_endpoint_ops cs__door_endpoint_ops;
@@ -116,5 +124,17 @@ void cs__door_process(struct door *d);
 
 /* The access line of the connection's CONNECT (once; nothing before a head was read). */
 void cs__door_access_line(struct door *d, const char *outcome);
+
+/* ---- door_route.c ----------------------------------------------------------------------- */
+
+/* Which connected node the CONNECT names; NULL after failing the connection, while the
+ * apiserver is asked about a pod IP (DOOR_LOOKUP), or while it waits for the node's redial
+ * (DOOR_RECONNECT). When another replica holds the node's tunnel (peer.h): the peer link to
+ * it, with *@fwd set and the node's caps in *@fwd_caps. */
+struct cs_tunnel *cs__door_resolve(struct door *d, bool *fwd, uint32_t *fwd_caps);
+
+/* The CONNECT's wait for its node's redial is over (@outcome, enum cs_reconnect_outcome):
+ * routed again soon, unless the client went (CS_RECONNECT_CLIENT_GONE). */
+void cs__door_unpark(struct door *d, int outcome);
 
 #endif /* CLOUDSTREAM_DOOR_INT_H */

@@ -4,7 +4,7 @@
  * request for it waits in srv->reconnect_waiting instead of getting 503, and is routed again
  * when the node is back here or at a peer, or gets its 503 once the grace is over. One timer
  * for all waiting requests; the front door's CONNECT waits share the cap and the tick
- * (door_conn.c). Loop thread only.
+ * (door_route.c). Loop thread only.
  */
 #include "peer.h"
 #include "front.h"
