@@ -12,7 +12,7 @@
  *   CRI stream   cri_stream.c  exec/attach/portForward: the runtime's streaming URL (a worker
  *                              job), then plain HTTP to it over a backend connection
  *   CRI logs     logs.c        containerLogs answered from the runtime's log files (worker
- *                              jobs, inotify), no connection at all
+ *                              jobs: logs_read.c, inotify: logs_follow.c), no connection
  *
  * The three connection-based backends share conn.h's write/on_writable/close; each has its
  * own open and describe, and the kubelet adds retry and keep. Loop thread only.
@@ -105,7 +105,7 @@ int es_cri_plan_for(struct es_stream *st, const struct st_connect_req *req,
 int es_cri_find_sandbox(struct cri_client *c, const struct es_cri_plan *p, bool ready_only,
                         char *id, size_t cap, char *err, size_t errlen);
 
-/* logs.c: the shared inotify descriptor of the followers is readable, or was closed. */
+/* logs_follow.c: the shared inotify descriptor of the followers is readable, or was closed. */
 void es_logs_on_inotify(struct edgestream *es);
 void es_logs_on_inotify_closed(struct edgestream *es);
 

@@ -117,7 +117,7 @@ struct edgestream {
 	int kubelet_h2;          /* ALPN's verdict: 0 not known yet, 1 h2, -1 HTTP/1.1 only */
 	struct es_allow allow;   /* allow-listed local ports (local_port.c) */
 	bool cri_enabled;        /* --cri-socket: exec/attach/portForward/logs go to the runtime */
-	struct st_workq *wq;     /* CRI calls and log file reads (cri_stream.c, logs.c) */
+	struct st_workq *wq;     /* CRI calls and log file reads (cri_stream.c, logs_read.c) */
 	int inotify_fd;          /* containerLogs followers' watches; -1 until the first */
 	struct lws *inotify_wsi; /* its adoption into the loop */
 	struct es_logs *logs;    /* the containerLogs streams' states (logs.c) */

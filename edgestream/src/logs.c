@@ -21,231 +21,30 @@
  * kubelet knows every pod bound to its node; its 404s would reach kubectl as generic text). To
  * kube-apiserver's pods/log client the body is the text alone with a status it shows
  * (st_http_error_answer); to others a Status.
+ *
+ * This file is the loop side: the backend ops, the options, pumping jobs, the answer. The job
+ * is logs_read.c's, a follower's wait logs_follow.c's (logs_int.h between them).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <time.h>
-#include <unistd.h>
 
-#include <cri/client.h>
-#include <cri/logfile.h>
-#include <cri/logs.h>
 #include <stream/chunked.h>
 #include <stream/err.h>
 #include <stream/ext.h>
 #include <stream/log.h>
-#include <stream/status.h>
 #include <stream/workq.h>
 
-#include "backend.h"
-#include "cri_plan.h"
+#include "logs_int.h"
 #include "relay.h"
 #include "tunnel.h"
-
-/* One job's output: the longest line the kubelet writes with its prefix (a job always makes
- * progress), and no more, since a follower reserves it twice from the process budget (this
- * buffer, and the queue toward the cloud it is handed to, relay.c): 1,600 jobs per 100 MiB. */
-#define LOGS_OUT_BYTES CRI_LOGFILE_MIN_OUT
-/* What one job hands to the relay at most: its output, chunk framing, the answer's head. */
-#define LOGS_BURST_BYTES  (LOGS_OUT_BYTES + 1024u)
-#define LOGS_STATUS_EVERY (1000u) /* ms between ContainerStatus checks while following */
-
-struct es_logs {
-	struct edgestream *es;
-	struct es_stream *st;        /* NULL once the stream ended while a job ran */
-	struct es_logs *next, *prev; /* es->logs, while the stream lives */
-	bool body_only;              /* a base-protocol cloud: the bare body, no head */
-	/* A follower holds little for its life: the plan (19 KB, mostly exec's command) goes once
-	 * the container is resolved, the path is an exact copy, the directory derived when needed,
-	 * the output buffer (LOGS_OUT_BYTES) exists only while there is output. Workers read
-	 * es->cfg (read-only while the instance lives). */
-	struct es_cri_plan *plan; /* names to resolve; NULL after the first job */
-	struct cri_log_opts opts;
-	/* worker side (only while busy, or before the first job) */
-	bool opened;
-	char container_id[CRI_ID_MAX + 1];
-	char *path; /* the log file (malloc'd by the first job) */
-	struct cri_log_cursor cur;
-	char *out;
-	size_t out_len;
-	bool at_eof;
-	bool check_status;       /* this job asks the runtime whether the container still runs */
-	enum st_error_form form; /* how an error before the answer is written */
-	bool ending;             /* the container stopped: read to the end, then finish */
-	int rc;                  /* the first job's failure: an HTTP status */
-	char why[1024];
-	/* loop side */
-	bool busy, wake, waiting, status_due, head_sent, finished;
-	int wd; /* inotify watch on the log directory, -1 when none */
-	lws_sorted_usec_list_t sul_status;
-};
 
 static uint64_t wall_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- worker side ----------------------------------------------------------------------- */
-
-/* The container the kubelet would show: the newest attempt, or with @previous the newest one
- * before it. Sets l->rc (an HTTP status) and l->why on failure. */
-static int resolve(struct es_logs *l, struct cri_client *c)
-{
-	const struct es_cri_plan *p = l->plan;
-	char sandbox[CRI_ID_MAX + 1], err[400] = "";
-	int rc = es_cri_find_sandbox(c, p, false, sandbox, sizeof sandbox, err, sizeof err);
-	if (rc == -ENOENT) {
-		l->rc = 400;
-		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" is not available",
-		         p->container, p->pod);
-		return rc;
-	}
-	struct cri_label lab = {CRI_LABEL_CONTAINER_NAME, p->container};
-	struct cri_container ct[32]; /* a worker's stack */
-	size_t n = 0;
-	if (rc == 0)
-		rc = cri_list_containers(c, sandbox, &lab, 1, -1, ct, 32, &n, err, sizeof err);
-	if (rc < 0) {
-		l->rc = rc == -ETIMEDOUT ? 504 : 503;
-		snprintf(l->why, sizeof l->why, "container runtime: %s", err);
-		return rc;
-	}
-	size_t cur = n, prev = n;
-	for (size_t i = 0; i < n; i++)
-		if (cur == n || ct[i].attempt > ct[cur].attempt ||
-		    (ct[i].attempt == ct[cur].attempt && ct[i].created_at > ct[cur].created_at))
-			cur = i;
-	for (size_t i = 0; i < n; i++)
-		if (i != cur && ct[i].attempt < ct[cur].attempt &&
-		    (prev == n || ct[i].attempt > ct[prev].attempt))
-			prev = i;
-	if (cur == n) {
-		l->rc = 400;
-		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" is not available",
-		         p->container, p->pod);
-		return -ENOENT;
-	}
-	size_t pick = l->opts.previous ? prev : cur;
-	if (pick == n) {
-		l->rc = 400;
-		snprintf(l->why, sizeof l->why,
-		         "previous terminated container \"%s\" in pod \"%s\" not found",
-		         p->container, p->pod);
-		return -ENOENT;
-	}
-	struct cri_container_status cs;
-	rc = cri_container_status(c, ct[pick].id, &cs, err, sizeof err);
-	if (rc == -ENOENT) { /* removed since the list */
-		l->rc = 400;
-		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" is not available",
-		         p->container, p->pod);
-		return rc;
-	}
-	if (rc < 0) {
-		l->rc = rc == -ETIMEDOUT ? 504 : 503;
-		snprintf(l->why, sizeof l->why, "container runtime: %s", err);
-		return rc;
-	}
-	if (cs.state == CRI_CONTAINER_CREATED) {
-		l->rc = 400;
-		snprintf(l->why, sizeof l->why,
-		         "container \"%s\" in pod \"%s\" is waiting to start: ContainerCreating",
-		         p->container, p->pod);
-		return -EAGAIN;
-	}
-	if (cs.log_path[0] != '/') {
-		l->rc = 400;
-		snprintf(l->why, sizeof l->why, "container \"%s\" in pod \"%s\" has no log file",
-		         p->container, p->pod);
-		return -ENOENT;
-	}
-	snprintf(l->container_id, sizeof l->container_id, "%s", ct[pick].id);
-	l->path = strdup(cs.log_path);
-	if (l->path == NULL) {
-		l->rc = 500;
-		snprintf(l->why, sizeof l->why, "out of memory");
-		return -ENOMEM;
-	}
-	/* A follower of a container that is not running reads to the end and stops. */
-	l->ending = cs.state != CRI_CONTAINER_RUNNING;
-	return 0;
-}
-
-/* Whether the container still runs (a runtime that does not answer counts as running). */
-static bool still_running(struct es_logs *l, struct cri_client *c)
-{
-	struct cri_container_status cs;
-	char err[256];
-	int rc = cri_container_status(c, l->container_id, &cs, err, sizeof err);
-	if (rc == -ENOENT)
-		return false;
-	return rc < 0 || cs.state == CRI_CONTAINER_RUNNING;
-}
-
-static void logs_work(void *arg)
-{
-	struct es_logs *l = arg;
-	struct cri_client *c = NULL;
-	l->out_len = 0;
-	if (!l->opened || l->check_status) {
-		if (cri_client_new(&c, l->es->cfg.cri_socket, l->es->cfg.cri_timeout_ms) < 0) {
-			l->rc = 500;
-			snprintf(l->why, sizeof l->why, "cannot set up a CRI client");
-			return;
-		}
-	}
-	if (!l->opened) {
-		if (resolve(l, c) < 0)
-			goto out;
-		int rc = cri_log_cursor_open(&l->cur, l->path, &l->opts);
-		if (rc < 0) {
-			l->rc = 400;
-			snprintf(l->why, sizeof l->why, "failed to open log file \"%.600s\": %s",
-			         l->path, strerror(-rc));
-			goto out;
-		}
-		l->opened = true;
-	}
-	if (l->out == NULL && (l->out = malloc(LOGS_OUT_BYTES)) == NULL) {
-		l->rc = 500;
-		snprintf(l->why, sizeof l->why, "out of memory");
-		goto out;
-	}
-	bool final = !l->opts.follow || l->ending;
-	for (;;) {
-		bool eof;
-		ssize_t n = cri_log_cursor_read(&l->cur, l->out + l->out_len,
-		                                LOGS_OUT_BYTES - l->out_len, final, &eof);
-		if (n < 0) {
-			l->rc = 500;
-			snprintf(l->why, sizeof l->why, "reading \"%.600s\": %s", l->path,
-			         strerror((int)-n));
-			break;
-		}
-		l->out_len += (size_t)n;
-		l->at_eof = eof;
-		if (!eof || l->cur.complete || final)
-			break;
-		/* A follower at the end of the file: a rotated file is finished, go on in the
-		 * new one; else maybe ask whether the container still runs. */
-		if (cri_log_cursor_rotated(&l->cur, l->path) == 1 &&
-		    cri_log_cursor_reopen(&l->cur, l->path) == 0)
-			continue;
-		if (l->check_status && c && !still_running(l, c)) {
-			l->ending = true; /* drain what it wrote last, then stop */
-			final = true;
-			l->check_status = false;
-			continue;
-		}
-		break;
-	}
-out:
-	cri_client_free(c);
 }
 
 /* ---- loop side ------------------------------------------------------------------------- */
@@ -258,15 +57,6 @@ static void logs_free(struct es_logs *l)
 	free(l->plan);
 	free(l->path);
 	free(l);
-}
-
-/* The directory of @path into @dir (what inotify watches: a rotation renames the file). */
-static void dir_of(const char *path, char *dir, size_t cap)
-{
-	snprintf(dir, cap, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = '\0';
 }
 
 /* @l leaves the followers' list (its stream ended). */
@@ -282,73 +72,9 @@ static void unlink_(struct es_logs *l)
 	l->next = l->prev = NULL;
 }
 
-/* The watch on @l's directory goes when no other follower uses it. */
-static void unwatch(struct es_logs *l)
-{
-	struct edgestream *es = l->es;
-	if (l->wd < 0)
-		return;
-	int wd = l->wd;
-	l->wd = -1;
-	for (struct es_logs *o = es->logs; o; o = o->next)
-		if (o != l && o->wd == wd)
-			return;
-	if (es->inotify_fd >= 0)
-		inotify_rm_watch(es->inotify_fd, wd);
-}
-
-static void on_status_timer(lws_sorted_usec_list_t *sul);
-static void pump(struct es_logs *l);
-
-/* The shared inotify descriptor, made on the first follower and adopted into the loop. */
-static int inotify_ready(struct edgestream *es)
-{
-	if (es->inotify_wsi)
-		return 0;
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	lws_sock_file_fd_type u;
-	u.filefd = fd;
-	es->inotify_wsi = lws_adopt_descriptor_vhost(es->vh_client, LWS_ADOPT_RAW_FILE_DESC, u,
-	                                             "es-aux", NULL);
-	if (es->inotify_wsi == NULL) {
-		close(fd);
-		return -ENOMEM;
-	}
-	lws_set_opaque_user_data(es->inotify_wsi, es);
-	es->inotify_fd = fd;
-	return 0;
-}
-
-/* Waits for the file to grow: inotify on its directory plus the status timer. */
-static int wait_for_more(struct es_logs *l)
-{
-	struct edgestream *es = l->es;
-	if (l->wd < 0) {
-		int rc = inotify_ready(es);
-		if (rc < 0)
-			return rc;
-		/* Writes to the file, and a new file at its name (rotation). */
-		char dir[CRI_PATH_MAX];
-		dir_of(l->path, dir, sizeof dir);
-		l->wd = inotify_add_watch(es->inotify_fd, dir,
-		                          IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF |
-		                                  IN_MOVE_SELF);
-		if (l->wd < 0)
-			return -errno;
-	}
-	l->waiting = true;
-	if (!lws_dll2_is_detached(&l->sul_status.list))
-		return 0;
-	lws_sul_schedule(es->ctx, 0, &l->sul_status, on_status_timer,
-	                 (lws_usec_t)LOGS_STATUS_EVERY * LWS_US_PER_MS);
-	return 0;
-}
-
 static void logs_done(void *arg, int status);
 
-static void pump(struct es_logs *l)
+void es__logs_pump(struct es_logs *l)
 {
 	struct es_stream *st = l->st;
 	if (st == NULL || l->busy || l->finished || (l->waiting && !l->wake))
@@ -360,51 +86,12 @@ static void pump(struct es_logs *l)
 	l->waiting = false;
 	l->check_status = l->status_due && !l->ending;
 	l->status_due = false;
-	int rc = st_workq_submit(l->es->wq, logs_work, logs_done, l);
+	int rc = st_workq_submit(l->es->wq, es__logs_work, logs_done, l);
 	if (rc < 0) {
 		l->busy = false;
 		l->finished = true;
 		es_stream_fail(st, ST_EXT_ERR_LIMIT, "too many runtime calls waiting");
 	}
-}
-
-static void on_status_timer(lws_sorted_usec_list_t *sul)
-{
-	struct es_logs *l = lws_container_of(sul, struct es_logs, sul_status);
-	l->status_due = true;
-	l->wake = true;
-	pump(l);
-}
-
-void es_logs_on_inotify(struct edgestream *es)
-{
-	union {
-		struct inotify_event ev;
-		char buf[4096];
-	} u;
-	for (;;) {
-		ssize_t n = read(es->inotify_fd, u.buf, sizeof u.buf);
-		if (n <= 0)
-			break;
-		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
-			const struct inotify_event *ev = (const void *)(u.buf + off);
-			for (struct es_logs *l = es->logs; l; l = l->next)
-				if (l->wd == ev->wd)
-					l->wake = true;
-			off += (ssize_t)sizeof(struct inotify_event) + ev->len;
-		}
-	}
-	for (struct es_logs *l = es->logs, *next; l; l = next) {
-		next = l->next; /* pump() may end this stream, no other */
-		if (l->wake)
-			pump(l);
-	}
-}
-
-void es_logs_on_inotify_closed(struct edgestream *es)
-{
-	es->inotify_wsi = NULL;
-	es->inotify_fd = -1; /* lws closed it with the wsi */
 }
 
 /* An error before the answer: a response with the kubelet's code (l->form), or (a cloud without
@@ -508,7 +195,7 @@ static void logs_done(void *arg, int status)
 		/* Nothing more now: an idle follower keeps no output buffer. */
 		free(l->out);
 		l->out = NULL;
-		int rc = wait_for_more(l);
+		int rc = es__logs_wait_for_more(l);
 		if (rc < 0) {
 			st_warn_ns(l->es->node, st->id, "cannot watch the directory of %s: %s",
 			           l->path, st_strerror(rc));
@@ -516,10 +203,10 @@ static void logs_done(void *arg, int status)
 			return;
 		}
 		if (l->wake)
-			pump(l);
+			es__logs_pump(l);
 		return;
 	}
-	pump(l);
+	es__logs_pump(l);
 }
 
 static int logs_open(struct es_stream *st, struct st_connect_req *req, const char *path,
@@ -565,7 +252,7 @@ static int logs_open(struct es_stream *st, struct st_connect_req *req, const cha
 	st_dbg_ns(es->node, st->id, "containerLogs %s/%s/%s%s → the container runtime (%s)",
 	          l->plan->namespace_, l->plan->pod, l->plan->container,
 	          l->opts.follow ? " (follow)" : "", es->cfg.cri_socket);
-	pump(l);
+	es__logs_pump(l);
 	return 0;
 }
 
@@ -577,7 +264,7 @@ static void logs_close(struct es_stream *st)
 	st->be = NULL;
 	unlink_(l);
 	lws_sul_cancel(&l->sul_status);
-	unwatch(l);
+	es__logs_unwatch(l);
 	l->st = NULL;
 	if (!l->busy)
 		logs_free(l); /* else the job's completion frees it */
@@ -586,7 +273,7 @@ static void logs_close(struct es_stream *st)
 static void logs_on_writable(struct es_stream *st)
 {
 	if (st->be)
-		pump(st->be);
+		es__logs_pump(st->be);
 }
 
 static void describe(const struct es_stream *st, char *buf, size_t cap)
