@@ -199,6 +199,8 @@ void st_session_free(struct st_session *s)
 			st__session_stream_free(s, s->buckets[b]);
 	free(s->buckets);
 	free(s->peerq);
+	free(s->tunnel_ctl);
+	free(s->ended);
 	free(s);
 }
 

@@ -73,18 +73,21 @@ struct st_session {
 	bool hello_pending;
 	char replica[ST_MAX_REPLICA_ID_BYTES + 1];
 	/* Cloud: one tunnel-level message to pack after HELLO (RECONNECT or CLOSE_CONNECT), once
-	 * per session: tunnel_ctl_type 0 = none queued; tunnel_ctl_done once one was queued. */
+	 * per session: tunnel_ctl_type 0 = none queued; tunnel_ctl_done once one was queued. Its
+	 * payload is allocated when it is queued (owned; freed once packed): every idle tunnel
+	 * carried 4 KiB for it before. */
 	uint64_t tunnel_ctl_type;
-	uint8_t tunnel_ctl[ST_MAX_EXT_PAYLOAD_BYTES];
+	uint8_t *tunnel_ctl;
 	size_t tunnel_ctl_len;
 	bool tunnel_ctl_done;
 	/* ST_CAP_PEER: queued peer messages, each [type][len hi][len lo][payload]; bytes
 	 * [peerq_head, peerq_len) are unsent (allocated at the first st_session_send_peer). */
 	uint8_t *peerq;
 	size_t peerq_head, peerq_len;
-	/* Base protocol: a ring of the latest ended IDs; slots [0, ended_used) are valid and
-	 * ended_next is the slot written next (the oldest once the ring is full). */
-	struct ended_id ended[ST_BASE_ENDED_IDS];
+	/* Base protocol: a ring of the latest ended IDs (ST_BASE_ENDED_IDS slots, allocated at the
+	 * first ending: an idle tunnel has none); slots [0, ended_used) are valid and ended_next
+	 * is the slot written next (the oldest once the ring is full). */
+	struct ended_id *ended;
 	size_t ended_next;
 	size_t ended_used;
 	size_t answers_pending;       /* entries with answer_pending: REMOVEs to pack */

@@ -260,6 +260,9 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		                     s->tunnel_ctl_len ? s->tunnel_ctl : NULL, s->tunnel_ctl_len);
 		if (n > 0) {
 			s->tunnel_ctl_type = 0;
+			free(s->tunnel_ctl);
+			s->tunnel_ctl = NULL;
+			s->tunnel_ctl_len = 0;
 			s->stats.msgs_out++;
 		}
 		return n;

@@ -32,9 +32,14 @@ struct ended_id *st__session_ended_find(struct st_session *s, uint64_t id)
 }
 
 /* Remembers @id, overwriting the oldest entry; false (nothing written) when that entry still
- * owes its answer: a peer that wants an answer asks again. */
+ * owes its answer, or the ring cannot be allocated: a peer that wants an answer asks again. */
 bool st__session_ended_add(struct st_session *s, uint64_t id, bool answer_pending)
 {
+	if (s->ended == NULL) {
+		s->ended = calloc(ST_BASE_ENDED_IDS, sizeof *s->ended);
+		if (s->ended == NULL)
+			return false;
+	}
 	struct ended_id *e = &s->ended[s->ended_next];
 	if (s->ended_used == ST_BASE_ENDED_IDS && e->answer_pending)
 		return false;
@@ -71,8 +76,13 @@ int st_session_reconnect(struct st_session *s, uint64_t drain_ms)
 		return -ENOTSUP;
 	if (s->tunnel_ctl_done)
 		return -EALREADY;
+	uint8_t v[ST_MAX_UVARINT_BYTES];
+	size_t n = st_uvarint_encode(v, drain_ms);
+	if ((s->tunnel_ctl = malloc(n)) == NULL)
+		return -ENOMEM;
+	memcpy(s->tunnel_ctl, v, n);
 	s->tunnel_ctl_type = ST_MSG_RECONNECT;
-	s->tunnel_ctl_len = st_uvarint_encode(s->tunnel_ctl, drain_ms);
+	s->tunnel_ctl_len = n;
 	s->tunnel_ctl_done = true;
 	return 0;
 }
@@ -82,12 +92,15 @@ int st_session_close_tunnel(struct st_session *s, const char *text)
 	if (s->cfg.role != ST_SESSION_CLOUD)
 		return -EINVAL;
 	size_t n = text ? strlen(text) : 0;
-	if (n > sizeof s->tunnel_ctl)
+	if (n > ST_MAX_EXT_PAYLOAD_BYTES)
 		return -EMSGSIZE;
 	if (s->tunnel_ctl_done)
 		return -EALREADY;
+	if (n > 0 && (s->tunnel_ctl = malloc(n)) == NULL)
+		return -ENOMEM;
 	s->tunnel_ctl_type = ST_MSG_CLOSE_CONNECT;
-	memcpy(s->tunnel_ctl, text ? text : "", n);
+	if (n > 0)
+		memcpy(s->tunnel_ctl, text, n);
 	s->tunnel_ctl_len = n;
 	s->tunnel_ctl_done = true;
 	return 0;

@@ -213,14 +213,16 @@ size_t st_session_peer_space(const struct st_session *s);
  * st_session_reconnect() - cloud, with ST_CAP_RECONNECT: queue RECONNECT (ConnectID 0,
  * payload uvarint @drain_ms: how long this tunnel's streams are still served), packed right
  * after HELLO before any stream's message. Once per session. Returns 0; -ENOTSUP (not
- * agreed); -EALREADY (RECONNECT or CLOSE_CONNECT queued before); -EINVAL (the edge role).
+ * agreed); -EALREADY (RECONNECT or CLOSE_CONNECT queued before); -EINVAL (the edge role);
+ * -ENOMEM.
  */
 int st_session_reconnect(struct st_session *s, uint64_t drain_ms);
 
 /*
  * st_session_close_tunnel() - cloud: queue CLOSE_CONNECT (ConnectID 0) with @text (copied,
  * at most ST_MAX_EXT_PAYLOAD_BYTES): the base protocol's "drop this tunnel and redial". Packed
- * like RECONNECT; once per session. Returns 0; -EMSGSIZE; -EALREADY; -EINVAL (edge role).
+ * like RECONNECT; once per session. Returns 0; -EMSGSIZE; -EALREADY; -EINVAL (edge role);
+ * -ENOMEM.
  */
 int st_session_close_tunnel(struct st_session *s, const char *text);
 

@@ -1171,6 +1171,29 @@ static void test_st_session_close_tunnel__base(void **state)
 	free_pair(&cloud, &edge);
 }
 
+/* The RECONNECT/CLOSE_CONNECT payload is allocated when queued (an idle session holds none):
+ * without memory nothing is queued and the call can be made again. */
+static void test_st_session_close_tunnel__nomem(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 65536, 0);
+	failmalloc_fail_after(0);
+	assert_int_equal(st_session_close_tunnel(cloud.s, "draining"), -ENOMEM);
+	failmalloc_fail_after(0);
+	assert_int_equal(st_session_reconnect(cloud.s, 30000), -ENOMEM);
+	failmalloc_off();
+	assert_false(st_session_want_write(cloud.s));
+	assert_int_equal(st_session_reconnect(cloud.s, 30000), 0);
+	bool binary;
+	ssize_t n = st_session_pack(cloud.s, wire, sizeof wire, &binary);
+	assert_int_equal(n, 5); /* ConnectID 0, RECONNECT, uvarint 30000 */
+	assert_int_equal(st_session_recv(edge.s, wire, (size_t)n), 0);
+	assert_int_equal(edge.reconnects, 1);
+	assert_false(st_session_want_write(cloud.s));
+	free_pair(&cloud, &edge);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1195,6 +1218,7 @@ int main(void)
 	        cmocka_unit_test(test_opened_replaced_by_error),
 	        cmocka_unit_test(test_opened_protocol_errors),
 	        cmocka_unit_test(test_failmalloc),
+	        cmocka_unit_test(test_st_session_close_tunnel__nomem),
 	        cmocka_unit_test(test_st_session_send_peer__queue),
 	        cmocka_unit_test(test_st_session_reconnect__exchange),
 	        cmocka_unit_test(test_st_session_close_tunnel__base),
