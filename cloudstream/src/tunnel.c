@@ -128,6 +128,24 @@ void cs_tunnel_close(struct cs_tunnel *t, const char *why)
 	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
+/*
+ * The certificates an edge sends beside its own (its CA's: OpenSSL's clients add the chain
+ * they can build) stay parsed in the TLS session for the tunnel's life, 4.4 KiB a tunnel with
+ * their EC keys, though only admission reads them and admission is over.
+ * SSL_get_peer_cert_chain() hands out the session's own stack (its references are the
+ * session's, not counted for the caller): emptying it frees them, and OpenSSL frees the empty
+ * stack with the session. The edge's own certificate stays (SSL_get_peer_certificate); the
+ * verification result is kept apart (SSL_get_verify_result).
+ */
+static void drop_peer_chain(struct lws *wsi)
+{
+	SSL *ssl = lws_get_ssl(wsi);
+	STACK_OF(X509) *chain = ssl ? SSL_get_peer_cert_chain(ssl) : NULL;
+	X509 *x;
+	while (chain != NULL && (x = sk_X509_pop(chain)) != NULL)
+		X509_free(x);
+}
+
 static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot)
 {
 	struct cs_admission a;
@@ -193,6 +211,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	*slot = t;
 	srv->tun.n++;
 	srv->m.sessions_total[t->caps ? 1 : 0]++;
+	drop_peer_chain(wsi);
 	char peer[64] = "";
 	lws_get_peer_simple(wsi, peer, sizeof peer);
 	bool named = a.has_offer && a.offer.replica_id[0];
