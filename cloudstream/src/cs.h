@@ -127,7 +127,7 @@ struct cs_server {
 	lws_sorted_usec_list_t sul_reconnect; /* armed while any waits: ends those past the grace */
 	struct cs_front *fronts;              /* every apiserver connection (list; front.c) */
 	struct door_set *door;                /* the front door's listeners and counters (door.c) */
-	struct cs_peers *peers;         /* the other replicas (peer.c); NULL without --peers */
+	struct cs_peers *peers;         /* the other replicas (peer_int.h); NULL without --peers */
 	struct cs_peerwatch *peerwatch; /* --peer-service (peerwatch.c); NULL without */
 	uint64_t next_ordinal;
 	bool draining, stop, ready; /* draining: drain.state is DRAINING or later */

@@ -462,7 +462,7 @@ out_ctx:
 	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
 	st_loop_signals_free(srv.sig);
 out_config:
-	cs__peers_free(&srv);
+	cs_peers_free(&srv);
 	cs_join_free(&srv);
 	cs_identity_free(&srv);
 	cs_servecert_free(&srv);

@@ -3,14 +3,15 @@
  * stream/PROTOCOL.md §7).
  *
  * Every replica dials every other one's tunnel port at CS_PEER_PATH with its peer certificate.
- * On the link it dialled, a replica is the cloud role: it opens streams there for requests whose
+ * On a link it accepted, a replica is the cloud role: it opens streams there for requests whose
  * node the other replica holds, and it learns, from the other's NODE_UP / NODE_DOWN / SYNC
- * messages, which nodes those are (peerdir.h). On a link it accepted it is the edge role: it
+ * messages, which nodes those are (peerdir.h). On the link it dialled it is the edge role: it
  * announces its own nodes, and relays each incoming stream to the node's tunnel as one more
  * stream endpoint (tunnel.h), with the same per-stream credit on both hops.
  *
- * The dialling side's link is a struct cs_tunnel (tunnel_int.h: client = true), so an endpoint
- * opens a stream on it exactly as on an edge's tunnel (cs_peer_stream_open adds the node name).
+ * An accepted link is a tunnel of the peer-link kind (tunnel.h: cs_tunnel_link_new), so an
+ * endpoint opens a stream on it exactly as on an edge's tunnel (cs_peer_stream_open adds the
+ * node name). The module's parts, and what each owns, are listed in peer_int.h.
  *
  * Loop thread only.
  */
@@ -34,14 +35,17 @@ struct cs_server;
 int cs_peers_configure(struct cs_server *srv);
 /* After the vhosts: the client vhost, the directory, the first dials. 0 or -ENOMEM. */
 int cs_peers_start(struct cs_server *srv);
-/* At exit: links closed without redial, memory freed. */
+/* At exit: links closed without redial. */
 void cs_peers_stop(struct cs_server *srv);
+/* After the context is gone: the peer set's memory freed (srv->peers NULL). */
+void cs_peers_free(struct cs_server *srv);
 
 /* /readyz: every known peer's node list arrived (SYNC_END), or --peer-sync-timeout passed.
  * *why says what is missing when not. */
 bool cs_peers_ready(struct cs_server *srv, const char **why);
 
-/* The tunnel of @t's node was admitted / is going: announce it on every accepted link. */
+/* The tunnel of @t's node (an edge's; tunnel.c) was admitted / is going: announce it on every
+ * link we dialled. */
 void cs_peers_node_up(struct cs_server *srv, struct cs_tunnel *t);
 void cs_peers_node_down(struct cs_server *srv, struct cs_tunnel *t);
 
@@ -52,18 +56,16 @@ void cs_peer_trust_ca(struct cs_server *srv, void *ssl_ctx);
 /* Edge admission: was this client certificate issued by the peer CA? (never a node) */
 bool cs_peer_cert_is_peer(struct cs_server *srv, struct lws *wsi);
 
-/* The tunnel port's callbacks for an accepted peer link (tunnel.c hands them over): each
- * returns what cb_tunnel returns. The link then is a struct cs_tunnel in the pss (cloud role:
- * tunnel.c reads and writes it as an edge's), whose CLOSED goes to cs__peer_link_closed. */
-int cs_peer_in_confirm(struct lws *wsi, struct cs_server *srv);
+/* The tunnel port's callbacks for an accepted peer link (tunnel.c hands them over). */
+/* CONFIRM_UPGRADE: 0 when admitted, else the HTTP status to refuse with, and why in @why (@cap
+ * bytes, NUL-terminated); tunnel.c refuses it as it refuses an edge. */
+int cs_peer_link_admit(struct lws *wsi, struct cs_server *srv, char *why, size_t cap);
+/* ADD_HEADERS: our echo; returns what cb_tunnel returns. */
 int cs_peer_in_headers(struct lws *wsi, struct cs_server *srv, void *in);
+/* ESTABLISHED: the link becomes a tunnel of the peer-link kind in *@slot (tunnel.h), which
+ * tunnel.c then serves as an edge's and whose CLOSED comes back through its link ops. 0, or
+ * -1 to drop the connection. */
 int cs_peer_in_established(struct lws *wsi, struct cs_server *srv, struct cs_tunnel **slot);
-
-/* The edge-role side of a link this replica dialled (peer.c's client callbacks). */
-int cs_peer_in_receive(void *slot, const uint8_t *in, size_t len, bool first, bool final);
-int cs_peer_in_writeable(void *slot);
-void cs_peer_in_pong(void *slot);
-void cs_peer_in_closed(void *slot);
 
 /*
  * cs_peer_lookup() - the link to the replica that holds @node (directory), or NULL. Sets the
@@ -88,7 +90,7 @@ int cs_peer_stream_open(struct cs_tunnel *link, const char *node, struct cs_endp
 int cs_peerwatch_start(struct cs_server *srv);
 void cs_peerwatch_stop(struct cs_server *srv);
 void cs_peerwatch_run_completions(struct cs_server *srv);
-/* peer.c: the members --peer-service names now (@n addresses with their ports). */
+/* peer_members.c: the members --peer-service names now (@n addresses with their ports). */
 void cs__peers_service_members(struct cs_server *srv, const char (*addrs)[64], const int *ports,
                                size_t n);
 

@@ -8,7 +8,7 @@
  * of its own (one thread: a watch blocks for its window). Results are applied on the loop: the
  * slices are kept by name (ADDED/MODIFIED replace one, DELETED drops it), and their endpoints,
  * each address with its slice's port named "tunnel" (else its only port), are the members
- * (peer.c dials the new ones, forgets those gone). Every endpoint counts, ready or not: a
+ * (peer_members.c dials the new ones, forgets those gone). Every endpoint counts, ready or not: a
  * replica is not ready before it synced with its peers, which must dial it for that
  * (publishNotReadyAddresses). 410 Gone, or an answer that is not 200, lists again.
  */

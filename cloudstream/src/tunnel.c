@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <openssl/bn.h>
 #include <openssl/ssl.h>
@@ -45,7 +46,7 @@ static struct cs_server *server_of(struct lws *wsi)
 }
 
 /* Our offer, and what is agreed with the edge's. */
-uint64_t cs__tunnel_first_window(const struct cs_server *srv)
+uint64_t cs_tunnel_first_window(const struct cs_server *srv)
 {
 	return srv->cfg.stream_first_window_bytes < srv->cfg.stream_window_bytes
 	               ? srv->cfg.stream_first_window_bytes
@@ -57,7 +58,7 @@ static void agreed_offer(const struct cs_server *srv, const struct cs_admission 
 {
 	struct st_ext_offer ours = {.version = ST_EXT_VERSION,
 	                            .caps = srv->our_caps,
-	                            .window_bytes = (uint32_t)cs__tunnel_first_window(srv)};
+	                            .window_bytes = (uint32_t)cs_tunnel_first_window(srv)};
 	snprintf(ours.replica_id, sizeof ours.replica_id, "%s", srv->replica);
 	st_ext_negotiate(&ours, &a->offer, agreed);
 }
@@ -104,6 +105,33 @@ void cs_tunnel_get_info(struct cs_tunnel *t, struct cs_tunnel_info *out)
 struct cs_endpoint *cs_tunnel_endpoint_next(struct cs_tunnel *t, struct cs_endpoint *ep)
 {
 	return ep ? ep->tnext : t->eps;
+}
+
+bool cs_tunnel_holds_node(const struct cs_tunnel *t)
+{
+	return t->registered && t->wsi != NULL && t->link_ops == NULL;
+}
+
+uint64_t cs_tunnel_generation(const struct cs_tunnel *t)
+{
+	return t->gen_ms;
+}
+
+const char *cs_tunnel_ips(const struct cs_tunnel *t)
+{
+	return t->ips;
+}
+
+bool cs_tunnel_is_up(const struct cs_tunnel *t)
+{
+	return t->wsi != NULL;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 void cs_tunnel_revoke(struct cs_tunnel *t, const char *why)
@@ -165,7 +193,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	        .send_window_bytes = a.has_offer && a.offer.window_bytes
 	                                     ? a.offer.window_bytes
 	                                     : ST_DEFAULT_STREAM_WINDOW_BYTES,
-	        .recv_window_bytes = cs__tunnel_first_window(srv),
+	        .recv_window_bytes = cs_tunnel_first_window(srv),
 	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
 	        .node_budget_bytes = srv->cfg.session_buffer_bytes,
 	        .process_budget = &srv->tun.budget,
@@ -244,8 +272,8 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	cs_servecert_node_up(srv, t->node);
 	cs_advertise_node_up(srv, t->node);
 	if (srv->peers || srv->cfg.node_reconnect_grace_ms) {
-		/* What NODE_UP says of the node's IPs (peer.c), and which IPs a request waiting
-		 * for the node's redial may name it by (request.c). */
+		/* What NODE_UP says of the node's IPs (peer_directory.c), and which IPs a request
+		 * waiting for the node's redial may name it by (request.c). */
 		char ips[CS_REGISTRY_MAX_IPS * (CS_IP_TEXT_MAX_BYTES + 1)] = "";
 		size_t off = 0;
 		for (size_t i = 0; i < a.n_ips && off < sizeof ips; i++)
@@ -253,6 +281,8 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 			                        a.ips[i]);
 		t->ips = a.n_ips ? strdup(ips) : NULL;
 	}
+	/* The node's generation is the wall clock, not cs_now_ms(): the replicas compare theirs. */
+	t->gen_ms = wall_ms();
 	cs_peers_node_up(srv, t);
 	cs__tunnel_kick(t);
 	cs_front_node_back(srv, t->node, strlen(t->node)); /* requests waiting for its redial */
@@ -260,8 +290,8 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 
 static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 {
-	if (t->peer) {
-		cs__peer_link_closed(t); /* another replica's link, not an edge's tunnel */
+	if (t->link_ops) {
+		cs__tunnel_link_closed(t); /* another replica's link, not an edge's tunnel */
 		return;
 	}
 	t->wsi = NULL; /* lws is closing it: no more writes or flow control */
@@ -295,6 +325,18 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	free(t->replica);
 	free(t);
 	cs_maybe_finish_drain(srv);
+}
+
+/* A peer link's upgrade (peer.h): admitted, or refused the way an edge's tunnel is. */
+static int peer_link_confirm(struct lws *wsi, struct cs_server *srv)
+{
+	struct cs_admission a;
+	memset(&a, 0, sizeof a);
+	a.status = cs_peer_link_admit(wsi, srv, a.detail, sizeof a.detail);
+	if (a.status == 0)
+		return 0;
+	a.reason = a.status == 403 ? CS_REFUSE_CERT : CS_REFUSE_PATH;
+	return cs__tunnel_refuse(wsi, srv, &a);
 }
 
 /* The per-connection data lws keeps for us on the tunnel port: a tunnel once the upgrade is
@@ -355,7 +397,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 			return -1;
 		/* no pss yet: the path says which kind of upgrade this is, each time */
 		if (cs_peer_is_peer_upgrade(wsi))
-			return cs_peer_in_confirm(wsi, srv);
+			return peer_link_confirm(wsi, srv);
 		cs__tunnel_admit(wsi, srv, &a);
 		return a.status ? cs__tunnel_refuse(wsi, srv, &a) : 0;
 	case LWS_CALLBACK_ADD_HEADERS: {

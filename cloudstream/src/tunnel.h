@@ -3,13 +3,15 @@
  * carries streams for stream endpoints (DESIGN D11; haproxy's connection / stream / stream
  * endpoint layering on top of the nghttp2-style st_session).
  *
- * The tunnel module (tunnel.c: the edge's websocket; tunnel_stream.c: streams and budgets) owns
+ * The tunnel module (tunnel.c: the edge's websocket; tunnel_io.c: its bytes and liveness;
+ * tunnel_drain.c: the moves at SIGTERM; tunnel_stream.c: streams and budgets) owns
  * each tunnel's st_session, its stream ids, its liveness and whether it is read, and the two
  * budgets of bytes queued toward consumers (budget.h). It never knows what is behind a stream:
  * an endpoint embeds a struct cs_endpoint, opens a stream with cs_stream_open() and from then
  * on is called through its ops table. An apiserver connection (front.c / request.c) is one
  * kind of endpoint; a peer link to another replica or a CONNECT tunnel of a front door would be
- * others, without a change here.
+ * others, without a change here. A link another replica dialled to us is a tunnel of a second
+ * kind (tunnel_link.c), created and freed by the peer code through cs_tunnel_link_new/free.
  *
  * Contract, both directions:
  *   - toward the edge, the endpoint writes with cs_stream_write() no more than
@@ -194,6 +196,71 @@ void cs_tunnel_close(struct cs_tunnel *t, const char *why);
 /* cs_tunnel_revoke() - cs_tunnel_close() for a node that may not come back (deny list, Node
  * deleted): requests for it are not kept waiting for a redial (--node-reconnect-grace). */
 void cs_tunnel_revoke(struct cs_tunnel *t, const char *why);
+
+/* ---- what the peer directory announces of an edge's tunnel (peer_directory.c) ---------------- */
+
+/* cs_tunnel_holds_node() - @t is an edge's tunnel that requests for its node are routed to now
+ * (registered, not closing): what NODE_UP / SYNC announce. */
+bool cs_tunnel_holds_node(const struct cs_tunnel *t);
+
+/* cs_tunnel_generation() - the wall-clock time (ms) @t was admitted at: its node's generation
+ * (PROTOCOL.md §7), which decides between two replicas' tunnels of one node. */
+uint64_t cs_tunnel_generation(const struct cs_tunnel *t);
+
+/* cs_tunnel_ips() - @t's node IPs, comma-separated (valid while @t lives), or NULL: none, or
+ * neither --peers nor --node-reconnect-grace. */
+const char *cs_tunnel_ips(const struct cs_tunnel *t);
+
+/* cs_tunnel_is_up() - false once lws is closing @t (its streams are ending). */
+bool cs_tunnel_is_up(const struct cs_tunnel *t);
+
+/* cs_tunnel_first_window() - the credit window each stream starts with, ours to announce in an
+ * offer (the budgets size it from there, budget.h). */
+uint64_t cs_tunnel_first_window(const struct cs_server *srv);
+
+/* ---- peer links: a tunnel of another kind (tunnel_link.c) -----------------------------------
+ *
+ * On a link another replica dialled to us (peer.h), this replica is the cloud role, exactly as
+ * toward an edge: endpoints open streams on it with cs_stream_open() and the tunnel module does
+ * the session, its stream ids, its I/O and its liveness. What differs is who owns it: the peer
+ * code creates it at ESTABLISHED, hears of it through these ops, and frees it at CLOSED. Such a
+ * tunnel is never in the registry or the tunnel set (srv->tun.all), never drained or paused.
+ */
+struct cs_tunnel_link_ops {
+	/* A directory message (NODE_UP, NODE_DOWN, SYNC, SYNC_END: @payload of @len bytes,
+	 * borrowed for the call) arrived on the link. 0, or a negative errno to drop the link. */
+	int (*dir_msg)(void *user, uint64_t type, const uint8_t *payload, size_t len);
+	/* lws closed the link (CLOSED): its streams ended already (ops->gone). The owner forgets
+	 * the link and calls cs_tunnel_link_free(); nothing else may touch it after. */
+	void (*closed)(void *user);
+};
+
+/*
+ * cs_tunnel_link_new() - a tunnel on @wsi, the accepted connection of a peer link from replica
+ * @replica (NUL-terminated, copied: the tunnel's name in logs and listings), with the extensions
+ * agreed with it (@caps) and the window it offered (@send_window_bytes, 0: the default). @ops
+ * (static, borrowed) are called with @user. Its st_session says hello at once.
+ * Returns 0 with *@out set, or a negative errno (-ENOMEM): nothing was created.
+ */
+int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws *wsi,
+                       const char *replica, uint32_t caps, uint32_t send_window_bytes,
+                       const struct cs_tunnel_link_ops *ops, void *user);
+
+/* cs_tunnel_link_user() - the @user @t was created with (cs_tunnel_link_new), or NULL when @t
+ * is an edge's tunnel. */
+void *cs_tunnel_link_user(const struct cs_tunnel *t);
+
+/* cs_tunnel_link_free() - after ops->closed: the link's session and memory go. NULL: no-op. */
+void cs_tunnel_link_free(struct cs_tunnel *t);
+
+/* cs_tunnel_link_drop() - close a link now for @why (NUL-terminated, static): its streams end
+ * (ops->gone of their endpoints) and lws drops the connection (then ops->closed). */
+void cs_tunnel_link_drop(struct cs_tunnel *t, const char *why);
+
+/* cs_tunnel_link_liveness() - the peer links' sweep, for @t at @now_ms: a PING when it was quiet
+ * for @ping_ms, dropped after @dead_ms of silence (--peer-dead-timeout). */
+void cs_tunnel_link_liveness(struct cs_tunnel *t, uint64_t now_ms, uint64_t ping_ms,
+                             uint64_t dead_ms);
 
 /* ---- the tunnel set (tunnel.c, tunnel_stream.c) -------------------------------------------- */
 

@@ -92,7 +92,7 @@ void cs_tunnels_drain(struct cs_server *srv)
 {
 	size_t asked = 0, base = 0;
 	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next) {
-		if (t->wsi == NULL || !t->registered || t->moving || t->peer)
+		if (t->wsi == NULL || !t->registered || t->moving || t->link_ops)
 			continue;
 		t->moving = true;
 		srv->tun.moving++;

@@ -45,13 +45,13 @@ struct cs_tunnel {
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
 	char *replica; /* the edge's replica id from its offer (owned), NULL when none */
-	/* Peer links (peer.h): */
-	bool peer;       /* a link another replica dialled to us (not an edge's tunnel) */
-	int peer_slot;   /* when peer: the replica's slot in the directory (peerdir.h) */
+	/* Peer links (tunnel.h, tunnel_link.c): set, the tunnel is a link another replica
+	 * dialled to us, not an edge's tunnel; its owner (peer.h) hears of it through these. */
+	const struct cs_tunnel_link_ops *link_ops;
+	void *link_user;
 	uint64_t gen_ms; /* wall-clock admission time: the node's generation (PROTOCOL §7) */
 	char *ips; /* the node's IPs, comma-separated (owned; NULL: none, or neither --peers nor
 	                  * --node-reconnect-grace) */
-	bool announced; /* NODE_UP sent: NODE_DOWN follows when it goes */
 	/* Draining (PROTOCOL.md §5.6): the edge was asked to move (RECONNECT, or CLOSE_CONNECT
 	 * once no stream is left); counted in srv->tun.moving until it closes or its move is
 	 * given up (its new tunnels keep coming back here: no other replica takes it). */
@@ -103,10 +103,6 @@ void cs__tunnel_move_over(struct cs_tunnel *t);
 /* Ask for WRITEABLE when the session has a message to send. */
 void cs__tunnel_kick(struct cs_tunnel *t);
 
-/* The credit window each stream to an edge with flow control starts with (announced to the
- * edge): the budgets size it from there (budget.h). */
-uint64_t cs__tunnel_first_window(const struct cs_server *srv);
-
 /* Pause or resume reading @t by the budgets (base protocol only; see budget.h). */
 void cs__tunnel_update_rx(struct cs_tunnel *t);
 
@@ -119,11 +115,8 @@ int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool 
 /* tunnel_io.c: @t's WRITEABLE (server or client); 0, or -1 to drop the connection. */
 int cs__tunnel_writeable(struct cs_tunnel *t);
 
-/* peer.c: a directory message on a link this replica dialled (on_peer). 0 or -EPROTO. */
-int cs__peer_dir_msg(struct cs_tunnel *t, uint64_t type, const uint8_t *payload, size_t len);
-/* peer.c: an accepted peer link's CLOSED (instead of an edge tunnel's). */
-void cs__peer_link_closed(struct cs_tunnel *t);
-void cs__peers_free(struct cs_server *srv);
+/* tunnel_link.c: a peer link's CLOSED (instead of an edge tunnel's). */
+void cs__tunnel_link_closed(struct cs_tunnel *t);
 
 /* @t leaves the list of tunnels paused for the process budget (when on it). */
 void cs__tunnel_paused_remove(struct cs_tunnel *t);

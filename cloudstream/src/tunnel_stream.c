@@ -74,7 +74,9 @@ static int on_peer(struct st_session *s, uint64_t type, const uint8_t *payload, 
                    void *user)
 {
 	(void)s;
-	return cs__peer_dir_msg(user, type, payload, len);
+	struct cs_tunnel *t = user;
+	/* Only a peer link's other end announces nodes: anywhere else they are ignored. */
+	return t->link_ops ? t->link_ops->dir_msg(t->link_user, type, payload, len) : 0;
 }
 
 const struct st_session_callbacks cs__tunnel_session_cbs = {
@@ -276,7 +278,7 @@ int cs_stream_open(struct cs_tunnel *t, struct cs_endpoint *ep, uint64_t type,
 		 * drain have gone. */
 		struct st_session_stats ss;
 		st_session_get_stats(t->sess, &ss);
-		bool node = ss.window_bytes + cs__tunnel_first_window(srv) >
+		bool node = ss.window_bytes + cs_tunnel_first_window(srv) >
 		            srv->cfg.session_buffer_bytes;
 		snprintf(msg, msg_cap,
 		         "edge node %s: its streams toward apiservers hold %llu bytes of the %s "

@@ -1,0 +1,113 @@
+/*
+ * cloudstream/src/tunnel_link.c — peer links as a kind of tunnel (tunnel.h): a link another
+ * replica dialled to us carries streams exactly as an edge's tunnel does (this replica is the
+ * cloud role on it), so it is a struct cs_tunnel, and everything that knows that struct stays
+ * in the tunnel module. The peer code (peer_accept.c) creates and frees it here, and hears of
+ * it through its link ops; the session I/O is tunnel_io.c's and the streams tunnel_stream.c's,
+ * as for any tunnel. Unlike an edge's tunnel it is never registered for a node, never in the
+ * tunnel set, never drained, and it has no node budget (the streams it carries are charged on
+ * the nodes' own tunnels). Loop thread only.
+ */
+#include "tunnel_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <stream/log.h>
+
+int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws *wsi,
+                       const char *replica, uint32_t caps, uint32_t send_window_bytes,
+                       const struct cs_tunnel_link_ops *ops, void *user)
+{
+	struct cs_tunnel *t = calloc(1, sizeof *t);
+	if (t == NULL)
+		return -ENOMEM;
+	struct st_session_config sc = {
+	        .role = ST_SESSION_CLOUD,
+	        .caps = caps,
+	        .send_window_bytes =
+	                send_window_bytes ? send_window_bytes : ST_DEFAULT_STREAM_WINDOW_BYTES,
+	        .recv_window_bytes = cs_tunnel_first_window(srv),
+	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
+	        .process_budget = &srv->tun.budget,
+	        .max_streams = srv->cfg.max_streams,
+	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
+	        .max_data_payload = srv->cfg.data_payload_bytes,
+	        .totals = &srv->m.sessions,
+	};
+	int rc = st_session_new(&t->sess, &sc, &cs__tunnel_session_cbs, t);
+	if (rc < 0) {
+		free(t);
+		return rc;
+	}
+	t->srv = srv;
+	t->wsi = wsi;
+	t->link_ops = ops;
+	t->link_user = user;
+	t->caps = sc.caps;
+	t->ordinal = ++srv->next_ordinal;
+	t->next_stream_id = 1;
+	st_budget_init(&t->budget, 0);
+	t->connected_ms = cs_now_ms();
+	snprintf(t->node, sizeof t->node, "%s", replica);
+	st_liveness_init(&t->live, t->connected_ms);
+	st_session_hello(t->sess, srv->replica);
+	cs__tunnel_kick(t);
+	*out = t;
+	return 0;
+}
+
+void *cs_tunnel_link_user(const struct cs_tunnel *t)
+{
+	return t->link_user;
+}
+
+void cs_tunnel_link_free(struct cs_tunnel *t)
+{
+	if (t == NULL)
+		return;
+	st_session_free(t->sess);
+	st_reasm_cleanup(&t->rx);
+	free(t);
+}
+
+void cs_tunnel_link_drop(struct cs_tunnel *t, const char *why)
+{
+	cs__tunnel_end_streams(t, why);
+	if (t->wsi)
+		lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* tunnel.c's CLOSED for a link: the streams it carried end first, so that their endpoints
+ * (requests forwarded to the replica behind it) fail while the link's owner still knows it; the
+ * owner then forgets the link and frees it. */
+void cs__tunnel_link_closed(struct cs_tunnel *t)
+{
+	t->wsi = NULL; /* lws is closing it: no more writes, and cs_tunnel_is_up() is false */
+	cs__tunnel_end_streams(t, "the link to the replica holding the node was lost");
+	t->link_ops->closed(t->link_user);
+}
+
+/* The peer code's one sweep over every link, both ways (peer_dial.c: why links are pinged at
+ * all), calls this for each link it accepted: the tunnel's liveness is the tunnel module's. */
+void cs_tunnel_link_liveness(struct cs_tunnel *t, uint64_t now_ms, uint64_t ping_ms,
+                             uint64_t dead_ms)
+{
+	if (t->wsi == NULL)
+		return;
+	switch (st_liveness_check(&t->live, now_ms, ping_ms, dead_ms)) {
+	case ST_LIVENESS_PING:
+		t->want_ping = true;
+		lws_callback_on_writable(t->wsi);
+		break;
+	case ST_LIVENESS_DEAD:
+		st_warn("peers: link from %s silent for %llu ms (--peer-dead-timeout): "
+		        "dropped",
+		        t->node, (unsigned long long)(now_ms - t->live.last_rx_ms));
+		lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		break;
+	case ST_LIVENESS_OK:
+		break;
+	}
+}
