@@ -19,6 +19,13 @@ bool st_budget_fits(const struct st_budget *b, uint64_t n)
 	return b->used_bytes <= b->limit_bytes && n <= b->limit_bytes - b->used_bytes;
 }
 
+uint64_t st_budget_room(const struct st_budget *b)
+{
+	if (b == NULL || b->limit_bytes == 0)
+		return UINT64_MAX;
+	return b->used_bytes < b->limit_bytes ? b->limit_bytes - b->used_bytes : 0;
+}
+
 int st_budget_charge(struct st_budget *b, uint64_t n)
 {
 	if (b == NULL)

@@ -4,7 +4,8 @@
  * Owns the accounting of ST_CAP_FLOW: each stream's receive window is charged to the session's
  * node budget and the process budget (reserved whole when the stream opens, grown while its
  * consumer drains it, shrunk while a budget is tight), and so are the bytes queued toward the
- * peer until they are packed. It also decides what a writer may queue now (the queue's room and
+ * peer until they are packed (the first ST_STREAM_OUT_FLOOR_BYTES on the stream's reservation,
+ * the rest only as far as the budgets have room). It also decides what a writer may queue now (the queue's room and
  * the peer's credit) and when a blocked writer is woken. Internals: session_int.h.
  */
 #include <stream/buf.h>
@@ -44,12 +45,29 @@ void st__session_window_credit(struct st_session *s, struct stream *st, uint64_t
 	st->charged -= n;
 }
 
-/* The first window of a new stream: reserved whole, or the stream is refused. */
+/* What a stream may queue toward the peer on its own reservation (ST_STREAM_OUT_FLOOR_BYTES,
+ * or its whole queue when that is smaller). */
+static uint64_t out_floor(const struct st_session *s)
+{
+	return s->cfg.stream_out_bytes < ST_STREAM_OUT_FLOOR_BYTES ? s->cfg.stream_out_bytes
+	                                                           : ST_STREAM_OUT_FLOOR_BYTES;
+}
+
+/* The part of a queue of @len bytes that the budgets carry beyond the stream's floor. */
+static uint64_t out_beyond_floor(const struct st_session *s, uint64_t len)
+{
+	uint64_t floor_bytes = out_floor(s);
+	return len > floor_bytes ? len - floor_bytes : 0;
+}
+
+/* The first window of a new stream, and its output floor: reserved whole, or the stream is
+ * refused. The floor is what lets every admitted stream make progress when the budgets are
+ * full: output beyond it waits for room (write_room), output within it never does. */
 int st__session_window_reserve(struct st_session *s, struct stream *st)
 {
 	if (!st__session_has_cap(s, ST_CAP_FLOW))
 		return 0;
-	if (window_charge(s, st, st->win.recv_window) < 0) {
+	if (window_charge(s, st, st->win.recv_window + out_floor(s)) < 0) {
 		s->stats.budget_refusals++;
 		return -ENOSPC;
 	}
@@ -78,22 +96,30 @@ static uint64_t window_adjust(struct st_session *s, struct stream *st, uint64_t 
 	return inc;
 }
 
-/* With ST_CAP_FLOW, bytes queued toward the peer are memory too: charged to both budgets as
- * they are queued (forced: the credit already bounds them, and a refusal here could only stall
- * the writer) and credited as they are packed or dropped, so new streams are refused and
- * windows shrink while a node's uploads wait for its tunnel. */
-static void out_charge(struct st_session *s, size_t n)
+/* With ST_CAP_FLOW, bytes queued toward the peer are memory too. What a stream queues within
+ * its floor was reserved with its first window; what it queues beyond is charged to both
+ * budgets as it is queued (write_room let in only what fits) and credited as it is packed or
+ * dropped, so new streams are refused and windows shrink while a node's output waits for its
+ * tunnel, and the budgets are never passed. */
+static void out_charge(struct st_session *s, uint64_t len_before, uint64_t len_after)
 {
-	if (!st__session_has_cap(s, ST_CAP_FLOW) || n == 0)
+	if (!st__session_has_cap(s, ST_CAP_FLOW))
 		return;
+	uint64_t n = out_beyond_floor(s, len_after) - out_beyond_floor(s, len_before);
+	if (n == 0)
+		return;
+	/* Forced only in name: write_room admitted no more than both budgets' room. */
 	st_budget_force(&s->node_budget, n);
 	if (s->cfg.process_budget)
 		st_budget_force(s->cfg.process_budget, n);
 }
 
-void st__session_out_credit(struct st_session *s, size_t n)
+void st__session_out_packed(struct st_session *s, struct stream *st, uint64_t len_before)
 {
-	if (!st__session_has_cap(s, ST_CAP_FLOW) || n == 0)
+	if (!st__session_has_cap(s, ST_CAP_FLOW))
+		return;
+	uint64_t n = out_beyond_floor(s, len_before) - out_beyond_floor(s, st_buf_len(&st->out));
+	if (n == 0)
 		return;
 	st_budget_credit(&s->node_budget, n);
 	if (s->cfg.process_budget)
@@ -103,8 +129,9 @@ void st__session_out_credit(struct st_session *s, size_t n)
 /* Drops everything @st queued toward the peer. */
 void st__session_out_drop(struct st_session *s, struct stream *st)
 {
-	st__session_out_credit(s, st_buf_len(&st->out));
+	uint64_t len = st_buf_len(&st->out);
 	st_buf_cleanup(&st->out);
+	st__session_out_packed(s, st, len);
 }
 
 /* ---- what a writer may queue ------------------------------------------------------------------ */
@@ -130,6 +157,16 @@ static size_t write_room(const struct st_session *s, const struct stream *st)
 		uint64_t credit = st->win.send_credit > queued ? st->win.send_credit - queued : 0;
 		if (credit < room)
 			room = (size_t)credit;
+		/* Within the floor on the stream's own reservation, beyond it in the budgets' room
+		 * (the node's and the process's, which other sessions share). */
+		uint64_t floor_bytes = out_floor(s);
+		uint64_t own = floor_bytes > queued ? floor_bytes - queued : 0;
+		uint64_t budgets = st_budget_room(&s->node_budget);
+		uint64_t process = st_budget_room(s->cfg.process_budget);
+		if (process < budgets)
+			budgets = process;
+		if (budgets < UINT64_MAX - own && own + budgets < room)
+			room = (size_t)(own + budgets);
 	}
 	return room;
 }
@@ -168,10 +205,11 @@ ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, si
 	if (n > len)
 		n = len;
 	if (n > 0) {
+		uint64_t before = st_buf_len(&st->out);
 		int rc = st_buf_append(&st->out, p, n);
 		if (rc < 0)
 			return rc;
-		out_charge(s, n);
+		out_charge(s, before, st_buf_len(&st->out));
 	}
 	if (n < len) {
 		st->blocked = true;

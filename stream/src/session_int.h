@@ -146,8 +146,9 @@ void st__session_mark_close(struct st_session *s, struct stream *st, uint64_t co
 int st__session_window_reserve(struct st_session *s, struct stream *st);
 /* Gives back up to @n bytes of what @st's window holds charged. */
 void st__session_window_credit(struct st_session *s, struct stream *st, uint64_t n);
-/* @n bytes queued toward the peer were packed: credited to both budgets. */
-void st__session_out_credit(struct st_session *s, size_t n);
+/* Some of @st's queue toward the peer (@len_before bytes) was packed: what the budgets carried
+ * of it beyond the stream's floor is credited back. */
+void st__session_out_packed(struct st_session *s, struct stream *st, uint64_t len_before);
 /* Drops everything @st queued toward the peer. */
 void st__session_out_drop(struct st_session *s, struct stream *st);
 /* @st has DATA it may pack now (queued, not behind an OPENED, within credit). */

@@ -173,6 +173,7 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 		if (h < 0 || want > cap - (size_t)h)
 			return -EMSGSIZE;
 		size_t copied = 0;
+		uint64_t queued_before = st_buf_len(&st->out);
 		while (copied < want) {
 			const uint8_t *p;
 			size_t n = st_buf_peek(&st->out, &p);
@@ -182,7 +183,7 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 			st_buf_consume(&st->out, n);
 			copied += n;
 		}
-		st__session_out_credit(s, copied);
+		st__session_out_packed(s, st, queued_before);
 		if (st__session_has_cap(s, ST_CAP_FLOW))
 			st_window_on_sent(&st->win, copied);
 		s->stats.data_bytes_out += copied;

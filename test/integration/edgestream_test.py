@@ -637,7 +637,7 @@ def edge_budget_refuses_streams():
                                 'reason="budget"')
         check(m == 12, "refusals counted: %r" % m)
         check(cst.metric_value(chain.edge, "edgestream_buffered_bytes") ==
-              8 * (65536 + 8192 + 49152), "budget in use")
+              8 * (65536 + 4096 + 8192 + 49152), "budget in use")
         for s in socks:
             s.close()
         deadline = time.monotonic() + 5

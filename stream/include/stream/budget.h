@@ -32,6 +32,10 @@ bool st_budget_fits(const struct st_budget *b, uint64_t n);
  * counted in refused). A NULL budget takes anything. */
 int st_budget_charge(struct st_budget *b, uint64_t n);
 
+/* st_budget_room() - how many bytes a charge may take now: UINT64_MAX for a NULL or unlimited
+ * budget, 0 when used is at or past the limit. */
+uint64_t st_budget_room(const struct st_budget *b);
+
 /* st_budget_force() - charge @n bytes that are here already and cannot be refused (bytes that
  * arrived without credit, from a peer without flow control): used may pass the limit, which
  * the holder's policy then acts on (st_budget_over). NULL is a no-op. */

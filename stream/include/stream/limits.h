@@ -82,6 +82,10 @@
 #define ST_DEFAULT_MAX_STREAMS 1024u
 /* Bytes queued toward the peer per stream before the source is paused. */
 #define ST_DEFAULT_STREAM_OUT_BYTES (256u * 1024u)
+/* With credit flow control: what each stream may queue toward the peer on its own reservation
+ * (charged with its first window), so a stream always makes progress while the budgets are
+ * full; what it queues beyond this must fit the budgets' room (stream/session.h). */
+#define ST_STREAM_OUT_FLOOR_BYTES 4096u
 /* Base protocol: stream IDs a session remembers having sent REMOVE for (or owing one), so a
  * peer's repeated REMOVE is known as answered. KubeEdge's cloud resends REMOVE until it sees
  * ours, for about one round trip: only the streams ended within that time need remembering. */

@@ -60,7 +60,11 @@ struct st_session_config {
 	 * grows (doubling, up to recv_window_max_bytes) when its consumer drains it and both
 	 * budgets have room, and shrinks back toward recv_window_bytes when either is tight.
 	 * Toward the peer, a write takes no more than the peer's credit covers, and what waits in
-	 * a stream's queue is charged to both budgets until it is packed (st_session_write). */
+	 * a stream's queue is charged to both budgets until it is packed (st_session_write): the
+	 * first ST_STREAM_OUT_FLOOR_BYTES of it on the stream's own reservation (charged with its
+	 * first window, so every stream can always make progress), the rest only as far as both
+	 * budgets have room, so a process's memory stays within its budget however many streams
+	 * have their output waiting (a writer that finds no room is woken when there is). */
 	uint64_t recv_window_max_bytes;   /* 0 = recv_window_bytes: no growth */
 	uint64_t node_budget_bytes;       /* 0 = no node limit */
 	struct st_budget *process_budget; /* optional, borrowed: shared by a process's sessions */

@@ -12,6 +12,7 @@
 #include <stream/err.h>
 #include <stream/ext.h>
 #include <stream/frame.h>
+#include <stream/limits.h>
 #include <stream/session.h>
 
 #include "failmalloc.h"
@@ -407,23 +408,27 @@ static void test_ext_remove_not_answered(void **state)
 }
 
 /* With credit flow control the receive windows are charged to a node budget and a process
- * budget: a stream whose first window does not fit is refused (cloud: -ENOSPC; edge: ERROR
- * limit), a window grows while its consumer drains and the budgets have room, shrinks while
- * one is tight, and everything is credited back when streams end. */
+ * budget, each with the stream's output floor (ST_STREAM_OUT_FLOOR_BYTES): a stream whose
+ * first window does not fit is refused (cloud: -ENOSPC; edge: ERROR limit), a window grows
+ * while its consumer drains and the budgets have room, shrinks while one is tight, output
+ * beyond the floor is queued only as far as the budgets have room, and everything is credited
+ * back when streams end. */
 static void test_flow_budgets(void **state)
 {
 	(void)state;
+	const uint64_t floor_bytes = ST_STREAM_OUT_FLOOR_BYTES;
+	const uint64_t first = 8 * 1024 + floor_bytes; /* a first window and its floor */
 	struct side cloud, edge;
 	memset(&cloud, 0, sizeof cloud);
 	memset(&edge, 0, sizeof edge);
 	struct st_budget proc;
-	st_budget_init(&proc, 40 * 1024);
+	st_budget_init(&proc, 5 * first);
 	struct st_session_config cc = {.role = ST_SESSION_CLOUD,
 	                               .caps = ST_CAP_ALL,
 	                               .send_window_bytes = 64 * 1024,
 	                               .recv_window_bytes = 8 * 1024,
-	                               .recv_window_max_bytes = 32 * 1024,
-	                               .node_budget_bytes = 24 * 1024,
+	                               .recv_window_max_bytes = 16 * 1024,
+	                               .node_budget_bytes = 3 * first,
 	                               .process_budget = &proc,
 	                               .max_streams = 8};
 	struct st_session_config ec = {.role = ST_SESSION_EDGE,
@@ -433,7 +438,7 @@ static void test_flow_budgets(void **state)
 	                               .max_streams = 8};
 	assert_int_equal(st_session_new(&cloud.s, &cc, &callbacks, &cloud), 0);
 	assert_int_equal(st_session_new(&edge.s, &ec, &callbacks, &edge), 0);
-	/* Three first windows of 8 KiB fill the node's 24 KiB; the fourth is refused. */
+	/* Three first windows with their floors fill the node's budget; the fourth is refused. */
 	for (uint64_t id = 1; id <= 3; id++)
 		assert_int_equal(
 		        st_session_open(cloud.s, id, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
@@ -443,9 +448,9 @@ static void test_flow_budgets(void **state)
 	assert_false(st_session_stream_exists(cloud.s, 4));
 	struct st_session_stats stats;
 	st_session_get_stats(cloud.s, &stats);
-	assert_true(stats.budget_refusals == 1 && stats.window_bytes == 24 * 1024);
+	assert_true(stats.budget_refusals == 1 && stats.window_bytes == 3 * first);
 	assert_true(stats.streams_total == 3);
-	assert_true(proc.used_bytes == 24 * 1024);
+	assert_true(proc.used_bytes == 3 * first);
 	assert_int_equal(pump(&cloud, &edge, 10, false), 3); /* the connects */
 	/* Stream 1 drains: its window would double, but the node budget is full, so it stays. */
 	cloud.consume = true;
@@ -456,14 +461,17 @@ static void test_flow_budgets(void **state)
 		;
 	assert_true(cloud.bytes[1] == sizeof blob);
 	st_session_get_stats(cloud.s, &stats);
-	assert_true(stats.window_bytes == 24 * 1024);
-	/* Streams 2 and 3 end: the budget has room, stream 1 grows by doubling while it drains. */
+	assert_true(stats.window_bytes == 3 * first);
+	/* The budget is full: what stream 1 may queue toward the edge is its floor, no more. */
+	assert_true(st_session_write_space(cloud.s, 1) == floor_bytes);
+	/* Streams 2 and 3 end: the budget has room, stream 1 grows by doubling while it drains,
+	 * up to its maximum. */
 	assert_int_equal(st_session_close(cloud.s, 2, 0, NULL), 0);
 	assert_int_equal(st_session_close(cloud.s, 3, 0, NULL), 0);
 	while (pump(&cloud, &edge, 10, false) + pump(&edge, &cloud, 10, false) > 0)
 		;
 	st_session_get_stats(cloud.s, &stats);
-	assert_true(stats.window_bytes == 8 * 1024);
+	assert_true(stats.window_bytes == first);
 	for (int round = 0; round < 4; round++) {
 		assert_int_equal(st_session_write(edge.s, 1, blob, sizeof blob),
 		                 (ssize_t)sizeof blob);
@@ -471,35 +479,49 @@ static void test_flow_budgets(void **state)
 			;
 	}
 	st_session_get_stats(cloud.s, &stats);
-	/* 8 -> 16 KiB; 32 KiB would pass three quarters of the 24 KiB node budget... and does
-	 * not fit: it stays at 16 KiB. */
-	assert_true(stats.window_bytes == 16 * 1024);
+	assert_true(stats.window_bytes == 16 * 1024 + floor_bytes);
 	assert_true(cloud.bytes[1] == 5 * sizeof blob);
 	/* A new stream makes the budgets tight: stream 1 shrinks back as it drains. */
 	assert_int_equal(st_session_open(cloud.s, 5, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
 	                 0);
 	st_session_get_stats(cloud.s, &stats);
-	assert_true(stats.window_bytes == 24 * 1024);
+	assert_true(stats.window_bytes == 16 * 1024 + floor_bytes + first);
 	assert_int_equal(pump(&cloud, &edge, 10, false), 1);
 	assert_int_equal(st_session_write(edge.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
 	while (pump(&edge, &cloud, 10, false) + pump(&cloud, &edge, 10, false) > 0)
 		;
 	st_session_get_stats(cloud.s, &stats);
-	assert_true(stats.window_bytes == 16 * 1024);
-	/* Bytes queued toward the peer are charged while they wait, credited once packed... */
+	assert_true(stats.window_bytes == 2 * first);
+	/* Bytes queued toward the peer beyond the floor are charged while they wait, credited
+	 * once packed... */
 	uint64_t windows = proc.used_bytes;
 	assert_int_equal(st_session_write(cloud.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
-	assert_true(proc.used_bytes == windows + sizeof blob);
+	assert_true(proc.used_bytes == windows + sizeof blob - floor_bytes);
 	while (pump(&cloud, &edge, 10, false) + pump(&edge, &cloud, 10, false) > 0)
 		;
 	assert_true(proc.used_bytes == windows);
+	/* ...never past the budget: the queue takes the floor and the node budget's room, and the
+	 * writer is told when the room comes back... */
+	static uint8_t big[64 * 1024];
+	uint64_t room = 3 * first - windows;
+	assert_int_equal(st_session_write(cloud.s, 1, big, sizeof big),
+	                 (ssize_t)(floor_bytes + room));
+	st_session_get_stats(cloud.s, &stats);
+	assert_true(stats.window_bytes == 3 * first && proc.used_bytes == 3 * first);
+	/* ...while another stream can still queue its floor. */
+	assert_true(st_session_write_space(cloud.s, 5) == floor_bytes);
+	int wakes = cloud.writable[1];
+	pump(&cloud, &edge, 10, false);
+	assert_true(proc.used_bytes == windows);
+	pump(&cloud, &edge, 10, false);
+	assert_int_equal(cloud.writable[1], wakes + 1);
 	/* ...or when the stream goes with them still queued. */
 	assert_int_equal(st_session_write(cloud.s, 1, blob, sizeof blob), (ssize_t)sizeof blob);
-	assert_true(proc.used_bytes == windows + sizeof blob);
+	assert_true(proc.used_bytes == windows + sizeof blob - floor_bytes);
 	/* Everything goes back when the session ends; the process budget is shared. */
 	st_session_free(cloud.s);
 	assert_true(proc.used_bytes == 0);
-	assert_true(proc.peak_bytes == windows + sizeof blob);
+	assert_true(proc.peak_bytes == 3 * first);
 	st_session_free(edge.s);
 }
 
@@ -536,7 +558,7 @@ static void test_flow_budget_edge_refusal(void **state)
 	assert_int_equal(cloud.closes[2], 1);
 	assert_true(cloud.close_code[2] == ST_EXT_ERR_LIMIT);
 	assert_string_equal(cloud.close_reason[2], "memory budget spent");
-	assert_true(proc.used_bytes == 64 * 1024 && proc.refused == 1);
+	assert_true(proc.used_bytes == 64 * 1024 + ST_STREAM_OUT_FLOOR_BYTES && proc.refused == 1);
 	free_pair(&cloud, &edge);
 	assert_true(proc.used_bytes == 0);
 }
