@@ -651,6 +651,51 @@ def edge_budget_refuses_streams():
         chain.close(False)
 
 
+def edge_budget_holds_stalled_downloads(n=60):
+    """Endless downloads nobody reads, against a 4 MiB edge budget: the cloud grants each
+    stream credit, but what the edge queues toward the cloud beyond a stream's floor must fit
+    the budget, so the budget's peak never passes its limit (before: the queue was charged by
+    force within the cloud's credit, and the peak passed the limit as soon as the tunnel fell
+    behind); the streams the budget cannot take are refused, counted; everything is given back
+    when the clients go."""
+    budget = 4 << 20
+    chain = Chain("es-stalled", edge_extra=("--process-buffer-bytes", "4MiB"))
+    try:
+        socks = []
+        for _ in range(n):
+            s = chain.api.connect()
+            s.sendall(h.head("GET", "/stream", [("Host", "edge-1:10350")]))
+            socks.append(s)
+        # Every stream admitted or refused and the admitted ones' credit used up: the gauge
+        # settles.
+        seen, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = (cst.metric_value(chain.edge, "edgestream_buffered_bytes_peak"),
+                   cst.metric_value(chain.cloud, "cloudstream_budget_refusals_total"),
+                   cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+                                       'direction="from_edge"'))
+            if now == seen:
+                break
+            seen = now
+            time.sleep(1.0)
+        peak = cst.metric_value(chain.edge, "edgestream_buffered_bytes_peak")
+        refused = cst.labelled_metric(chain.edge, "edgestream_streams_refused_by_session_total",
+                                      'reason="budget"')
+        print("     %d stalled downloads: %d refused for the budget; the edge's budget peaked at "
+              "%d of %d bytes" % (n, refused, peak, budget), flush=True)
+        check(refused > 0, "no stream was refused: the budget was never full, the test tests "
+              "nothing")
+        check(peak <= budget, "the edge's budget peaked at %d bytes, over its %d" % (peak, budget))
+        for s in socks:
+            s.close()
+        deadline = time.monotonic() + 10
+        while cst.metric_value(chain.edge, "edgestream_buffered_bytes") != 0:
+            check(time.monotonic() < deadline, "the edge's budget was not given back")
+            time.sleep(0.1)
+    finally:
+        chain.close(False)
+
+
 def group_stall():
     chain = Chain("es-stall", cloud_extra=("--session-buffer-bytes", "16MiB"))
     rc = 1
@@ -659,6 +704,7 @@ def group_stall():
             ("many_stalled_clients", lambda: many_stalled_clients(chain)),
             ("metrics_after", lambda: cst.metrics_same_as_direct(chain)),
             ("edge_budget_refuses_streams", edge_budget_refuses_streams),
+            ("edge_budget_holds_stalled_downloads", edge_budget_holds_stalled_downloads),
         ]))
         return rc
     finally:
