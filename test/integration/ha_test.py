@@ -1,32 +1,48 @@
 #!/usr/bin/python3
-"""High availability behind one load balancer (issue 13, DESIGN D12, PROTOCOL.md §5.6).
+"""High availability behind one load balancer (issue 13, DESIGN D12, PROTOCOL.md §5.6, §7).
 
-Three cloudstream replicas linked by --peers (the replicas_test machinery: fixed tunnel ports,
-relays per directed peer link), with fixed stream and admin ports, behind **haproxy** (Debian's
-package, TCP mode, health checked on each replica's /readyz) for both the tunnel port and the
-stream port. Edges dial haproxy's tunnel port: edgestream edges (extensions, RECONNECT) and
-KubeEdge-protocol test edges (peers/kubeedge_edge.py, base protocol, --redial 2 as KubeEdge's
-edge). Requests go to haproxy's stream port or to each replica's in turn.
+Three cloudstream replicas, each in a network namespace of its own (lib/netns.py: 10.213.K.1-3
+on one bridge, this test's namespace on it as 10.213.K.254; every replica on the same tunnel,
+stream and admin ports of its own address), linked by --peers over that network. In front of
+them **haproxy** (Debian's package, TCP mode, health checked on each replica's /readyz) for
+both the tunnel port and the stream port. Edges dial haproxy's tunnel port: edgestream edges
+(extensions, RECONNECT) and KubeEdge-protocol test edges (peers/kubeedge_edge.py, base
+protocol, --redial 2 as KubeEdge's edge). Requests go to haproxy's stream port or to each
+replica's in turn. Root only (namespaces, iptables): skipped otherwise, failed under CI=true.
 
 Groups:
-  move     make before break: SIGTERM the replica holding an edgestream edge while an exec-like
-           upload runs through it; the edge opens a new tunnel (RECONNECT) through haproxy to
-           another replica, the upload completes with its result, new requests succeed through
-           every live replica, and the KubeEdge-protocol edge the replica held is told to go
-           (CLOSE_CONNECT) and redials elsewhere.
-  mesh     10 edgestream + 2 KubeEdge-protocol edges through haproxy; for every node, logs,
-           metrics, an exec-like upgrade (SPDY, bytes echoed) and a port-forward-like upgrade
-           through each replica in turn and through haproxy: 100 % succeed, bytes identical.
-  kill     SIGKILL the replica holding node X while a request loop for X runs through haproxy:
-           requests for X succeed again within 2 s (edgestream) / 5 s (KubeEdge-protocol);
-           requests for nodes held elsewhere never fail. Prints the failover figures.
-  rolling  rolling restart of the 3 replicas one at a time (SIGTERM, wait for exit, start again
-           on the same ports) with a request loop over all nodes through haproxy: 0 failed
-           requests started after the first SIGTERM, for the KubeEdge-protocol nodes too (their
-           requests wait for the redial, --node-reconnect-grace; the access logs show it).
+  move       make before break: SIGTERM the replica holding an edgestream edge while an
+             exec-like upload runs through it; the edge opens a new tunnel (RECONNECT) through
+             haproxy to another replica, the upload completes with its result, new requests
+             succeed through every live replica, and the KubeEdge-protocol edge the replica
+             held is told to go (CLOSE_CONNECT) and redials elsewhere.
+  mesh       10 edgestream + 2 KubeEdge-protocol edges through haproxy; for every node, logs,
+             metrics, an exec-like upgrade (SPDY, bytes echoed) and a port-forward-like upgrade
+             through each replica in turn and through haproxy: 100 % succeed, bytes identical.
+  kill       SIGKILL the replica holding node X while a request loop for X runs through
+             haproxy: requests for X succeed again within 2 s (edgestream) / 5 s
+             (KubeEdge-protocol); requests for nodes held elsewhere never fail. Prints the
+             failover figures.
+  rolling    rolling restart of the 3 replicas one at a time (SIGTERM, wait for exit, start
+             again on the same ports) with a request loop over all nodes through haproxy: 0
+             failed requests started after the first SIGTERM, for the KubeEdge-protocol nodes
+             too (their requests wait for the redial, --node-reconnect-grace; the access logs
+             show it).
+  partition  iptables in one replica's namespace drops everything between it and the other
+             replicas' addresses (its edges and clients still reach it through haproxy and
+             directly). Both sides notice (the links' liveness, --peer-dead-timeout) and
+             forget each other's nodes; meanwhile a node of each side moves to the other one
+             (its old edge frozen with its tunnel open, a new one dialled there): split brain
+             on purpose. Throughout, requests for every other node sent to its holder, and
+             from the other side of the majority, never fail. Healed: the links come back,
+             the newer tunnel of each moved node wins and the older is closed, and then every
+             node is held by exactly one replica (each replica's /sessions, and every
+             directory holds all the others), reachable through all three and haproxy with
+             identical bytes (logs, metrics, exec) and no request waiting for its node.
 """
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -38,34 +54,17 @@ sys.path.insert(0, os.path.join(HERE, "lib"))
 sys.path.insert(0, HERE)
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
-import replicas_test as rt  # noqa: E402  (Relay, Fleet, request helpers)
+import netns  # noqa: E402
+import replicas_test as rt  # noqa: E402  (request helpers, admin port, metrics)
 
 NAMES = rt.NAMES
 DRAIN_TIMEOUT = "15s"
+PEER_DEAD_S = 3  # --peer-dead-timeout: a silent link goes after this
 ES_NODES = tuple("edge-%d" % i for i in range(1, 11))
 KE_NODES = ("edge-11", "edge-12")
 HAPROXY = "/usr/sbin/haproxy"
-
-
-def _start_fixed(env, extra=(), name="cloudstream", prefix=(), wrap=None):
-    """A replica on fixed tunnel, stream and admin ports (haproxy's configuration names them;
-    a restarted replica comes back on the same ones)."""
-    ports = None
-    if name in NAMES and hasattr(env, "fleet_ports"):
-        i = NAMES.index(name)
-        ports = (env.fleet_ports[i], env.stream_ports[i], env.admin_ports[i])
-
-    def w(argv):
-        if ports is not None:
-            for flag, port in zip(("--tunnel-listen", "--stream-listen", "--admin-listen"),
-                                  ports):
-                argv[argv.index(flag) + 1] = "127.0.0.1:%d" % port
-            argv += ["--drain-timeout", DRAIN_TIMEOUT]
-        return argv
-    return rt._orig_start(env, extra=extra, name=name, prefix=prefix, wrap=w)
-
-
-h.start_cloudstream = _start_fixed
+# The same ports in every replica's namespace, each on its own address.
+TUNNEL, STREAM, ADMIN = 10000, 10350, 10351
 
 
 class Front:
@@ -76,7 +75,8 @@ class Front:
 
 
 class Haproxy:
-    def __init__(self, env, fleet):
+    def __init__(self, fleet):
+        env, lan = fleet.env, fleet.lan
         self.env = env
         self.tunnel_port, self.stream_port = rt.free_port(), rt.free_port()
         # redispatch 1: a connection refused by a dead replica goes to another one at once
@@ -84,8 +84,8 @@ class Haproxy:
         cfg = ["global", "  maxconn 4096", "defaults", "  mode tcp",
                "  timeout connect 2s", "  timeout client 1h", "  timeout server 1h",
                "  timeout check 1s", "  option redispatch 1", "  retries 3"]
-        for kind, port, backend_ports in (("tunnel", self.tunnel_port, env.fleet_ports),
-                                          ("stream", self.stream_port, env.stream_ports)):
+        for kind, port, backend_port in (("tunnel", self.tunnel_port, TUNNEL),
+                                         ("stream", self.stream_port, STREAM)):
             cfg += ["frontend %s" % kind, "  bind 127.0.0.1:%d" % port,
                     "  default_backend %s_replicas" % kind,
                     "backend %s_replicas" % kind, "  balance roundrobin",
@@ -93,14 +93,14 @@ class Haproxy:
                     "  option httpchk GET /readyz", "  http-check expect status 200",
                     "  default-server inter 100ms fall 1 rise 2"]
             for i, name in enumerate(NAMES):
-                cfg.append("  server %s 127.0.0.1:%d check port %d" % (
-                    name, backend_ports[i], env.admin_ports[i]))
+                cfg.append("  server %s %s:%d check port %d" % (
+                    name, lan.addr(i), backend_port, ADMIN))
         self.cfg = env.path("haproxy.cfg")
         with open(self.cfg, "w") as f:
             f.write("\n".join(cfg) + "\n")
         self.log = open(env.path("haproxy.log"), "wb")
         self.p = subprocess.Popen([HAPROXY, "-db", "-f", self.cfg], stdout=self.log,
-                                  stderr=subprocess.STDOUT)
+                                  stderr=subprocess.STDOUT, preexec_fn=h._die_with_parent)
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -124,27 +124,61 @@ class Haproxy:
         self.log.close()
 
 
-def make(tag, nodes):
-    env_stream = [rt.free_port() for _ in NAMES]
-    env_admin = [rt.free_port() for _ in NAMES]
-    orig_env = h.Env
+class Fleet:
+    """Three replicas in their namespaces, one kubelet stand-in behind every edge, haproxy."""
 
-    class Env(orig_env):  # the ports must be known before the replicas start
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            self.stream_ports = env_stream
-            self.admin_ports = env_admin
-    h.Env = Env
-    try:
-        fleet = rt.make_fleet(tag, nodes)
-    finally:
-        h.Env = orig_env
-    try:
-        fleet.hap = Haproxy(fleet.env, fleet)
-    except Exception:
-        fleet.close(True)
-        raise
-    return fleet
+    def __init__(self, tag, nodes):
+        self.env = self.hap = None
+        self.edges = {}
+        self.cs = [None, None, None]
+        self.lan = netns.Lan("csha", 3)
+        try:
+            self.env = h.Env(tag, nodes=nodes)
+            self.kubelet = h.start_kubelet(self.env)
+            for i in range(3):
+                self.start_replica(i)
+            self.hap = Haproxy(self)
+        except BaseException:
+            self.close(True)
+            raise
+
+    def start_replica(self, i):
+        env, addr = self.env, self.lan.addr(i)
+        peers = ",".join("%s:%d" % (self.lan.addr(j), TUNNEL) for j in range(3))
+        extra = ["--replica-id", NAMES[i], "--peers", peers,
+                 "--peer-cert", env.path("cloudstream-peer.crt"),
+                 "--peer-key", env.path("cloudstream-peer.key"),
+                 "--peer-ca", env.path("peer-ca.crt"),
+                 "--peer-server-ca", env.path("tunnel-ca.crt"),
+                 "--peer-server-name", "localhost", "--peer-redial-max", "500ms",
+                 "--peer-dead-timeout", "%ds" % PEER_DEAD_S, "--drain-timeout", DRAIN_TIMEOUT]
+
+        def on_addr(argv):
+            for flag, port in (("--tunnel-listen", TUNNEL), ("--stream-listen", STREAM),
+                               ("--admin-listen", ADMIN)):
+                argv[argv.index(flag) + 1] = "%s:%d" % (addr, port)
+            return argv
+        p = rt._orig_start(env, extra=extra, name=NAMES[i], prefix=self.lan.prefix_of(i),
+                           wrap=on_addr)
+        p.host = addr
+        self.cs[i] = p
+        return p
+
+    def api(self, i):
+        return h.Api(self.env, STREAM, host=self.lan.addr(i))
+
+    def tunnel_url(self, i):
+        return "wss://%s:%d/v1/kubeedge/connect" % (self.lan.addr(i), TUNNEL)
+
+    def close(self, failed):
+        """Processes first (a namespace lives on while one is inside), then the namespaces."""
+        try:
+            if self.hap:
+                self.hap.stop()
+            if self.env:  # HA_KEEP=1 keeps the run's directory (logs) after a success too
+                h.close_env(self.env, failed or bool(os.environ.get("HA_KEEP")))
+        finally:
+            self.lan.close()
 
 
 def start_edges(fleet, es_nodes, ke_nodes):
@@ -192,7 +226,7 @@ def front_api(fleet):
 
 
 def with_ha(tag, nodes, body):
-    fleet = make(tag, nodes)
+    fleet = Fleet(tag, nodes)
     failed = True
     try:
         body(fleet)
@@ -210,7 +244,6 @@ def with_ha(tag, nodes, body):
                   "%s: sanitizer report:\n%s" % (p.name, fleet.env.tail(p, 30)))
         failed = False
     finally:
-        fleet.hap.stop()
         fleet.close(failed)
 
 
@@ -560,8 +593,224 @@ def rolling():
     with_ha("ha-rolling", ES_NODES + KE_NODES, body)
 
 
+# ---- partition ----------------------------------------------------------------------------
+
+
+def sessions_of(fleet, i):
+    """The nodes replica @i holds a tunnel of (its admin port's /sessions)."""
+    _, body = rt.admin_get(fleet.cs[i], "/sessions")
+    return [line.split("\t")[0] for line in body.splitlines()[1:]
+            if line and not line.startswith("#")]
+
+
+def where(fleet, nodes):
+    """node -> the replicas whose /sessions lists it (each list in replica order)."""
+    held = {n: [] for n in nodes}
+    for i in range(3):
+        for n in sessions_of(fleet, i):
+            held.setdefault(n, []).append(i)
+    return held
+
+
+def converged(fleet, nodes):
+    """Every node held by exactly one replica; every replica's directory holds every node
+    the others hold; every replica has its 2 links out and its 2 links in. (ok, what)."""
+    held = where(fleet, nodes)
+    if any(len(v) != 1 for v in held.values()):
+        return False, "holders %r" % held
+    for i, p in enumerate(fleet.cs):
+        local = sum(1 for v in held.values() if v == [i])
+        d = rt.metric(p, "cloudstream_peer_directory_nodes")
+        out = rt.metric(p, 'cloudstream_peer_links{dir="out"}')
+        inn = rt.metric(p, 'cloudstream_peer_links{dir="in"}')
+        if d != len(nodes) - local or out != 2 or inn != 2:
+            return False, "%s: %d local, directory %s, links out %s in %s" % (
+                NAMES[i], local, d, out, inn)
+    return True, "converged"
+
+
+def wait_true(pred, what, timeout):
+    """Polls @pred (returning (ok, state)) until ok; the last state in the failure."""
+    deadline = time.monotonic() + timeout
+    state = None
+    while time.monotonic() < deadline:
+        ok, state = pred()
+        if ok:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise h.Fail("timed out waiting for %s: %s" % (what, state))
+
+
+class Pinned:
+    """A request loop per (node, replica): logs through that replica's stream port, recorded
+    as (start, end, ok, why)."""
+
+    def __init__(self, fleet, pairs):
+        self.fleet, self.stop = fleet, threading.Event()
+        self.rec = {pair: [] for pair in pairs}
+        self.threads = [threading.Thread(target=self.loop, args=(pair,), daemon=True)
+                        for pair in pairs]
+        for t in self.threads:
+            t.start()
+
+    def loop(self, pair):
+        node, i = pair
+        api = self.fleet.api(i)
+        want = "".join("line %d\n" % k for k in range(1, 6)).encode()
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                status, body = rt.get(api, node, "/containerLogs/default/pod-a/ctr?tailLines=5",
+                                      timeout=10)
+                ok, why = status == 200 and body == want, "%d %r" % (status, body[:120])
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                ok, why = False, repr(e)
+            self.rec[pair].append((t0, time.monotonic(), ok, why))
+            time.sleep(0.05)
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+    def failures(self):
+        return {pair: [(round(r[0], 3), r[3]) for r in v if not r[2]]
+                for pair, v in self.rec.items() if any(not r[2] for r in v)}
+
+
+def partition():
+    def body(fleet):
+        nodes = ES_NODES + KE_NODES
+        lan = fleet.lan
+        start_edges(fleet, ES_NODES, KE_NODES)
+        ok, state = converged(fleet, nodes)
+        check(ok, "before the partition: %s" % state)
+        held = {n: v[0] for n, v in where(fleet, nodes).items()}
+        # The victim: a replica holding an edgestream node, while the others hold one too
+        # (haproxy spreads the 12 edges round robin: about 4 each).
+        victim = next(i for i in (2, 1, 0)
+                      if any(held[n] == i for n in ES_NODES) and
+                      any(held[n] != i for n in ES_NODES))
+        rest = [i for i in range(3) if i != victim]
+        # The nodes that move during the partition: x from the majority to the victim, y
+        # from the victim to the majority (rest[0]).
+        x = next(n for n in ES_NODES if held[n] in rest)
+        y = next(n for n in ES_NODES if held[n] == victim)
+        x_from, y_to = held[x], rest[0]
+        steady = [n for n in nodes if n not in (x, y)]
+        # Throughout: every other node through its holder, and a majority node through the
+        # other majority replica too (forwarded on a link the partition leaves alone).
+        pairs = [(n, held[n]) for n in steady]
+        pairs += [(n, rest[1] if held[n] == rest[0] else rest[0]) for n in steady
+                  if held[n] in rest]
+        loops = Pinned(fleet, pairs)
+        time.sleep(0.5)
+
+        # ---- partition: the victim's namespace drops all it exchanges with the others
+        t_cut = time.monotonic()
+        for i in rest:
+            lan.iptables(victim, "-A", "INPUT", "-s", lan.addr(i), "-j", "DROP")
+            lan.iptables(victim, "-A", "OUTPUT", "-d", lan.addr(i), "-j", "DROP")
+        n_victim = sum(1 for n in nodes if held[n] == victim)
+
+        def split():
+            st = [(rt.metric(p, "cloudstream_peer_directory_nodes"),
+                   rt.metric(p, 'cloudstream_peer_links{dir="out"}'),
+                   rt.metric(p, 'cloudstream_peer_links{dir="in"}')) for p in fleet.cs]
+            want = [(0, 0, 0) if i == victim else
+                    (len(nodes) - n_victim - sum(1 for n in nodes if held[n] == i), 1, 1)
+                    for i in range(3)]
+            return st == want, "directory, links out, links in: %r (want %r)" % (st, want)
+        t_split = wait_true(split, "both sides to drop the links (--peer-dead-timeout %d s)"
+                            % PEER_DEAD_S, PEER_DEAD_S * 3 + 5)
+
+        # Split brain on purpose: x comes up on the victim, y on the majority, while their
+        # old tunnels stay open (the old edges frozen: a half-open tunnel, as after a NAT
+        # or link loss the edge noticed first; frozen, they never redial).
+        for n, to in ((x, victim), (y, y_to)):
+            old, _ = fleet.edges[n]
+            old.send_signal(signal.SIGSTOP)
+            new = h.start_edgestream(fleet.env, None, fleet.kubelet, node=n,
+                                     url=fleet.tunnel_url(to), name="edge-%s-moved" % n)
+            fleet.edges[n + "/moved"] = (new, to)
+        both = where(fleet, nodes)
+        check(sorted(both[x]) == sorted([x_from, victim]) and
+              sorted(both[y]) == sorted([victim, y_to]),
+              "during the partition, x=%s on %r, y=%s on %r" % (x, both[x], y, both[y]))
+        # Each side serves its new tunnel: the victim x, the majority y (from both of its
+        # replicas).
+        rt.logs(fleet.api(victim), x)
+        for i in rest:
+            rt.logs(fleet.api(i), y)
+        time.sleep(float(os.environ.get("HA_PARTITION_HOLD", "1")))
+
+        # ---- heal
+        t_heal = time.monotonic()
+        lan.iptables(victim, "-F", "INPUT")
+        lan.iptables(victim, "-F", "OUTPUT")
+        closed0 = [rt.metric(p, "cloudstream_peer_stale_tunnels_closed_total") or 0
+                   for p in fleet.cs]
+
+        def stale_closed():
+            c = [rt.metric(p, "cloudstream_peer_stale_tunnels_closed_total") or 0
+                 for p in fleet.cs]
+            return c[x_from] >= 1 and c[victim] >= 1, "stale tunnels closed %r" % c
+        t_stale = wait_true(stale_closed, "the older tunnels of %s and %s closed" % (x, y),
+                            30)
+        # The newer tunnel won everywhere: the frozen edges may go now (they never redial).
+        for n in (x, y):
+            old, _ = fleet.edges.pop(n)
+            old.kill()
+            old.wait()
+        t_conv = wait_true(lambda: converged(fleet, nodes),
+                           "one holder per node, every directory full, every link up", 30)
+        final = {n: v[0] for n, v in where(fleet, nodes).items()}
+        check(final[x] == victim and final[y] == y_to,
+              "the newer tunnels lost: x=%s on %s, y=%s on %s" % (x, NAMES[final[x]], y,
+                                                                 NAMES[final[y]]))
+        loops.finish()
+        bad = loops.failures()
+        n_loop = sum(len(v) for v in loops.rec.values())
+        check(not bad, "requests failed during the partition or its healing: %r" % (
+            {"%s via %s" % (n, NAMES[i]): v[:2] for (n, i), v in bad.items()},))
+
+        # ---- every node through every replica and haproxy, bytes identical, none waiting
+        marks = [os.path.getsize(p.logpath) for p in fleet.cs]
+        direct = rt.kubelet_metrics(fleet)
+        apis = [fleet.api(i) for i in range(3)] + [front_api(fleet)]
+        n_req, slowest = 0, 0.0
+        for n in nodes:
+            for api in apis:
+                t0 = time.monotonic()
+                rt.logs(api, n)
+                rt.metrics(api, n, direct)
+                rt.exec_echo(api, n)
+                slowest = max(slowest, time.monotonic() - t0)
+                n_req += 3
+        for p, mark in zip(fleet.cs, marks):
+            with open(p.logpath, "rb") as f:
+                f.seek(mark)
+                waited = [line for line in f.read().splitlines() if b"waited_for_node" in line]
+            check(not waited, "%s: requests after the heal waited for their node: %r" % (
+                p.name, waited[:2]))
+        print("partition: %s cut off from its peers by iptables in its namespace; both sides "
+              "dropped the links %.1f s later (--peer-dead-timeout %d s); %s moved to %s and "
+              "%s to %s meanwhile (split brain); healed: older tunnels closed %.1f s after "
+              "(closed %r), converged (one holder per node, every directory full, every link "
+              "up) %.1f s after; %d requests to holders and across the majority during it all, "
+              "0 failed; then %d requests (logs, metrics, exec) for 12 nodes through each "
+              "replica and haproxy: all identical, none waited, slowest node %.0f ms"
+              % (NAMES[victim], t_split - t_cut, PEER_DEAD_S, x, NAMES[victim], y,
+                 NAMES[y_to], t_stale - t_heal, closed0, t_conv - t_heal, n_loop, n_req,
+                 slowest * 1000), flush=True)
+    with_ha("ha-partition", ES_NODES + KE_NODES, body)
+
+
 if __name__ == "__main__":
     group = sys.argv[1] if len(sys.argv) > 1 else "move"
     sys.argv = sys.argv[1:]
-    sys.exit(h.run({"move": [move], "mesh": [mesh], "kill": [kill],
-                    "rolling": [rolling]}[group]))
+    no = netns.require()
+    if no is not None:
+        sys.exit(no)
+    sys.exit(h.run({"move": [move], "mesh": [mesh], "kill": [kill], "rolling": [rolling],
+                    "partition": [partition]}[group]))

@@ -177,7 +177,8 @@ h.start_cloudstream = _start_fixed
 
 
 def admin_get(p, path):
-    s = socket.create_connection(("127.0.0.1", p.ports["admin"]), timeout=5)
+    """GET @path on @p's admin port (at p.host when it has one: a replica in a namespace)."""
+    s = socket.create_connection((getattr(p, "host", "127.0.0.1"), p.ports["admin"]), timeout=5)
     s.sendall(h.head("GET", path, [("Host", "x")]))
     status, hdrs, rest = h.read_head(s)
     body = h.read_body(s, hdrs, rest)

@@ -3,7 +3,8 @@ stream-certs, processes started on loopback with ready files and stopped by PID,
 "apiserver" client that speaks raw HTTP/1.1 to cloudstream's stream port.
 
 Every process a test starts is registered and stopped (SIGTERM, then SIGKILL) when the test
-ends, whatever happens. Nothing listens anywhere but 127.0.0.1, on ports chosen at run time.
+ends, whatever happens. Nothing listens anywhere but 127.0.0.1, on ports chosen at run time,
+except inside the network namespaces a test makes for itself (netns.py).
 """
 import hashlib
 import os
@@ -205,15 +206,17 @@ def start_kubeedge_edge(env, cloud, kubelet, node="edge-1", protocol="base", ext
 class Api:
     """The kube-apiserver's side of the stream port: TLS with a client certificate."""
 
-    def __init__(self, env, port, cert="apiserver-kubelet-client", ca="stream-ca"):
+    def __init__(self, env, port, cert="apiserver-kubelet-client", ca="stream-ca",
+                 host="127.0.0.1"):
         self.port = port
+        self.host = host
         self.ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
         self.ctx.check_hostname = False  # cloudstream answers for many node names and IPs
         if cert:
             self.ctx.load_cert_chain(env.path(cert + ".crt"), env.path(cert + ".key"))
 
     def connect(self, timeout=10.0):
-        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        raw = socket.create_connection((self.host, self.port), timeout=timeout)
         return self.ctx.wrap_socket(raw)
 
     def request(self, method, target, headers=(), body=b"", timeout=10.0, sock=None):
