@@ -315,7 +315,9 @@
          .max = 600000,
          .value_name = "DURATION",
          .help = "A peer link that brings nothing for this long is dropped (its nodes are "
-                 "forgotten, it is dialled again); a quiet link is pinged at a third of it. "
+                 "forgotten, it is dialled again); a quiet link is pinged at a third of it, "
+                 "and a dial that is no link after a third of it (at least 1 s) is made "
+                 "again. "
                  "Replicas share a cluster network: shorter than the edges' "
                  "--dead-peer-timeout, so a partition that drops packets costs seconds.",
          .since = "0.4"},

@@ -197,6 +197,26 @@ static void schedule_dial(struct out_link *l)
 	lws_sul_schedule(l->srv->ctx, 0, &l->sul_dial, cs__peer_dial, (lws_usec_t)(ms * 1000 + 1));
 }
 
+/*
+ * How long a dial may take to become a link: a third of --peer-dead-timeout (the ping interval),
+ * at least 1 s. Without a bound of its own a dial into a partition (its SYNs dropped) waited
+ * for lws's 10 s while the kernel retransmitted its SYN 1, 3 and 7 s in: once the partition
+ * healed, the link came back only at the next retransmission or at the 10 s, up to ~4 s late.
+ */
+static uint64_t dial_budget_ms(const struct cs_server *srv)
+{
+	uint64_t ms = srv->cfg.peer_dead_timeout_ms / 3;
+	return ms < 1000 ? 1000 : ms;
+}
+
+/* The dial did not become a link in time: closed (CONNECTION_ERROR, then out_closed redials). */
+static void dial_deadline(lws_sorted_usec_list_t *sul)
+{
+	struct out_link *l = lws_container_of(sul, struct out_link, sul_dial);
+	if (l->wsi != NULL && l->e == NULL)
+		lws_set_timeout(l->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
 void cs__peer_dial(lws_sorted_usec_list_t *sul)
 {
 	struct out_link *l = lws_container_of(sul, struct out_link, sul_dial);
@@ -220,7 +240,12 @@ void cs__peer_dial(lws_sorted_usec_list_t *sul)
 	if (lws_client_connect_via_info(&i) == NULL) {
 		l->fails++;
 		schedule_dial(l);
+		return;
 	}
+	/* While it dials, the dial timer is free: it bounds the dial (dial_deadline). */
+	if (l->wsi != NULL && l->e == NULL)
+		lws_sul_schedule(srv->ctx, 0, &l->sul_dial, dial_deadline,
+		                 (lws_usec_t)dial_budget_ms(srv) * LWS_US_PER_MS);
 }
 
 static void append_offer(struct cs_server *srv, struct lws *wsi, unsigned char **p,

@@ -117,7 +117,7 @@ static inline struct cs_peers *peers_of(const struct cs_server *srv)
 
 /* peer_dial.c: the client protocol of the "peer" vhost (cs_peers_start creates it). */
 extern const struct lws_protocols cs__peer_client_protocols[];
-/* peer_dial.c: the dial timer of an out_link (sul_dial). */
+/* peer_dial.c: the dial timer of an out_link (sul_dial; during a dial, its deadline). */
 void cs__peer_dial(lws_sorted_usec_list_t *sul);
 /* peer_dial.c: the liveness sweep over every link, both kinds (sul_live). */
 void cs__peers_live_sweep(lws_sorted_usec_list_t *sul);
