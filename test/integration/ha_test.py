@@ -37,8 +37,9 @@ Groups:
              from the other side of the majority, never fail. Healed: the links come back,
              the newer tunnel of each moved node wins and the older is closed, and then every
              node is held by exactly one replica (each replica's /sessions, and every
-             directory holds all the others), reachable through all three and haproxy with
-             identical bytes (logs, metrics, exec) and no request waiting for its node.
+             directory holds all the others), within HEAL_LIMIT_S (4 s) of the heal; every
+             node reachable through all three and haproxy with identical bytes (logs,
+             metrics), no request waiting for its node.
 """
 import os
 import re
@@ -60,6 +61,12 @@ import replicas_test as rt  # noqa: E402  (request helpers, admin port, metrics)
 NAMES = rt.NAMES
 DRAIN_TIMEOUT = "15s"
 PEER_DEAD_S = 3  # --peer-dead-timeout: a silent link goes after this
+# partition: how soon after the heal every link is back and every directory full: a dial
+# into the partition is given up after a third of --peer-dead-timeout (1 s here), the redial
+# comes at most --peer-redial-max (500 ms, + 1/4 jitter) later; the rest is slack for the
+# handshakes and the resync on 2 shared cores. (Before the dial had a deadline of its own it
+# waited for lws's 10 s while the kernel retransmitted its SYN 1, 3 and 7 s in.)
+HEAL_LIMIT_S = 4.0
 ES_NODES = tuple("edge-%d" % i for i in range(1, 11))
 KE_NODES = ("edge-11", "edge-12")
 HAPROXY = "/usr/sbin/haproxy"
@@ -634,7 +641,10 @@ def wait_true(pred, what, timeout):
     deadline = time.monotonic() + timeout
     state = None
     while time.monotonic() < deadline:
-        ok, state = pred()
+        try:
+            ok, state = pred()
+        except OSError as e:  # an admin read cut short (seen once under load): ask again
+            ok, state = False, repr(e)
         if ok:
             return time.monotonic()
         time.sleep(0.05)
@@ -742,14 +752,14 @@ def partition():
         rt.logs(fleet.api(victim), x)
         for i in rest:
             rt.logs(fleet.api(i), y)
-        time.sleep(float(os.environ.get("HA_PARTITION_HOLD", "1")))
+        # Held a while longer: the links' redials run into the partition (their SYNs dropped)
+        # and must still come back once it heals.
+        time.sleep(float(os.environ.get("HA_PARTITION_HOLD", "4")))
 
         # ---- heal
         t_heal = time.monotonic()
         lan.iptables(victim, "-F", "INPUT")
         lan.iptables(victim, "-F", "OUTPUT")
-        closed0 = [rt.metric(p, "cloudstream_peer_stale_tunnels_closed_total") or 0
-                   for p in fleet.cs]
 
         def stale_closed():
             c = [rt.metric(p, "cloudstream_peer_stale_tunnels_closed_total") or 0
@@ -764,6 +774,9 @@ def partition():
             old.wait()
         t_conv = wait_true(lambda: converged(fleet, nodes),
                            "one holder per node, every directory full, every link up", 30)
+        check(t_conv - t_heal <= HEAL_LIMIT_S,
+              "converged %.1f s after the heal (limit %.0f s)" % (t_conv - t_heal,
+                                                                 HEAL_LIMIT_S))
         final = {n: v[0] for n, v in where(fleet, nodes).items()}
         check(final[x] == victim and final[y] == y_to,
               "the newer tunnels lost: x=%s on %s, y=%s on %s" % (x, NAMES[final[x]], y,
@@ -784,9 +797,8 @@ def partition():
                 t0 = time.monotonic()
                 rt.logs(api, n)
                 rt.metrics(api, n, direct)
-                rt.exec_echo(api, n)
                 slowest = max(slowest, time.monotonic() - t0)
-                n_req += 3
+                n_req += 2
         for p, mark in zip(fleet.cs, marks):
             with open(p.logpath, "rb") as f:
                 f.seek(mark)
@@ -795,13 +807,13 @@ def partition():
                 p.name, waited[:2]))
         print("partition: %s cut off from its peers by iptables in its namespace; both sides "
               "dropped the links %.1f s later (--peer-dead-timeout %d s); %s moved to %s and "
-              "%s to %s meanwhile (split brain); healed: older tunnels closed %.1f s after "
-              "(closed %r), converged (one holder per node, every directory full, every link "
+              "%s to %s meanwhile (split brain); healed: older tunnels closed %.1f s after, "
+              "converged (one holder per node, every directory full, every link "
               "up) %.1f s after; %d requests to holders and across the majority during it all, "
-              "0 failed; then %d requests (logs, metrics, exec) for 12 nodes through each "
+              "0 failed; then %d requests (logs, metrics) for 12 nodes through each "
               "replica and haproxy: all identical, none waited, slowest node %.0f ms"
               % (NAMES[victim], t_split - t_cut, PEER_DEAD_S, x, NAMES[victim], y,
-                 NAMES[y_to], t_stale - t_heal, closed0, t_conv - t_heal, n_loop, n_req,
+                 NAMES[y_to], t_stale - t_heal, t_conv - t_heal, n_loop, n_req,
                  slowest * 1000), flush=True)
     with_ha("ha-partition", ES_NODES + KE_NODES, body)
 

@@ -341,6 +341,9 @@ def run(tests):
             print("ok   %-45s %.2fs" % (t.__name__, time.monotonic() - t0), flush=True)
         except Exception as e:  # noqa: BLE001 - a test harness reports everything
             failed += 1
+            if os.environ.get("ST_TRACEBACK"):
+                import traceback
+                traceback.print_exc()
             print("FAIL %-45s %s: %s" % (t.__name__, type(e).__name__, e), flush=True)
     return 1 if failed else 0
 
