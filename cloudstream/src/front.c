@@ -28,6 +28,7 @@
 #include <certs/certs.h>
 #include <stream/err.h>
 #include <stream/log.h>
+#include <stream/tunnelwrite.h>
 
 #include "servecert.h"
 
@@ -234,7 +235,7 @@ static int front_writeable(struct cs_front *f)
 	 * round instead of one, and no record cut at a block's edge. */
 	size_t n = st_buf_read(&f->out, srv->tx + LWS_PRE, CS_FRONT_WRITE_BYTES);
 	if (n > 0) {
-		if (lws_write(f->wsi, srv->tx + LWS_PRE, n, LWS_WRITE_RAW) < 0)
+		if (st_lws_write_corked(f->wsi, srv->tx + LWS_PRE, n, LWS_WRITE_RAW) < 0)
 			return -1;
 		cs_endpoint_delivered(&f->ep, n);
 	}

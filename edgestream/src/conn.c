@@ -20,12 +20,13 @@
 #include <stream/frame.h>
 #include <stream/limits.h>
 #include <stream/log.h>
+#include <stream/tunnelwrite.h>
 
 #include "relay.h"
 #include "tunnel.h"
 
 #define RELAY_WRITE_MAX  (64u * 1024u) /* plaintext per lws_write, and per TLS read */
-#define BACKEND_RX_BYTES 16384u        /* the most lws hands us per read callback */
+#define BACKEND_RX_BYTES ES_READ_BYTES /* the most lws hands us per read callback */
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
@@ -422,7 +423,7 @@ static int writeable(struct es_conn *c)
 	} else if (took) {
 		es_stream_sent(st, took); /* the cloud's bytes reached the socket: credit back */
 	}
-	if (n > 0 && lws_write(c->wsi, out, n, LWS_WRITE_RAW) < 0)
+	if (n > 0 && st_lws_write_corked(c->wsi, out, n, LWS_WRITE_RAW) < 0)
 		return -1;
 	if (tls && c->state == ES_CONN_OPEN && es_tls_pending(&c->tls) == 0)
 		es_tls_trim(&c->tls); /* everything went: the write buffers go too */

@@ -119,9 +119,9 @@ int es_conn_make_idle(struct es_conn *c, uint64_t idle_ms, void (*on_idle_end)(s
 void es_conn_free(struct es_conn *c);
 
 /* What a connection hands the relay past to_cloud's high mark before its pause takes: the
- * plaintext of what lws had read (one 16 KiB read, a record it completed, and what a backend
- * adds in translation), with room to spare: overflowing it fails the stream. */
-#define ES_CONN_TO_CLOUD_BURST (48u * 1024u)
+ * plaintext of what lws had read (one read of ES_READ_BYTES, a record it completed, and what a
+ * backend adds in translation), with room to spare: overflowing it fails the stream. */
+#define ES_CONN_TO_CLOUD_BURST (ES_READ_BYTES + 48u * 1024u)
 
 /* The ops every connection backend shares (backend.h): write, on_writable, close. */
 void es_conn_op_write(struct es_stream *st);

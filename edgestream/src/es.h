@@ -60,6 +60,12 @@ struct es_conn;
 struct h2c;
 struct es_logs;
 
+/* The most lws hands a raw socket's read callback at once (pt_serv_buf_size - LWS_PRE): a
+ * backend's bulk answer comes in 64 KiB reads, four TLS records per loop round, so each tunnel
+ * batch carries four DATA payloads instead of one (issue 12: one 16 KiB read per round cost a
+ * round, a TLS record and a 10-byte trailer record per 16 KiB). */
+#define ES_READ_BYTES (64u * 1024u)
+
 struct edgestream {
 	struct es_config cfg;
 	struct st_session_totals session_totals; /* every tunnel session's, loop thread */

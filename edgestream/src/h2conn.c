@@ -28,7 +28,7 @@
 #include "tls.h"
 #include "tunnel.h"
 
-#define RX_BYTES       16384u        /* the most lws hands us per read callback */
+#define RX_BYTES       ES_READ_BYTES /* the most lws hands us per read callback */
 #define PLAIN_READ_MAX (64u * 1024u) /* plaintext per TLS read */
 #define TLS_OUT_MAX    (64u * 1024u) /* ciphertext queued per WRITEABLE before sending */
 

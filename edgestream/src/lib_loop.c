@@ -130,7 +130,7 @@ int es__create_loop(struct edgestream *es, char *err, size_t errlen)
 	memset(&info, 0, sizeof info);
 	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
 	info.user = es;
-	info.pt_serv_buf_size = 16384; /* 4 KiB halves relay speed (libwebsockets-notes §7) */
+	info.pt_serv_buf_size = ES_READ_BYTES + LWS_PRE; /* one buffer per loop, not per socket */
 	info.timeout_secs = (unsigned)((es->cfg.connect_timeout_ms + 999) / 1000);
 	/* The same loop as cloudstream's (stream/loop.h): epoll through lws's libev plugin. */
 	enum st_loop_kind kind;

@@ -172,7 +172,7 @@ def main():
                 os.makedirs(args.perf, exist_ok=True)
                 for who, pid in zip(("cloudstream", "edgestream"), pids):
                     perfs.append(subprocess.Popen(
-                        ["perf", "record", "-q", "-o", os.path.join(args.perf, who + ".data"),
+                        ["perf", "record", "-g", "-q", "-o", os.path.join(args.perf, who + ".data"),
                          "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 time.sleep(0.5)
             for _ in range(args.runs):

@@ -27,6 +27,7 @@ struct lws;
 struct st_session;
 
 #define ST_TUNNEL_BATCH_BYTES (128u * 1024u) /* also the tunnel protocols' tx_packet_size */
+#define ST_TLS_RECORD_BYTES   16384u         /* TLS plaintext per full record */
 
 struct st_tunnel_writer {
 	uint8_t *buf;        /* LWS_PRE + batch + one largest message + its header */
@@ -49,5 +50,15 @@ void st_tunnel_writer_free(struct st_tunnel_writer *w);
  * could be drawn.
  */
 ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess);
+
+/*
+ * st_lws_write_corked() - one lws_write(@wsi, @buf, @len, @wp) (@wp: an enum
+ * lws_write_protocol; @buf has LWS_PRE bytes of headroom), with the socket corked (TCP_CORK)
+ * while OpenSSL cuts more than one record's worth into records and writes them one by one: the
+ * kernel sends them as a few large segments instead of one segment per record. For every bulk
+ * TLS write on the loop (the tunnel's batches, a stream's bytes toward its apiserver or
+ * backend). Returns 0, or -EIO when lws refused the write (the connection is going).
+ */
+int st_lws_write_corked(struct lws *wsi, uint8_t *buf, size_t len, int wp);
 
 #endif
