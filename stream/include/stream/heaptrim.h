@@ -30,6 +30,10 @@
  * trim: free pages are touched again only when reused, so free bytes that stayed put since the
  * last trim are already handed back, and trimming them again would be wasted work. */
 
+/* glibc's own trim at free() (M_TRIM_THRESHOLD) once a trimmer runs: only for a top chunk this
+ * large, never for the buffers a transfer frees and takes again every round. */
+#define ST_HEAP_TRIM_AUTO_BYTES (32 * 1024 * 1024)
+
 /* How often the daemons look. */
 #define ST_HEAP_TRIM_INTERVAL_MS 5000u
 
