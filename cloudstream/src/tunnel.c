@@ -33,6 +33,7 @@
 #include <stream/loop.h>
 #include <stream/reasm.h>
 #include <stream/status.h>
+#include <stream/tunnelread.h>
 
 #include "denylist.h"
 #include "identity.h"
@@ -238,6 +239,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	srv->tun.all = t;
 	*slot = t;
 	srv->tun.n++;
+	cs__tunnel_read_own(t); /* big reads, no lws RECEIVE chunks (stream/tunnelread.h) */
 	srv->m.sessions_total[t->caps ? 1 : 0]++;
 	drop_peer_chain(wsi);
 	char peer[64] = "";
@@ -440,6 +442,8 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_CLOSED:
 		st_loop_write_soon_forget(srv->loop, wsi);
 		if (*slot) {
+			st_tunnel_reader_free((*slot)->reader);
+			(*slot)->reader = NULL;
 			tunnel_closed(srv, *slot);
 			*slot = NULL;
 		}

@@ -41,6 +41,13 @@ struct cs_tunnel {
 	struct st_liveness live; /* any frame received counts; paused = our silence */
 	bool want_ping;          /* the sweep asked for a PING: next WRITEABLE sends it */
 	bool kill;               /* cs_tunnel_close: the next WRITEABLE closes it */
+	/* Our own reading of the edge's frames (stream/tunnelread.h; NULL: lws reads, on its
+	 * poll loop). Then PINGs and CLOSE reach us, not lws, and we answer them: */
+	struct st_tunnel_reader *reader;
+	bool want_pong;    /* the next WRITEABLE sends a PONG with @pong */
+	bool close_echo;   /* the edge sent CLOSE: @kill writes ours (@pong holds its payload) */
+	uint8_t pong_len;  /* bytes of @pong */
+	uint8_t pong[125]; /* the PING's (or CLOSE's) payload, a control frame's most */
 	struct cs_tunnel *all_next, *all_prev; /* in srv->tun.all */
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
@@ -114,6 +121,9 @@ void cs__tunnel_end_streams(struct cs_tunnel *t, const char *why);
 int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final);
 /* tunnel_io.c: @t's WRITEABLE (server or client); 0, or -1 to drop the connection. */
 int cs__tunnel_writeable(struct cs_tunnel *t);
+/* tunnel_io.c: read the edge's frames ourselves from now on (stream/tunnelread.h), when the
+ * loop allows; else lws goes on reading (RECEIVE). Call when @t is set up (ESTABLISHED). */
+void cs__tunnel_read_own(struct cs_tunnel *t);
 
 /* tunnel_link.c: a peer link's CLOSED (instead of an edge tunnel's). */
 void cs__tunnel_link_closed(struct cs_tunnel *t);

@@ -15,7 +15,10 @@
 
 #include <stream/err.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 #include <stream/reasm.h>
+#include <stream/tunnelread.h>
+#include <stream/wsframe.h>
 
 /* Feeds one whole message to the session. Returns 0, or -1 to drop the tunnel. */
 static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
@@ -45,11 +48,93 @@ int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool 
 	return tunnel_message(t, msg, msg_len);
 }
 
+/* ---- our own reading (stream/tunnelread.h) --------------------------------------------- */
+
+static int own_message(void *user, const uint8_t *msg, size_t len)
+{
+	struct cs_tunnel *t = user;
+	st_liveness_rx(&t->live, cs_now_ms());
+	t->bytes_in += len;
+	return tunnel_message(t, msg, len); /* -1: logged there; own_end closes */
+}
+
+static void own_ping(void *user, const uint8_t *payload, size_t len)
+{
+	struct cs_tunnel *t = user;
+	st_liveness_rx(&t->live, cs_now_ms());
+	memcpy(t->pong, payload, len); /* <= 125: the reader refuses longer control frames */
+	t->pong_len = (uint8_t)len;
+	t->want_pong = true;
+	if (t->wsi)
+		lws_callback_on_writable(t->wsi);
+}
+
+static void own_pong(void *user)
+{
+	struct cs_tunnel *t = user;
+	st_liveness_rx(&t->live, cs_now_ms());
+}
+
+static void own_close(void *user, const uint8_t *payload, size_t len)
+{
+	struct cs_tunnel *t = user;
+	/* Echo the status code only (RFC 6455 §5.5.1), as lws does. */
+	size_t n = len < 2 ? len : 2;
+	memcpy(t->pong, payload, n);
+	t->pong_len = (uint8_t)n;
+	t->close_echo = true;
+}
+
+static void own_end(void *user, const char *why)
+{
+	struct cs_tunnel *t = user;
+	bool quiet = t->close_echo || strcmp(why, "refused") == 0 ||
+	             strcmp(why, "close_notify") == 0 || strcmp(why, "the connection closed") == 0;
+	st_log(quiet ? ST_LOG_DEBUG : ST_LOG_WARN, t->node, 0, "tunnel dropped: %s", why);
+	t->kill = true;
+	if (t->wsi == NULL)
+		return;
+	lws_callback_on_writable(t->wsi);
+	/* A socket that cannot take our close any more never gets a WRITEABLE: a deadline too. */
+	lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, 2);
+}
+
+static const struct st_tunnel_reader_cbs own_cbs = {
+        .on_message = own_message,
+        .on_ping = own_ping,
+        .on_pong = own_pong,
+        .on_close = own_close,
+        .on_end = own_end,
+};
+
+void cs__tunnel_read_own(struct cs_tunnel *t)
+{
+	/* -ENOTSUP (lws's poll loop) or -ENOMEM: lws reads, as before. */
+	if (st_tunnel_reader_new(&t->reader, t->srv->loop, t->wsi, true, &own_cbs, t) < 0)
+		t->reader = NULL;
+}
+
 int cs__tunnel_writeable(struct cs_tunnel *t)
 {
 	struct cs_server *srv = t->srv;
-	if (t->kill)
+	if (t->kill) {
+		if (t->close_echo) { /* framed by us (lws 4.1.6 has no public CLOSE write); best
+		                      * effort: the socket closes right after */
+			uint8_t *f = srv->tx + LWS_PRE;
+			size_t hl = st_ws_header_encode(f, ST_WS_CLOSE, t->pong_len, NULL);
+			memcpy(f + hl, t->pong, t->pong_len);
+			lws_write(t->wsi, f, hl + t->pong_len, LWS_WRITE_HTTP);
+		}
 		return -1;
+	}
+	if (t->want_pong) { /* the edge's PING, when we read its frames (cs__tunnel_read_own) */
+		t->want_pong = false;
+		memcpy(srv->tx + LWS_PRE, t->pong, t->pong_len);
+		if (lws_write(t->wsi, srv->tx + LWS_PRE, t->pong_len, LWS_WRITE_PONG) < 0)
+			return -1;
+		cs__tunnel_kick(t);
+		return 0;
+	}
 	if (t->want_ping) {
 		/* Its PONG, like any frame, counts as life (st_liveness_rx). Not empty: lws 4.1.6
 		 * gives no RECEIVE_PONG for an empty PONG (ops-ws.c, "goto already_done"). */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include <stream/log.h>
+#include <stream/tunnelread.h>
 
 int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws *wsi,
                        const char *replica, uint32_t caps, uint32_t send_window_bytes,
@@ -54,6 +55,7 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
 	st_liveness_init(&t->live, t->connected_ms);
 	st_session_hello(t->sess, srv->replica);
 	cs__tunnel_kick(t);
+	cs__tunnel_read_own(t); /* a forwarded transfer's bytes come this way (issue 13) */
 	*out = t;
 	return 0;
 }
@@ -67,6 +69,7 @@ void cs_tunnel_link_free(struct cs_tunnel *t)
 {
 	if (t == NULL)
 		return;
+	st_tunnel_reader_free(t->reader);
 	st_session_free(t->sess);
 	st_reasm_cleanup(&t->rx);
 	free(t);

@@ -25,6 +25,7 @@
 #include <stream/ext.h>
 #include <stream/limits.h>
 #include <stream/log.h>
+#include <stream/tunnelread.h>
 
 /* ---- session callbacks ----------------------------------------------------------------- */
 
@@ -148,7 +149,10 @@ void cs__tunnel_update_rx(struct cs_tunnel *t)
 		cs__tunnel_paused_remove(t);
 		st_log(ST_LOG_DEBUG, t->node, 0, "tunnel resumed");
 	}
-	lws_rx_flow_control(t->wsi, want_pause ? 0 : 1);
+	if (t->reader)
+		st_tunnel_reader_pause(t->reader, want_pause);
+	else
+		lws_rx_flow_control(t->wsi, want_pause ? 0 : 1);
 }
 
 /* The process budget may have room: resume the tunnels paused for it, once half is free. */

@@ -144,6 +144,11 @@ void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi)
 	soon_forget(l, SSL_get_fd(ssl));
 }
 
+struct ev_loop *st_loop_ev(struct st_loop *l)
+{
+	return l ? l->ev : NULL;
+}
+
 static void on_tick(lws_sorted_usec_list_t *sul)
 {
 	struct st_loop *l = lws_container_of(sul, struct st_loop, sul_tick);

@@ -1,6 +1,7 @@
 /* Websocket frame headers and masking (stream/wsframe.h). */
 #include <stream/wsframe.h>
 
+#include <errno.h>
 #include <string.h>
 
 size_t st_ws_header_len(size_t payload_len, bool masked)
@@ -47,4 +48,45 @@ void st_ws_mask(uint8_t *p, size_t len, const uint8_t key[4])
 	}
 	for (; i < len; i++)
 		p[i] ^= key[i & 3];
+}
+
+size_t st_ws_header_need(const uint8_t p[2])
+{
+	size_t l7 = p[1] & 0x7fu;
+	return 2u + (l7 == 126 ? 2u : l7 == 127 ? 8u : 0u) + (p[1] & 0x80u ? 4u : 0u);
+}
+
+ssize_t st_ws_header_decode(const uint8_t *p, size_t len, struct st_ws_header *h)
+{
+	if (len < 2)
+		return 0;
+	size_t need = st_ws_header_need(p);
+	if (len < need)
+		return 0;
+	if (p[0] & 0x70u)
+		return -EBADMSG; /* RSV1-3: no extension was negotiated */
+	h->fin = (p[0] & 0x80u) != 0;
+	h->opcode = (uint8_t)(p[0] & 0x0fu);
+	h->masked = (p[1] & 0x80u) != 0;
+	uint64_t l = p[1] & 0x7fu;
+	size_t n = 2;
+	if (l == 126) {
+		l = (uint64_t)p[2] << 8 | p[3];
+		n = 4;
+	} else if (l == 127) {
+		l = 0;
+		for (n = 2; n < 10; n++)
+			l = l << 8 | p[n];
+		if (l >> 63)
+			return -EBADMSG;
+	}
+	if (h->opcode & 0x8u && (!h->fin || l > 125))
+		return -EBADMSG; /* a control frame: whole, and short */
+	h->len = l;
+	if (h->masked) {
+		memcpy(h->key, p + n, 4);
+		n += 4;
+	}
+	h->header_bytes = n;
+	return (ssize_t)n;
 }

@@ -16,6 +16,7 @@ struct lws;
 struct lws_vhost;
 struct lws_context;
 struct lws_context_creation_info;
+struct ev_loop;
 
 /*
  * The loop under lws. lws 4.1.6's own loop poll()s every fd on every round, O(open sockets)
@@ -65,6 +66,10 @@ int st_loop_run(struct st_loop *l, int timeout_ms);
  */
 void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi);
 void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi);
+
+/* st_loop_ev() - the libev loop under lws, or NULL on lws's poll loop: for a watcher of our
+ * own beside lws's (stream/tunnelread.h). */
+struct ev_loop *st_loop_ev(struct st_loop *l);
 
 /* st_loop_destroy() - lws_context_destroy() (every connection's callbacks run), then the
  * loop itself. NULL is fine. */

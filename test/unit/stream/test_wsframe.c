@@ -1,4 +1,5 @@
 /* Unit tests for websocket framing and masking (stream/wsframe.h). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +81,75 @@ static void test_st_ws_mask__same_as_bytewise_any_alignment(void **state)
 	}
 }
 
+/* Encode -> decode round trips across the length forms, masked and not; every proper prefix
+ * of a header is "incomplete" (0). */
+static void test_st_ws_header_decode__round_trip_and_prefixes(void **state)
+{
+	(void)state;
+	static const uint8_t key[4] = {0x37, 0xfa, 0x21, 0x3d};
+	static const uint64_t lens[] = {0, 1, 125, 126, 65535, 65536, 1u << 20};
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+		for (int m = 0; m < 2; m++) {
+			uint8_t b[ST_WS_MAX_HEADER_BYTES];
+			size_t hl = st_ws_header_encode(b, ST_WS_BINARY, lens[i], m ? key : NULL);
+			assert_int_equal(st_ws_header_need(b), hl);
+			struct st_ws_header h;
+			for (size_t k = 0; k < hl; k++)
+				assert_int_equal(st_ws_header_decode(b, k, &h), 0);
+			assert_int_equal(st_ws_header_decode(b, hl, &h), (ssize_t)hl);
+			assert_int_equal(h.header_bytes, hl);
+			assert_int_equal(h.len, lens[i]);
+			assert_int_equal(h.opcode, ST_WS_BINARY);
+			assert_true(h.fin);
+			assert_int_equal(h.masked, m);
+			if (m)
+				assert_memory_equal(h.key, key, 4);
+		}
+}
+
+/* The RFC 6455 §5.7 examples: a masked "Hello", a PING, a fragmented text's first frame. */
+static void test_st_ws_header_decode__rfc_examples(void **state)
+{
+	(void)state;
+	struct st_ws_header h;
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x81\x85\x37\xfa\x21\x3d", 6, &h),
+	                 6);
+	assert_int_equal(h.opcode, ST_WS_TEXT);
+	assert_int_equal(h.len, 5);
+	assert_true(h.masked);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x89\x05", 2, &h), 2);
+	assert_int_equal(h.opcode, ST_WS_PING);
+	assert_int_equal(h.len, 5);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x01\x03", 2, &h), 2);
+	assert_false(h.fin);
+	assert_int_equal(h.opcode, ST_WS_TEXT);
+	/* an unknown opcode decodes; the caller refuses it */
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x83\x00", 2, &h), 2);
+	assert_int_equal(h.opcode, 3);
+}
+
+/* Refused: reserved bits, a fragmented or long control frame, a 64-bit length's top bit. The
+ * limits: a control frame of 125 bytes passes, 126 does not. */
+static void test_st_ws_header_decode__refused(void **state)
+{
+	(void)state;
+	struct st_ws_header h;
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\xc2\x00", 2, &h), -EBADMSG);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\xa2\x00", 2, &h), -EBADMSG);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x92\x00", 2, &h), -EBADMSG);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x09\x00", 2, &h), -EBADMSG);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x89\x7d", 2, &h), 2);
+	assert_int_equal(st_ws_header_decode((const uint8_t *)"\x89\x7e\x00\x7e", 4, &h), -EBADMSG);
+	assert_int_equal(
+	        st_ws_header_decode((const uint8_t *)"\x82\x7f\x80\x00\x00\x00\x00\x00\x00\x00", 10,
+	                            &h),
+	        -EBADMSG);
+	assert_int_equal(
+	        st_ws_header_decode((const uint8_t *)"\x82\x7f\x7f\xff\xff\xff\xff\xff\xff\xff", 10,
+	                            &h),
+	        10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -87,6 +157,9 @@ int main(void)
 	        cmocka_unit_test(test_st_ws_header_encode__golden),
 	        cmocka_unit_test(test_st_ws_mask__rfc_example),
 	        cmocka_unit_test(test_st_ws_mask__same_as_bytewise_any_alignment),
+	        cmocka_unit_test(test_st_ws_header_decode__round_trip_and_prefixes),
+	        cmocka_unit_test(test_st_ws_header_decode__rfc_examples),
+	        cmocka_unit_test(test_st_ws_header_decode__refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

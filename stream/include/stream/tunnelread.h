@@ -1,0 +1,73 @@
+/*
+ * stream/tunnelread.h — the tunnel's reader: a websocket's frames read by us, in big reads,
+ * once libwebsockets has set the connection up (the counterpart of stream/tunnelwrite.h).
+ *
+ * Why: lws 4.1.6 reads a websocket in pieces of its protocol's rx_buffer_size (2 KiB on the
+ * cloud's tunnels, kept small because lws holds that much per idle tunnel): eight SSL_read
+ * calls, eight callbacks and eight ERR_clear_error per 16 KiB record, two read() system calls
+ * per record (no read-ahead: lws looks only at SSL_pending), and st_reasm copies each message
+ * together again. The reader takes the socket's reading over: lws's own reading is paused for
+ * good (lws_rx_flow_control), an ev_io of ours on the same socket calls SSL_read with OpenSSL's
+ * read-ahead on (one read() brings several records), reads each frame exactly (its header,
+ * then its payload, so no bytes of the next frame need moving), unmasks eight bytes per step
+ * and hands each whole message to the caller from its buffer. lws still does the handshake,
+ * every write (PONGs included) and the close.
+ *
+ * Only on the epoll loop (stream/loop.h) and only where no frame can have reached lws before
+ * the take-over: the server side, taken over in LWS_CALLBACK_ESTABLISHED (a client sends its
+ * first frame after the 101). A client that sends frames before the 101 arrives is dropped
+ * when its frame is cut between lws and us.
+ *
+ * Memory: nothing but this struct while idle; a buffer the size of the frame being read
+ * (up to ST_MAX_MESSAGE_BYTES) while a frame is partly read, and st_reasm's for a fragmented
+ * message. Thread-safety: none; the loop thread owns the reader.
+ */
+#ifndef STREAM_TUNNELREAD_H
+#define STREAM_TUNNELREAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct lws;
+struct st_loop;
+struct st_tunnel_reader;
+
+/*
+ * What the reader hands over. @user is the one given at creation. Callbacks must not free the
+ * reader (st_tunnel_reader_free only from the connection's close callback); they may pause it.
+ */
+struct st_tunnel_reader_cbs {
+	/* a whole TEXT or BINARY message (gathered when it came fragmented); @msg is valid for the
+	 * call. 0 to go on, < 0 to stop reading (the caller closes the connection). */
+	int (*on_message)(void *user, const uint8_t *msg, size_t len);
+	/* a PING (@len <= 125): the caller answers with a PONG carrying the same bytes. */
+	void (*on_ping)(void *user, const uint8_t *payload, size_t len);
+	/* a PONG. */
+	void (*on_pong)(void *user);
+	/* the peer's CLOSE frame (@len <= 125: a status code and reason, or nothing), just before
+	 * on_end: the caller may echo it (RFC 6455 §5.5.1) before it closes. */
+	void (*on_close)(void *user, const uint8_t *payload, size_t len);
+	/* the reading ended and will not start again: the peer's CLOSE frame, close_notify or
+	 * EOF, a TLS error, a malformed or oversized frame. @why is static text. Called once; the
+	 * caller closes the connection (lws_set_timeout ... LWS_TO_KILL_ASYNC). */
+	void (*on_end)(void *user, const char *why);
+};
+
+/*
+ * st_tunnel_reader_new() - take the reading of @wsi (an established websocket over TLS) over.
+ * @server: we are the websocket server, so every frame must be masked. Returns 0 with *@out,
+ * -ENOTSUP when @l is lws's poll loop or @wsi has no TLS (then lws keeps reading; nothing
+ * changed), or -ENOMEM.
+ */
+int st_tunnel_reader_new(struct st_tunnel_reader **out, struct st_loop *l, struct lws *wsi,
+                         bool server, const struct st_tunnel_reader_cbs *cbs, void *user);
+
+/* st_tunnel_reader_pause() - stop (@pause) or restart reading: the tunnel's back-pressure.
+ * The frame being handed over when it is paused is the last until the restart. */
+void st_tunnel_reader_pause(struct st_tunnel_reader *r, bool pause);
+
+/* st_tunnel_reader_free() - stop and free. NULL is a no-op. */
+void st_tunnel_reader_free(struct st_tunnel_reader *r);
+
+#endif
