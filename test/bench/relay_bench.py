@@ -2,7 +2,7 @@
 """Bulk throughput and CPU per GiB of each relay, against a direct connection and one nginx TLS
 proxy hop measured in the same run.
 
-    test/bench/relay_bench.py [--build build/rel] [--mib 1024] [--runs 3]
+    test/bench/relay_bench.py [--build build/rel] [--mib 1024] [--runs 3] [--baseline DIR]
 
 Everything real, on 127.0.0.1, with curl as the client (it is not the bound: it reads a GiB
 over TLS in well under a CPU-second):
@@ -11,8 +11,11 @@ over TLS in well under a CPU-second):
                TLS in, TLS with a client certificate out) → the kubelet nginx
   - chain:     curl → cloudstream's stream port → tunnel (wss) → edgestream → the kubelet nginx
 For the chain, the CPU time each daemon spent (utime + stime from /proc, read before and after)
-is divided by the bytes moved. Prints the median of --runs per path and the ratios. A program,
-not a test: it asserts nothing about speed. Use a Release build.
+is divided by the bytes moved. Prints the median of --runs per path and the ratios. With
+--baseline DIR (another Release build, e.g. of the commit before a change), a second chain of
+that build's daemons is measured in the same run, its runs alternating with the first's, and
+both are printed side by side. A program, not a test: it asserts nothing about speed. Use a
+Release build.
 """
 import argparse
 import os
@@ -123,6 +126,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--requests", type=int, default=2000,
                     help="keep-alive GETs of a 4 KiB answer, on one connection, per path")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a second build whose chain is measured alternately, for before/after")
     ap.add_argument("--perf", metavar="DIR",
                     help="record each daemon with `perf record` during the chain runs into DIR")
     args = ap.parse_args()
@@ -159,6 +164,14 @@ def main():
         cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
         kubelet = type("K", (), {"port": kport})()
         edge = h.start_edgestream(env, cloud, kubelet, extra=["--log-level", "warn"])
+        base = None
+        if args.baseline:
+            h.BIN = os.path.abspath(args.baseline)
+            bcloud = h.start_cloudstream(env, extra=["--log-level", "warn"], name="cloud-base")
+            bedge = h.start_edgestream(env, bcloud, kubelet, extra=["--log-level", "warn"],
+                                       name="edge-base")
+            h.BIN = os.path.abspath(args.build)
+            base = (bcloud, bedge)
         target = "/containerLogs/default/x/y"
         api = ["--cert", env.path("apiserver-kubelet-client.crt"),
                "--key", env.path("apiserver-kubelet-client.key")]
@@ -198,9 +211,28 @@ def main():
         gib = nbytes / float(1 << 30)
         t_direct, _ = measure("direct", "https://127.0.0.1:%d%s" % (kport, target), kub)
         t_hop, _ = measure("nginx hop", "https://127.0.0.1:%d%s" % (pport, target), api)
-        t_chain, (c_cloud, c_edge) = measure(
-            "chain", "https://127.0.0.1:%d%s" % (cloud.ports["stream"], target), api,
-            host="edge-1:10350", pids=(cloud.pid, edge.pid))
+        chain_url = "https://127.0.0.1:%d" + target
+        if base is None:
+            t_chain, (c_cloud, c_edge) = measure(
+                "chain", chain_url % cloud.ports["stream"], api, host="edge-1:10350",
+                pids=(cloud.pid, edge.pid))
+        else:  # one run of each chain in turn, so both see the same load
+            runs, args.runs = args.runs, 1
+            mine, theirs, calls_mine = [], [], []
+            for _ in range(runs):
+                mine.append(measure("chain", chain_url % cloud.ports["stream"], api,
+                                    host="edge-1:10350", pids=(cloud.pid, edge.pid)))
+                calls_mine.append(measure.calls)
+                theirs.append(measure("baseline chain", chain_url % base[0].ports["stream"],
+                                      api, host="edge-1:10350",
+                                      pids=(base[0].pid, base[1].pid)))
+            args.runs = runs
+            med = lambda xs, f: statistics.median(f(x) for x in xs)  # noqa: E731
+            t_chain = med(mine, lambda x: x[0])
+            c_cloud, c_edge = med(mine, lambda x: x[1][0]), med(mine, lambda x: x[1][1])
+            tb = med(theirs, lambda x: x[0])
+            bc, be = med(theirs, lambda x: x[1][0]), med(theirs, lambda x: x[1][1])
+            measure.calls = calls_mine[len(calls_mine) // 2]
         def latency(port, certfile, keyfile, host):
             ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
             ctx.check_hostname = False
@@ -238,6 +270,12 @@ def main():
               (mbps(t_chain), t_direct / t_chain, t_hop / t_chain))
         print("  CPU per GiB: cloudstream %.2f s, edgestream %.2f s (edge/cloud %.2f)" %
               (c_cloud / gib, c_edge / gib, c_edge / c_cloud if c_cloud else float("inf")))
+        if base is not None:
+            print("  baseline    %8.1f MB/s  = %.2fx direct, %.2fx the nginx hop (%s)" %
+                  (mbps(tb), t_direct / tb, t_hop / tb, args.baseline))
+            print("  CPU per GiB, baseline: cloudstream %.2f s, edgestream %.2f s "
+                  "(edge/cloud %.2f); chain / baseline throughput %.2f" %
+                  (bc / gib, be / gib, be / bc if bc else float("inf"), tb / t_chain))
         (cr, cw), (er, ew) = measure.calls
         print("  system calls per MiB (reads/writes, one run): cloudstream %.0f/%.0f, "
               "edgestream %.0f/%.0f" % (cr / args.mib, cw / args.mib, er / args.mib,
