@@ -9,7 +9,7 @@
  * together again. The reader takes the socket's reading over: lws's own reading is paused for
  * good (lws_rx_flow_control), an ev_io of ours on the same socket calls SSL_read with OpenSSL's
  * read-ahead on (one read() brings several records), reads each frame exactly (its header,
- * then its payload, so no bytes of the next frame need moving), unmasks eight bytes per step
+ * then its payload, so no bytes of the next frame need moving), unmasks 32 bytes per step
  * and hands each whole message to the caller from its buffer. lws still does the handshake,
  * every write (PONGs included) and the close.
  *

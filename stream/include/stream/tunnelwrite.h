@@ -6,7 +6,7 @@
  * round-robin over the streams) until ST_TUNNEL_BATCH_BYTES are framed or nothing is left, and
  * writes them with one lws_write: one TLS write of up to eight 16 KiB records instead of one
  * message, one record and one loop round each. On the edge (a websocket client) every frame is
- * masked with its own key, eight bytes per step; keys come from OpenSSL's DRBG (RAND_bytes, in
+ * masked with its own key, 32 bytes per step; keys come from OpenSSL's DRBG (RAND_bytes, in
  * process), drawn 256 frames at a time, never from a read of /dev/urandom per frame.
  *
  * The batch is no larger than the tunnel protocol's tx_packet_size, so lws sends it in one go

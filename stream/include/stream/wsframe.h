@@ -5,7 +5,7 @@
  * a client frame one byte at a time and reads the 4-byte mask from /dev/urandom for every frame
  * (53 % of edgestream's CPU on bulk transfers, libwebsockets-notes §7), and it writes one message
  * per writable callback. The tunnel writer (stream/tunnelwrite.h) packs several messages, frames
- * each with these functions, masks eight bytes per step with a key it draws from OpenSSL's DRBG,
+ * each with these functions, masks 32 bytes per step with a key it draws from OpenSSL's DRBG,
  * and hands the batch to lws as raw bytes.
  */
 #ifndef STREAM_WSFRAME_H
@@ -66,7 +66,7 @@ size_t st_ws_header_need(const uint8_t p[2]);
 ssize_t st_ws_header_decode(const uint8_t *p, size_t len, struct st_ws_header *h);
 
 /* st_ws_mask() - XOR @len bytes at @p with the 4-byte @key, the key's phase starting at p[0]
- * (masking and unmasking are the same operation). Eight bytes per step, any alignment. */
+ * (masking and unmasking are the same operation). 32 bytes per step, any alignment. */
 void st_ws_mask(uint8_t *p, size_t len, const uint8_t key[4]);
 
 #endif
