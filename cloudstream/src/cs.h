@@ -81,10 +81,16 @@ struct cs_metrics {
 struct cs_front;
 struct door_set;
 
+/* When the liveness sweep next needs to look at a tunnel (tunnel_io.c). */
+struct cs_live_slot {
+	uint64_t due_ms;
+	struct cs_tunnel *t;
+};
+
 /* The tunnel module's part of the server (tunnel.c, tunnel_stream.c own it; read-only
  * elsewhere). */
 struct cs_tunnel_set {
-	struct cs_tunnel *all;    /* every tunnel (list): the liveness sweep walks it */
+	struct cs_tunnel *all;    /* every edge tunnel (list; the admin listing, draining) */
 	struct cs_tunnel *paused; /* base-protocol tunnels paused for the process budget (list) */
 	size_t n;                 /* tunnels connected */
 	size_t n_streams;         /* streams open, all tunnels */
@@ -93,6 +99,12 @@ struct cs_tunnel_set {
 	                           * to an edge with credit, and the bytes endpoints hold toward
 	                           * their consumers otherwise */
 	lws_sorted_usec_list_t sul_liveness;
+	/* The liveness sweep's schedule: one slot per tunnel in srv->tun.all, dense, so the
+	 * sweep reads 16 bytes a tunnel and the tunnel itself only when its time came
+	 * (st_liveness_next_check_ms). Slot i's tunnel has live_slot == i. */
+	struct cs_live_slot *live;
+	size_t live_n, live_cap;
+	uint64_t live_ping_ms, live_dead_ms; /* the settings the slots' times were computed for */
 };
 
 struct cs_server {

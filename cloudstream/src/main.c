@@ -472,6 +472,7 @@ out_config:
 	cs_authz_stop(&srv);
 	cs_door_free(&srv);
 	curl_global_cleanup();
+	free(srv.tun.live); /* every tunnel left it when the context closed it */
 	free(srv.tx);
 	st_tunnel_writer_free(&srv.tunnel_writer);
 	free(srv.scratch);

@@ -222,8 +222,14 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	if (t->caps)
 		st_session_hello(t->sess, srv->replica);
 	void *old = NULL;
-	int rc = cs_registry_put_claims(srv->reg, t->node, strlen(t->node), a.ips, a.claims,
-	                                a.n_ips, t, &old);
+	st_liveness_init(&t->live, t->connected_ms);
+	int rc = cs__tunnel_live_add(t);
+	if (rc == 0) {
+		rc = cs_registry_put_claims(srv->reg, t->node, strlen(t->node), a.ips, a.claims,
+		                            a.n_ips, t, &old);
+		if (rc < 0)
+			cs__tunnel_live_remove(t);
+	}
 	if (rc < 0) {
 		st_log(ST_LOG_ERROR, t->node, 0, "tunnel not registered: %s", st_strerror(rc));
 		st_session_free(t->sess);
@@ -232,7 +238,6 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 		return;
 	}
 	t->registered = true;
-	st_liveness_init(&t->live, t->connected_ms);
 	t->all_next = srv->tun.all;
 	if (srv->tun.all)
 		srv->tun.all->all_prev = t;
@@ -307,6 +312,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	    cs_registry_get(srv->reg, t->node, strlen(t->node)) == NULL)
 		cs_front_node_gone_csv(srv, t->node, t->ips); /* its redial is waited for */
 	cs__tunnel_paused_remove(t);
+	cs__tunnel_live_remove(t);
 	if (t->all_prev)
 		t->all_prev->all_next = t->all_next;
 	else

@@ -39,6 +39,7 @@ struct cs_tunnel {
 	bool registered;         /* the registry points at it */
 	bool revoked;            /* closed by cs_tunnel_revoke: no wait for its redial */
 	struct st_liveness live; /* any frame received counts; paused = our silence */
+	size_t live_slot;        /* its slot in srv->tun.live (edges' tunnels only) */
 	bool want_ping;          /* the sweep asked for a PING: next WRITEABLE sends it */
 	bool kill;               /* cs_tunnel_close: the next WRITEABLE closes it */
 	/* Our own reading of the edge's frames (stream/tunnelread.h; NULL: lws reads, on its
@@ -124,6 +125,11 @@ int cs__tunnel_writeable(struct cs_tunnel *t);
 /* tunnel_io.c: read the edge's frames ourselves from now on (stream/tunnelread.h), when the
  * loop allows; else lws goes on reading (RECEIVE). Call when @t is set up (ESTABLISHED). */
 void cs__tunnel_read_own(struct cs_tunnel *t);
+/* tunnel_io.c: @t (an edge's tunnel, liveness initialised) joins the liveness sweep, checked
+ * at the next sweep: 0 or -ENOMEM. Leaves it with cs__tunnel_live_remove (a tunnel that never
+ * joined is fine). */
+int cs__tunnel_live_add(struct cs_tunnel *t);
+void cs__tunnel_live_remove(struct cs_tunnel *t);
 
 /* tunnel_link.c: a peer link's CLOSED (instead of an edge tunnel's). */
 void cs__tunnel_link_closed(struct cs_tunnel *t);

@@ -185,16 +185,58 @@ static bool peer_spoke(struct cs_tunnel *t, uint64_t now)
 	return true;
 }
 
-/* One pass over every tunnel, O(1) each: ping the quiet ones, close the dead ones. */
+int cs__tunnel_live_add(struct cs_tunnel *t)
+{
+	struct cs_tunnel_set *set = &t->srv->tun;
+	if (set->live_n == set->live_cap) {
+		size_t cap = set->live_cap ? 2 * set->live_cap : 256;
+		struct cs_live_slot *a = realloc(set->live, cap * sizeof *a);
+		if (a == NULL)
+			return -ENOMEM;
+		set->live = a;
+		set->live_cap = cap;
+	}
+	t->live_slot = set->live_n++;
+	set->live[t->live_slot] = (struct cs_live_slot){.due_ms = 0, .t = t}; /* next sweep */
+	return 0;
+}
+
+void cs__tunnel_live_remove(struct cs_tunnel *t)
+{
+	struct cs_tunnel_set *set = &t->srv->tun;
+	size_t i = t->live_slot;
+	if (i >= set->live_n || set->live[i].t != t)
+		return;                          /* never added */
+	set->live[i] = set->live[--set->live_n]; /* the last slot fills the hole */
+	set->live[i].t->live_slot = i;
+}
+
+/*
+ * One pass over every tunnel's slot: ping the quiet ones, close the dead ones. A tunnel is
+ * read only when its slot's time has come (st_liveness_next_check_ms): an edge that pings
+ * every 5 s is looked at once per --ping-interval (its PINGs are answered by lws unseen, so
+ * TCP_INFO is asked then), not once a second.
+ */
 static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct cs_server *srv = lws_container_of(sul, struct cs_server, tun.sul_liveness);
-	uint64_t now = cs_now_ms();
-	for (struct cs_tunnel *t = srv->tun.all; t; t = t->all_next) {
+	struct cs_tunnel_set *set = &srv->tun;
+	uint64_t now = cs_now_ms(), ping = srv->cfg.ping_interval_ms,
+	         dead = srv->cfg.dead_peer_timeout_ms;
+	if (set->live_ping_ms != ping || set->live_dead_ms != dead) {
+		for (size_t i = 0; i < set->live_n; i++)
+			set->live[i].due_ms = 0; /* times computed for other settings */
+		set->live_ping_ms = ping;
+		set->live_dead_ms = dead;
+	}
+	for (size_t i = 0; i < set->live_n; i++) {
+		struct cs_live_slot *slot = &set->live[i];
+		if (slot->due_ms > now)
+			continue;
+		struct cs_tunnel *t = slot->t;
 		if (t->wsi == NULL)
 			continue;
-		switch (st_liveness_check(&t->live, now, srv->cfg.ping_interval_ms,
-		                          srv->cfg.dead_peer_timeout_ms)) {
+		switch (st_liveness_check(&t->live, now, ping, dead)) {
 		case ST_LIVENESS_PING:
 			if (peer_spoke(t, now))
 				break;
@@ -212,6 +254,7 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 		case ST_LIVENESS_OK:
 			break;
 		}
+		slot->due_ms = st_liveness_next_check_ms(&t->live, now, ping, dead);
 	}
 	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *

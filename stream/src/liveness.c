@@ -49,3 +49,27 @@ enum st_liveness_verdict st_liveness_check(struct st_liveness *l, uint64_t now_m
 	l->last_ping_ms = now_ms;
 	return ST_LIVENESS_PING;
 }
+
+uint64_t st_liveness_next_check_ms(const struct st_liveness *l, uint64_t now_ms,
+                                   uint64_t ping_interval_ms, uint64_t dead_ms)
+{
+	uint64_t due = UINT64_MAX;
+	if (l->paused) {
+		/* Resuming restarts the clock at the moment of resuming, which is later. */
+		if (dead_ms > 0)
+			due = now_ms + dead_ms;
+		if (ping_interval_ms > 0 && now_ms + ping_interval_ms < due)
+			due = now_ms + ping_interval_ms;
+		return due;
+	}
+	if (dead_ms > 0)
+		due = l->last_rx_ms + dead_ms;
+	if (ping_interval_ms > 0) {
+		uint64_t ping = l->last_rx_ms + ping_interval_ms;
+		if (l->last_ping_ms > l->last_rx_ms && l->last_ping_ms + ping_interval_ms > ping)
+			ping = l->last_ping_ms + ping_interval_ms; /* asked already: the next ask */
+		if (ping < due)
+			due = ping;
+	}
+	return due;
+}

@@ -46,6 +46,18 @@ void st_liveness_pause(struct st_liveness *l, bool paused, uint64_t now_ms);
 enum st_liveness_verdict st_liveness_check(struct st_liveness *l, uint64_t now_ms,
                                            uint64_t ping_interval_ms, uint64_t dead_ms);
 
+/*
+ * st_liveness_next_check_ms() - the earliest time at which st_liveness_check(@l, ...) with
+ * the same @ping_interval_ms and @dead_ms can return anything but OK, if nothing changes @l
+ * meanwhile; UINT64_MAX when never. What can change it (st_liveness_rx, st_liveness_pause,
+ * st_liveness_check itself) only makes that time later, so a sweep may skip a tunnel until
+ * this time without reading its record: at 19,000 tunnels, walking every record once a second
+ * was 7 % of the idle loop's CPU, nearly all of it cache misses. @now_ms is the time of the
+ * call (a paused tunnel gets nothing before now + the shorter of the two).
+ */
+uint64_t st_liveness_next_check_ms(const struct st_liveness *l, uint64_t now_ms,
+                                   uint64_t ping_interval_ms, uint64_t dead_ms);
+
 /* st_liveness_sweep_interval_ms() - how often to call st_liveness_check for @ping_interval_ms:
  * a quarter of it, within [100 ms, 1 s], so a ping or a verdict is at most that late. */
 uint64_t st_liveness_sweep_interval_ms(uint64_t ping_interval_ms);
