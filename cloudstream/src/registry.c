@@ -18,7 +18,7 @@ struct node_entry {
 	char ips[CS_REGISTRY_MAX_IPS][CS_IP_TEXT_MAX_BYTES + 1];
 	uint8_t claims[CS_REGISTRY_MAX_IPS]; /* enum cs_ip_claim of each IP */
 	size_t name_len;
-	char name[CS_NODE_NAME_MAX_BYTES + 1];
+	char name[]; /* name_len + 1 bytes: a fleet's names are far shorter than the 253 allowed */
 };
 
 /* Who holds an IP: one node, or (only when every claim is verified) several that really share
@@ -344,7 +344,7 @@ int cs_registry_put_claims(struct cs_registry *r, const char *node, size_t len,
 	if (e == NULL) {
 		if (r->nodes.count >= r->max_entries)
 			return -ENOSPC;
-		created = calloc(1, sizeof *created);
+		created = calloc(1, sizeof *created + len + 1);
 		if (created == NULL || table_reserve(r, &r->nodes, 1) < 0)
 			goto fail;
 	}

@@ -182,7 +182,8 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	cs__tunnel_admit(wsi, srv, &a);
 	if (a.status != 0)
 		return;
-	struct cs_tunnel *t = calloc(1, sizeof *t);
+	size_t node_len = strlen(a.node);
+	struct cs_tunnel *t = calloc(1, sizeof *t + node_len + 1);
 	if (t == NULL)
 		return;
 	struct st_ext_offer agreed = {0};
@@ -215,7 +216,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	t->next_stream_id = 1;
 	st_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
 	t->connected_ms = cs_now_ms();
-	memcpy(t->node, a.node, sizeof t->node);
+	memcpy(t->node, a.node, node_len + 1);
 	memcpy(t->serial, a.serial, sizeof t->serial);
 	/* For the admin listing; without memory it is only not shown. */
 	t->replica = a.has_offer && a.offer.replica_id[0] ? strdup(a.offer.replica_id) : NULL;

@@ -22,7 +22,6 @@ struct cs_tunnel {
 	struct cs_server *srv;
 	struct lws *wsi; /* NULL once lws is closing it: no more writes or flow control */
 	struct st_session *sess;
-	char node[CS_NODE_NAME_MAX_BYTES + 1];
 	char serial[CS_SERIAL_MAX_HEX + 2]; /* the client certificate's, hex (the deny list) */
 	uint64_t ordinal;
 	uint32_t caps;           /* agreed extensions; 0 = base protocol */
@@ -70,6 +69,9 @@ struct cs_tunnel {
 	             * behind; closed once it carried none for CS_MOVED_LINGER_MS */
 	unsigned move_refusals;          /* its new tunnels refused here while draining */
 	lws_sorted_usec_list_t sul_move; /* CLOSE_CONNECT off the stream callbacks */
+	/* The node's name (a link's: the replica's), NUL-terminated, allocated to its length with
+	 * the tunnel: names are far shorter than the 253 bytes allowed. */
+	char node[];
 };
 
 #define CS_TUNNEL_PATH "/v1/kubeedge/connect"

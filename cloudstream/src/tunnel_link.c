@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <stream/log.h>
 #include <stream/tunnelread.h>
@@ -21,7 +22,8 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
                        const char *replica, uint32_t caps, uint32_t send_window_bytes,
                        const struct cs_tunnel_link_ops *ops, void *user)
 {
-	struct cs_tunnel *t = calloc(1, sizeof *t);
+	size_t node_len = strnlen(replica, CS_NODE_NAME_MAX_BYTES);
+	struct cs_tunnel *t = calloc(1, sizeof *t + node_len + 1);
 	if (t == NULL)
 		return -ENOMEM;
 	struct st_session_config sc = {
@@ -51,7 +53,8 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
 	t->next_stream_id = 1;
 	st_budget_init(&t->budget, 0);
 	t->connected_ms = cs_now_ms();
-	snprintf(t->node, sizeof t->node, "%s", replica);
+	memcpy(t->node, replica, node_len);
+	t->node[node_len] = '\0';
 	st_liveness_init(&t->live, t->connected_ms);
 	st_session_hello(t->sess, srv->replica);
 	cs__tunnel_kick(t);
