@@ -19,7 +19,6 @@ Groups:
   mesh       10 edgestream + 2 KubeEdge-protocol edges through haproxy; for every node, logs,
              metrics, an exec-like upgrade (SPDY, bytes echoed) and a port-forward-like upgrade
              through each replica in turn and through haproxy: 100 % succeed, bytes identical.
-             (On loopback, each replica on ports of its own: see mesh().)
   kill       SIGKILL the replica holding node X while a request loop for X runs through
              haproxy: requests for X succeed again within 2 s (edgestream) / 5 s
              (KubeEdge-protocol); requests for nodes held elsewhere never fail. Prints the
@@ -406,10 +405,7 @@ def mesh():
         print("mesh: 12 nodes (10 edgestream, 2 KubeEdge protocol) spread %r over the replicas "
               "by haproxy; %d requests (logs, logs -f, metrics, exec, port-forward) through each "
               "replica and haproxy: all succeeded, bytes identical" % (held, n), flush=True)
-    # On loopback, not in namespaces: there (veths, MTU 1500) a forwarded exec-like upload
-    # stalls now and then after 48 KiB (2 of ~7 runs; 0 of 5 on loopback): open, see the
-    # README's High availability section.
-    with_ha("ha-mesh", ES_NODES + KE_NODES, body, lan=False)
+    with_ha("ha-mesh", ES_NODES + KE_NODES, body)
 
 
 # ---- request loops ------------------------------------------------------------------------
@@ -835,7 +831,7 @@ def partition():
 if __name__ == "__main__":
     group = sys.argv[1] if len(sys.argv) > 1 else "move"
     sys.argv = sys.argv[1:]
-    no = netns.require() if group != "mesh" else None
+    no = netns.require()
     if no is not None:
         sys.exit(no)
     sys.exit(h.run({"move": [move], "mesh": [mesh], "kill": [kill], "rolling": [rolling],
