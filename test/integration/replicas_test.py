@@ -291,7 +291,13 @@ def with_fleet(tag, body, nodes=tuple(LAYOUT)):
     failed = True
     try:
         body(fleet)
-        # Every replica still running exits 0 on SIGTERM, with a clean ASan/UBSan log.
+        # The edges go first: a draining replica asks its edges to reconnect elsewhere and
+        # waits (--drain-timeout, 30 s) for those that cannot (each knows only its replica),
+        # longer than env.stop waits before SIGKILL. Then every replica still running exits
+        # 0 on SIGTERM, with a clean ASan/UBSan log.
+        for p in fleet.env.procs:
+            if p not in fleet.cs and p is not fleet.kubelet:
+                fleet.env.stop(p)
         for p in fleet.cs:
             if p is None or p.poll() is not None:
                 continue
