@@ -13,10 +13,12 @@
  * and hands each whole message to the caller from its buffer. lws still does the handshake,
  * every write (PONGs included) and the close.
  *
- * Only on the epoll loop (stream/loop.h) and only where no frame can have reached lws before
- * the take-over: the server side, taken over in LWS_CALLBACK_ESTABLISHED (a client sends its
- * first frame after the 101). A client that sends frames before the 101 arrives is dropped
- * when its frame is cut between lws and us.
+ * Only on the epoll loop (stream/loop.h), and taken over where no frame can have reached lws yet:
+ * in LWS_CALLBACK_ESTABLISHED (server) or LWS_CALLBACK_CLIENT_ESTABLISHED (client). The upgrade
+ * request and the 101 each come in a TLS record of their own, before any frame, and SSL_read
+ * returns one record at a time, so lws has read nothing past them. A peer that put frames in
+ * the same TLS record as its upgrade request or 101 would be cut (its frame split between lws
+ * and us); neither lws, KubeEdge's Go peers nor ours do.
  *
  * Memory: nothing but this struct while idle; a buffer the size of the frame being read
  * (up to ST_MAX_MESSAGE_BYTES) while a frame is partly read, and st_reasm's for a fragmented
