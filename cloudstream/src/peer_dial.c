@@ -20,6 +20,7 @@
 #include <stream/liveness.h>
 #include <stream/log.h>
 #include <stream/reasm.h>
+#include <stream/tunnelread.h>
 #include <stream/tunnelwrite.h>
 
 static int cb_peer_client(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -140,10 +141,73 @@ static void in_pong(struct in_link *l)
 	st_liveness_rx(&l->live, cs_now_ms());
 }
 
+/* ---- our own reading of the link (stream/tunnelread.h) ------------------------------------ */
+
+static int own_message(void *user, const uint8_t *msg, size_t len)
+{
+	struct in_link *l = user;
+	st_liveness_rx(&l->live, cs_now_ms());
+	int rc = st_session_recv(l->sess, msg, len);
+	if (rc < 0) {
+		st_warn("peers: link from %s dropped: %s", l->replica, st_strerror(rc));
+		return -1; /* own_end closes */
+	}
+	cs__peer_in_kick(l);
+	return 0;
+}
+
+static void own_ping(void *user, const uint8_t *payload, size_t len)
+{
+	struct in_link *l = user;
+	st_liveness_rx(&l->live, cs_now_ms());
+	memcpy(l->pong, payload, len); /* <= 125: the reader refuses longer control frames */
+	l->pong_len = (uint8_t)len;
+	l->want_pong = true;
+	if (l->wsi)
+		lws_callback_on_writable(l->wsi);
+}
+
+static void own_pong(void *user)
+{
+	in_pong(user);
+}
+
+static void own_close(void *user, const uint8_t *payload, size_t len)
+{
+	(void)user;
+	(void)payload;
+	(void)len;
+}
+
+static void own_end(void *user, const char *why)
+{
+	struct in_link *l = user;
+	st_info("peers: link from %s: %s", l->replica, why);
+	l->kill = true;
+	if (l->wsi)
+		lws_set_timeout(l->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+static const struct st_tunnel_reader_cbs own_cbs = {
+        .on_message = own_message,
+        .on_ping = own_ping,
+        .on_pong = own_pong,
+        .on_close = own_close,
+        .on_end = own_end,
+};
+
 static int in_writeable(struct in_link *l)
 {
 	if (l->kill)
 		return -1;
+	if (l->want_pong) { /* the other replica's PING, when we read its frames */
+		l->want_pong = false;
+		memcpy(l->srv->tx + LWS_PRE, l->pong, l->pong_len);
+		if (lws_write(l->wsi, l->srv->tx + LWS_PRE, l->pong_len, LWS_WRITE_PONG) < 0)
+			return -1;
+		cs__peer_in_kick(l);
+		return 0;
+	}
 	if (l->want_ping) {
 		static const char ping[] = "cloudstream-peer";
 		l->want_ping = false;
@@ -174,6 +238,7 @@ static void in_closed(struct in_link *l)
 	if (l->next)
 		l->next->prev = l->prev;
 	st_info("peers: link from %s closed", l->replica);
+	st_tunnel_reader_free(l->reader);
 	st_session_free(l->sess);
 	st_reasm_cleanup(&l->rx);
 	free(l);
@@ -336,6 +401,13 @@ static int cb_peer_client(struct lws *wsi, enum lws_callback_reasons reason, voi
 	case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
 		return out_established(l, wsi);
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		/* From here we read the other replica's frames (big reads; lws's client parses
+		 * every byte). None can have reached lws yet: the 101 came in a TLS record of its
+		 * own and SSL_read returns one record at a time. Else lws reads, as before. */
+		if (l->e && l->e->reader == NULL &&
+		    st_tunnel_reader_new(&l->e->reader, l->srv->loop, wsi, false, &own_cbs, l->e) <
+		            0)
+			l->e->reader = NULL;
 		if (l->e)
 			cs__peer_in_kick(l->e);
 		return 0;

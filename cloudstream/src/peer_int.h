@@ -60,6 +60,8 @@ struct out_link {
 };
 
 /* The edge-role side of a link: the one this replica dialled to another (an out_link's). */
+struct st_tunnel_reader;
+
 struct in_link {
 	struct cs_server *srv;
 	struct lws *wsi; /* the client connection; NULL once lws is closing it */
@@ -73,6 +75,12 @@ struct in_link {
 	bool kill;
 	bool want_ping;          /* the sweep asked for a PING: the next WRITEABLE sends it */
 	struct st_liveness live; /* any frame received counts (a PONG too) */
+	/* Our own reading of the other replica's frames (stream/tunnelread.h; NULL: lws reads,
+	 * on its poll loop): a forwarded upload's bytes come this way. Its PINGs reach us: */
+	struct st_tunnel_reader *reader;
+	bool want_pong;          /* the next WRITEABLE sends a PONG with @pong */
+	uint8_t pong_len;        /* bytes of @pong */
+	uint8_t pong[125];       /* the PING's payload, a control frame's most */
 	struct pstream *streams; /* relayed to our nodes' tunnels (peer_forward.c) */
 	struct in_link *next, *prev;
 };

@@ -20,6 +20,7 @@
 #include <stream/ext.h>
 #include <stream/log.h>
 #include <stream/loop.h>
+#include <stream/tunnelread.h>
 
 #include "relay.h"
 
@@ -158,7 +159,10 @@ static void update_rx(struct es_tunnel *t)
 		       "protocol has no per-stream flow control (counted in "
 		       "edgestream_tunnel_pauses_total)");
 	}
-	lws_rx_flow_control(t->wsi, pause ? 0 : 1);
+	if (t->reader)
+		st_tunnel_reader_pause(t->reader, pause);
+	else
+		lws_rx_flow_control(t->wsi, pause ? 0 : 1);
 }
 
 void es_tunnel_block(struct es_tunnel *t, bool on)
@@ -335,9 +339,69 @@ static int tunnel_receive(struct es_tunnel *t, const uint8_t *in, size_t len, bo
 	return tunnel_message(t, msg, msg_len);
 }
 
+/* ---- our own reading of the cloud's frames (stream/tunnelread.h) ------------------------ */
+
+static int own_message(void *user, const uint8_t *msg, size_t len)
+{
+	struct es_tunnel *t = user;
+	st_liveness_rx(&t->live, es_now_ms());
+	t->bytes_in += len;
+	return t->sess ? tunnel_message(t, msg, len) : -1; /* it closes on an error */
+}
+
+static void own_ping(void *user, const uint8_t *payload, size_t len)
+{
+	struct es_tunnel *t = user;
+	st_liveness_rx(&t->live, es_now_ms());
+	memcpy(t->pong, payload, len); /* <= 125: the reader refuses longer control frames */
+	t->pong_len = (uint8_t)len;
+	t->want_pong = true;
+	if (t->wsi)
+		lws_callback_on_writable(t->wsi);
+}
+
+static void own_pong(void *user)
+{
+	struct es_tunnel *t = user;
+	st_liveness_rx(&t->live, es_now_ms());
+}
+
+static void own_close(void *user, const uint8_t *payload, size_t len)
+{
+	(void)payload;
+	(void)len;
+	struct es_tunnel *t = user;
+	if (t->close_reason[0] == '\0')
+		snprintf(t->close_reason, sizeof t->close_reason, "the cloud closed the websocket");
+}
+
+static void own_end(void *user, const char *why)
+{
+	struct es_tunnel *t = user;
+	char reason[200];
+	snprintf(reason, sizeof reason, "reading the tunnel: %s", why);
+	es_tunnel_close(t, -ECONNRESET, reason); /* keeps a reason given before */
+}
+
+static const struct st_tunnel_reader_cbs own_cbs = {
+        .on_message = own_message,
+        .on_ping = own_ping,
+        .on_pong = own_pong,
+        .on_close = own_close,
+        .on_end = own_end,
+};
+
 static int tunnel_writeable(struct es_tunnel *t)
 {
 	uint8_t *tx = t->es->tx + LWS_PRE;
+	if (t->want_pong) { /* the cloud's PING, when we read its frames */
+		t->want_pong = false;
+		memcpy(tx, t->pong, t->pong_len);
+		if (lws_write(t->wsi, tx, t->pong_len, LWS_WRITE_PONG) < 0)
+			return -1;
+		es_tunnel_kick(t);
+		return 0;
+	}
 	if (t->want_ping) {
 		t->want_ping = false;
 		static const char ping[] = "ping you"; /* what KubeEdge's edge sends */
@@ -389,6 +453,13 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return established(t, &agreed) < 0 ? -1 : 0;
 	}
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		/* From here we read the cloud's frames (big reads, no RECEIVE chunks parsed byte by
+		 * byte by lws's client). None can have reached lws yet: the 101 came in a TLS record
+		 * of its own and SSL_read returns one record at a time. -ENOTSUP (lws's poll loop),
+		 * -ENOMEM: lws reads, as before. */
+		if (t->sess && t->reader == NULL &&
+		    st_tunnel_reader_new(&t->reader, t->es->loop, wsi, false, &own_cbs, t) < 0)
+			t->reader = NULL;
 		es_tunnel_kick(t);
 		return 0;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {

@@ -32,6 +32,8 @@
 
 struct es_stream;
 
+struct st_tunnel_reader;
+
 struct es_tunnel {
 	struct edgestream *es;  /* the instance (borrowed; outlives the tunnel) */
 	struct es_tunnel *next; /* es->tunnels */
@@ -61,6 +63,12 @@ struct es_tunnel {
 	struct st_reasm rx; /* reassembly of a fragmented message */
 	struct st_liveness live;
 	bool want_ping;
+	/* Our own reading of the cloud's frames (stream/tunnelread.h; NULL: lws reads, on its
+	 * poll loop). Then the cloud's PINGs reach us, not lws, and we answer them: */
+	struct st_tunnel_reader *reader;
+	bool want_pong;            /* the next WRITEABLE sends a PONG with @pong */
+	uint8_t pong_len;          /* bytes of @pong */
+	uint8_t pong[125];         /* the PING's payload, a control frame's most */
 	bool rx_paused;            /* base protocol: reading paused for blocking streams */
 	bool refusal_logged;       /* the session's first refusal of a stream was logged */
 	unsigned blocking_streams; /* streams whose queue toward the backend is over its mark */

@@ -20,6 +20,7 @@
 
 #include <stream/err.h>
 #include <stream/log.h>
+#include <stream/tunnelread.h>
 #include <stream/workq.h>
 
 #include "relay.h"
@@ -221,6 +222,9 @@ void es__tunnel_down(struct es_tunnel *t, int err, const char *why)
 	t->connected = false;
 	t->dialing = false;
 	t->want_ping = false;
+	t->want_pong = false;
+	st_tunnel_reader_free(t->reader); /* the socket is going: no more reading */
+	t->reader = NULL;
 	lws_sul_cancel(&t->sul_ping);
 	lws_sul_cancel(&t->sul_stable);
 	end_streams(t);
@@ -321,6 +325,7 @@ void es_tunnel_free(struct es_tunnel *t)
 	if (t == NULL)
 		return;
 	end_streams(t);
+	st_tunnel_reader_free(t->reader);
 	st_session_free(t->sess);
 	st_reasm_cleanup(&t->rx);
 	for (struct es_tunnel **pp = &t->es->tunnels; *pp; pp = &(*pp)->next)
