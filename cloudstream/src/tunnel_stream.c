@@ -338,8 +338,10 @@ ssize_t cs_stream_write(struct cs_endpoint *ep, const uint8_t *p, size_t len)
 
 void cs_stream_wait_writable(struct cs_endpoint *ep)
 {
-	if (ep->tun)
+	if (ep->tun) {
 		st_session_notify_writable(ep->tun->sess, ep->sid);
+		cs__tunnel_kick(ep->tun); /* room already there: the next round wakes the writer */
+	}
 }
 
 void cs_stream_shutdown(struct cs_endpoint *ep)

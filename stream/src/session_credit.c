@@ -192,6 +192,9 @@ void st_session_notify_writable(struct st_session *s, uint64_t id)
 		return;
 	st->blocked = true;
 	s->stats.write_blocked++;
+	/* Room may be there already (a budget freed, a WINDOW came, since the caller looked):
+	 * then the stream goes on the ready ring now, or no pack round would ever wake it. */
+	st__session_update_ready(s, st);
 }
 
 ssize_t st_session_write(struct st_session *s, uint64_t id, const uint8_t *p, size_t len)
