@@ -36,11 +36,11 @@ enum es_retry_why {
 struct es_backend_ops {
 	const char *name; /* for logs: "kubelet", "local port", "CRI stream", "CRI logs" */
 	/*
-	 * Memory toward the cloud, reserved from --process-buffer-bytes when the stream opens
-	 * (relay.c): @to_cloud_burst, the most the backend hands over at once past to_cloud's high
-	 * mark (what it had in hand when told to pause); @own_bytes, a buffer of its own that can
-	 * be full at the same time. The stream's to_cloud cap is the high mark plus the burst, so
-	 * what a stream holds never exceeds what it reserved.
+	 * Memory toward the cloud (relay.c): @to_cloud_burst, the most the backend hands over at
+	 * once past to_cloud's high mark (what it had in hand when told to pause): the stream's
+	 * to_cloud cap is the high mark plus the burst, and what it holds is charged to
+	 * --process-buffer-bytes while held; @own_bytes, a buffer of its own that can be full at
+	 * the same time, reserved from that budget when the stream opens.
 	 */
 	size_t to_cloud_burst;
 	size_t own_bytes;

@@ -403,8 +403,10 @@ static const struct st_opt options[] = {
                 "drains it and --process-buffer-bytes is below three quarters used."),
         ST_OPT_STREAM_FIRST_WINDOW_BYTES(
                 OFF(stream_first_window_bytes),
-                "The credit window each stream starts with (announced to the cloud), reserved "
-                "from --process-buffer-bytes when the cloud opens the stream."),
+                "The credit window each upload stream (exec, attach, port-forward, TCP) starts "
+                "with, reserved from --process-buffer-bytes when the cloud opens the stream. "
+                "Log and metric streams start at 4 KiB (the window announced to the cloud, or "
+                "this one when smaller) and grow the same way if a request body comes."),
         {.name = "process-buffer-bytes",
          .type = ST_OPT_BYTES,
          .offset = OFF(process_buffer_bytes),
@@ -413,11 +415,12 @@ static const struct st_opt options[] = {
          .max = 64ull * 1024 * 1024 * 1024,
          .value_name = "BYTES",
          .help = "The edge's memory budget for what the cloud may send ahead (with flow "
-                 "control): every stream's credit window is charged to it, a stream whose first "
-                 "window does not fit is refused (ERROR limit, the cloud answers 503; counted "
-                 "in edgestream_streams_refused_by_session_total{reason=\"budget\"}), and windows "
-                 "grow "
-                 "only while it is below three quarters used.",
+                 "control) and what waits for the cloud's credit: every stream's credit window "
+                 "is charged to it, and so is what a stream's queue toward the cloud holds while "
+                 "it holds it (past the limit such a stream's backend pauses); a stream whose "
+                 "first window does not fit is refused (ERROR limit, the cloud answers 503; "
+                 "counted in edgestream_streams_refused_by_session_total{reason=\"budget\"}), "
+                 "and windows grow only while it is below three quarters used.",
          .since = "0.2"},
         ST_OPT_STREAM_QUEUE_BYTES(
                 OFF(stream_queue_bytes),

@@ -79,7 +79,7 @@ void es__logs_pump(struct es_logs *l)
 	struct es_stream *st = l->st;
 	if (st == NULL || l->busy || l->finished || (l->waiting && !l->wake))
 		return;
-	if (!st_buf_below_low(&st->to_cloud))
+	if (!st_buf_below_low(&st->to_cloud) || es_stream_cloud_full(st))
 		return; /* on_writable comes once the cloud took it */
 	l->busy = true;
 	l->wake = false;

@@ -26,9 +26,13 @@
 #define BASE_QUEUE_CAP  (8u * 1024u * 1024u)
 /* Toward the cloud: what the session could not take yet (it takes no more than the cloud's
  * credit); above HIGH the backend pauses, at LOW it resumes. The queue's cap is HIGH plus the
- * backend's burst (backend.h), reserved from the process budget at open. Small marks cost no
- * speed: with credit, the window is the pipeline, and this queue only bridges a WINDOW's
- * round trip; the source keeps the rest (a paused socket's kernel buffer). */
+ * backend's burst (backend.h). What it holds is charged to the process budget while it holds
+ * it (not reserved at open: a quiet stream holds nothing here, and 10,000 quiet follows must
+ * not reserve 560 MiB they never use); while the budget is over its limit a backend whose
+ * queue holds anything pauses too, so past the limit each stream adds at most the one burst
+ * it had in hand. Small marks cost no speed: with credit, the window is the pipeline, and
+ * this queue only bridges a WINDOW's round trip; the source keeps the rest (a paused
+ * socket's kernel buffer). */
 #define TO_CLOUD_HIGH (8u * 1024u)
 #define TO_CLOUD_LOW  (4u * 1024u)
 
@@ -79,8 +83,8 @@ static void stream_free(struct es_stream *st)
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
+	st_budget_credit(&es->budget, st->reserved + st_buf_len(&st->to_cloud));
 	st_buf_cleanup(&st->to_cloud);
-	st_budget_credit(&es->budget, st->reserved);
 	es->m.streams_open--;
 	free(st);
 	es_publish_stats(es);
@@ -150,6 +154,7 @@ static void flush(struct es_stream *st)
 			return;
 		}
 		st_buf_consume(&st->to_cloud, (size_t)w);
+		st_budget_credit(&st->es->budget, (uint64_t)w);
 		st->es->m.bytes_to_cloud += (uint64_t)w;
 		st->to_cloud_bytes += (uint64_t)w;
 		if ((size_t)w < n)
@@ -180,16 +185,22 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 		st->es->m.bytes_to_cloud += w;
 		st->to_cloud_bytes += w;
 	}
-	if (w < n && st_buf_append(&st->to_cloud, p + w, n - w) < 0) {
-		es_stream_fail(st, ST_EXT_ERR_LIMIT, "backend output over the stream queue limit");
-		return -1;
+	if (w < n) {
+		if (st_buf_append(&st->to_cloud, p + w, n - w) < 0) {
+			es_stream_fail(st, ST_EXT_ERR_LIMIT,
+			               "backend output over the stream queue limit");
+			return -1;
+		}
+		/* Here already, so forced; es_stream_cloud_full pauses the source past the limit. */
+		st_budget_force(&st->es->budget, n - w);
 	}
 	return 0;
 }
 
 bool es_stream_cloud_full(const struct es_stream *st)
 {
-	return st_buf_above_high(&st->to_cloud);
+	return st_buf_above_high(&st->to_cloud) ||
+	       (st_buf_len(&st->to_cloud) > 0 && st_budget_over(&st->es->budget));
 }
 
 void es_stream_backend_done(struct es_stream *st)
@@ -321,17 +332,15 @@ static const struct es_backend_ops *backend_for(const struct es_target *target,
 }
 
 /*
- * Reserves what @st may hold toward the cloud with @ops as its backend, and sizes to_cloud to
- * it: the whole of it, up front, so the sum over all streams stays within the budget however
- * many of them the cloud stops reading (a per-byte charge would let each stream admitted
- * while the budget had room grow past it later). 0, or -ENOSPC (counted: the stream is
- * refused).
+ * Sizes @st's queue toward the cloud for @ops as its backend (its bytes are charged as they
+ * wait there, see TO_CLOUD_HIGH) and reserves the backend's own buffer up front (a CRI log
+ * follower's output). 0, or -ENOSPC (counted: the stream is refused).
  */
 static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
 {
 	struct edgestream *es = st->es;
 	size_t cap = TO_CLOUD_HIGH + ops->to_cloud_burst;
-	uint64_t want = (uint64_t)cap + ops->own_bytes;
+	uint64_t want = ops->own_bytes;
 	if (st_budget_charge(&es->budget, want) < 0) {
 		/* The counter and the one-line warning the session's own refusals use. */
 		es->session_totals.refused_budget++;

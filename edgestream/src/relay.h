@@ -61,7 +61,8 @@ struct es_stream {
 	bool body_sent;                   /* some of the cloud's bytes reached the backend */
 	bool cloud_half_closed; /* TCP streams: the cloud sent its last byte (HALF_CLOSE) */
 	bool blocking;          /* base protocol: to_backend is over its mark (tunnel paused) */
-	uint64_t reserved;      /* charged to es->budget for to_cloud and the backend's buffer */
+	uint64_t reserved;      /* charged to es->budget for the backend's own buffer (to_cloud
+	                         * is charged by what it holds) */
 	/* The access log line when it ends (relay.c): the cloud's line for the same stream id
 	 * says what was asked and by whom; this one how the edge served it. */
 	uint64_t to_cloud_bytes, from_cloud_bytes;

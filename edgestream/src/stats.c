@@ -104,15 +104,15 @@ void es_render_metrics(struct st_text *t, void *user)
 	st_text_metric(
 	        t, "edgestream_streams_refused_by_session_total", "counter",
 	        "Streams refused before any backend: past --max-streams (limit), or their first "
-	        "window and their queue toward the cloud did not fit --process-buffer-bytes "
-	        "(budget).");
+	        "window (or a CRI log follower's output buffer) did not fit "
+	        "--process-buffer-bytes (budget).");
 	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"limit\"} %llu\n",
 	            (unsigned long long)es->session_totals.refused_limit);
 	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"budget\"} %llu\n",
 	            (unsigned long long)es->session_totals.refused_budget);
 	st_text_metric(t, "edgestream_buffered_bytes", "gauge",
-	               "--process-buffer-bytes in use: every stream's credit window and its "
-	               "reserved queue toward the cloud.");
+	               "--process-buffer-bytes in use: every stream's credit window, the bytes "
+	               "its queues toward the cloud hold, and CRI log followers' output buffers.");
 	st_text_put(t, "edgestream_buffered_bytes %llu\n",
 	            (unsigned long long)es->budget.used_bytes);
 	st_text_metric(t, "edgestream_buffered_bytes_peak", "gauge",

@@ -236,7 +236,8 @@ static int write_ready(struct edgestream *es)
 	return rc;
 }
 
-/* The credit window each stream starts with: the budget sizes it from there. */
+/* The credit window each stream starts with (a quiet one for logs and metrics, what the
+ * cloud was told): the budget sizes it from there. */
 static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 {
 	struct edgestream *es = t->es;
@@ -246,6 +247,7 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	        .send_window_bytes = agreed->window_bytes ? agreed->window_bytes
 	                                                  : ST_DEFAULT_STREAM_WINDOW_BYTES,
 	        .recv_window_bytes = es__tunnel_first_window(es),
+	        .recv_window_quiet_bytes = es__tunnel_announced_window(es),
 	        .recv_window_max_bytes = es->cfg.stream_window_bytes,
 	        .process_budget = &es->budget,
 	        .max_streams = es->cfg.max_streams,

@@ -164,6 +164,9 @@ void es__tunnel_on_reconnect(struct st_session *s, uint64_t drain_ms, void *user
 
 /* ---- internal to the tunnel (tunnel_hs.c: the upgrade's headers) ---- */
 uint64_t es__tunnel_first_window(const struct edgestream *es);
+/* The window announced to the cloud: LOGS and METRIC streams' first window (4 KiB, or the
+ * first window when smaller); the session grants other streams the rest of theirs at open. */
+uint64_t es__tunnel_announced_window(const struct edgestream *es);
 void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
                                unsigned char *end);
 /* The 101's echo: our extensions, the base protocol, or a broken cloud. 0 or -EPROTO. */

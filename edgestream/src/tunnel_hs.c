@@ -19,6 +19,12 @@ uint64_t es__tunnel_first_window(const struct edgestream *es)
 	               : es->cfg.stream_window_bytes;
 }
 
+uint64_t es__tunnel_announced_window(const struct edgestream *es)
+{
+	uint64_t first = es__tunnel_first_window(es);
+	return first < ST_QUIET_STREAM_WINDOW_BYTES ? first : ST_QUIET_STREAM_WINDOW_BYTES;
+}
+
 void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned char **p,
                                unsigned char *end)
 {
@@ -36,7 +42,7 @@ void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned 
 		return;
 	struct st_ext_offer offer = {.version = ST_EXT_VERSION,
 	                             .caps = ST_CAP_ALL,
-	                             .window_bytes = (uint32_t)es__tunnel_first_window(es)};
+	                             .window_bytes = (uint32_t)es__tunnel_announced_window(es)};
 	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
 	char v[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(v, sizeof v, &offer);

@@ -70,7 +70,7 @@ struct stream *st__session_stream_new(struct st_session *s, uint64_t id)
 	st->id = id;
 	st->state = ST_STREAM_S_IDLE;
 	st_buf_init(&st->out, s->cfg.stream_out_bytes);
-	st_window_init(&st->win, s->cfg.send_window_bytes, s->cfg.recv_window_bytes);
+	st_window_init(&st->win, s->cfg.send_window_bytes, st__session_announced_window(s));
 	size_t b = st__session_bucket_of(s, id);
 	st->hash_next = s->buckets[b];
 	s->buckets[b] = st;
@@ -166,6 +166,10 @@ int st_session_new(struct st_session **out, const struct st_session_config *cfg,
 		s->cfg.max_data_payload = ST_DEFAULT_DATA_PAYLOAD_BYTES;
 	if (s->cfg.recv_window_max_bytes < s->cfg.recv_window_bytes)
 		s->cfg.recv_window_max_bytes = s->cfg.recv_window_bytes;
+	/* Only the edge receives connects, and a "quiet" window larger than the first is none. */
+	if (s->cfg.role != ST_SESSION_EDGE ||
+	    s->cfg.recv_window_quiet_bytes >= s->cfg.recv_window_bytes)
+		s->cfg.recv_window_quiet_bytes = 0;
 	if (s->cfg.max_data_payload > ST_MAX_MESSAGE_BYTES - ST_MAX_MESSAGE_HEADER_BYTES ||
 	    (st__session_has_cap(s, ST_CAP_FLOW) &&
 	     (s->cfg.send_window_bytes == 0 || s->cfg.recv_window_bytes == 0 ||

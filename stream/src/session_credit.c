@@ -60,16 +60,41 @@ static uint64_t out_beyond_floor(const struct st_session *s, uint64_t len)
 	return len > floor_bytes ? len - floor_bytes : 0;
 }
 
-/* The first window of a new stream, and its output floor: reserved whole, or the stream is
- * refused. The floor is what lets every admitted stream make progress when the budgets are
- * full: output beyond it waits for room (write_room), output within it never does. */
-int st__session_window_reserve(struct st_session *s, struct stream *st)
+uint64_t st__session_announced_window(const struct st_session *s)
+{
+	return s->cfg.recv_window_quiet_bytes ? s->cfg.recv_window_quiet_bytes
+	                                      : s->cfg.recv_window_bytes;
+}
+
+/* Streams that carry at most a request body from the cloud (PROTOCOL.md §3: containerLogs,
+ * and other kubelet GETs and POSTs), as opposed to uploads (exec, attach, port-forward, TCP). */
+static bool is_quiet_type(uint64_t type)
+{
+	return type == ST_MSG_LOGS_CONNECT || type == ST_MSG_METRIC_CONNECT;
+}
+
+/*
+ * The first window of a new stream of connect @type, and its output floor: reserved whole, or
+ * the stream is refused. The floor is what lets every admitted stream make progress when the
+ * budgets are full: output beyond it waits for room (write_room), output within it never does.
+ * A stream started at the announced quiet window that is not a quiet type is grown to
+ * recv_window_bytes at once (in the same charge, so it is all or nothing) and the difference
+ * queued as its first WINDOW.
+ */
+int st__session_window_reserve(struct st_session *s, struct stream *st, uint64_t type)
 {
 	if (!st__session_has_cap(s, ST_CAP_FLOW))
 		return 0;
-	if (window_charge(s, st, st->win.recv_window + out_floor(s)) < 0) {
+	uint64_t first = st->win.recv_window;
+	if (s->cfg.recv_window_quiet_bytes && !is_quiet_type(type))
+		first = s->cfg.recv_window_bytes;
+	if (window_charge(s, st, first + out_floor(s)) < 0) {
 		s->stats.budget_refusals++;
 		return -ENOSPC;
+	}
+	if (first > st->win.recv_window) {
+		st->window_grant += st_window_grow(&st->win, 0, first - st->win.recv_window);
+		st__session_update_ready(s, st);
 	}
 	return 0;
 }

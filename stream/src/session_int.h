@@ -143,7 +143,10 @@ void st__session_mark_close(struct st_session *s, struct stream *st, uint64_t co
 /* ---- budgets and credit (session_credit.c) --------------------------------------------------- */
 
 /* The first window of a new stream, charged whole to both budgets: 0, or -ENOSPC (refused). */
-int st__session_window_reserve(struct st_session *s, struct stream *st);
+int st__session_window_reserve(struct st_session *s, struct stream *st, uint64_t type);
+
+/* The window announced to the peer (header, HELLO): every stream's credit at open. */
+uint64_t st__session_announced_window(const struct st_session *s);
 /* Gives back up to @n bytes of what @st's window holds charged. */
 void st__session_window_credit(struct st_session *s, struct stream *st, uint64_t n);
 /* Some of @st's queue toward the peer (@len_before bytes) was packed: what the budgets carried

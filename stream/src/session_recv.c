@@ -85,7 +85,7 @@ static int recv_connect(struct st_session *s, const struct st_msg *m)
 		rc = -EAGAIN;
 		if (s->cfg.totals)
 			s->cfg.totals->refused_limit++;
-	} else if (st__session_window_reserve(s, st) < 0) {
+	} else if (st__session_window_reserve(s, st, m->type) < 0) {
 		rc = -ENOSPC; /* the cloud gets ERROR limit; nothing of it was read yet */
 		if (s->cfg.totals)
 			s->cfg.totals->refused_budget++;

@@ -54,7 +54,7 @@ int st_session_open(struct st_session *s, uint64_t id, uint64_t type, const uint
 		free(copy);
 		return -ENOMEM;
 	}
-	if (st__session_window_reserve(s, st) < 0) {
+	if (st__session_window_reserve(s, st, type) < 0) {
 		st__session_stream_free(s, st);
 		s->stats.streams_total--; /* it never existed for the peer */
 		free(copy);
@@ -245,7 +245,7 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		uint8_t payload[ST_MAX_EXT_PAYLOAD_BYTES];
 		struct st_ext_hello h = {.version = ST_EXT_VERSION,
 		                         .caps = s->cfg.caps,
-		                         .window_bytes = s->cfg.recv_window_bytes,
+		                         .window_bytes = st__session_announced_window(s),
 		                         .replica_id = s->replica,
 		                         .replica_id_len = strlen(s->replica)};
 		ssize_t pl = st_ext_hello_encode(payload, sizeof payload, &h);

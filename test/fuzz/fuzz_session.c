@@ -107,6 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	        .caps = (data[0] & 2) ? ST_CAP_ALL | ((data[0] & 4) ? ST_CAP_PEER : 0) : 0,
 	        .send_window_bytes = 8192,
 	        .recv_window_bytes = 8192,
+	        /* an edge's quiet first window for logs and metrics, uploads growing at open */
+	        .recv_window_quiet_bytes = (data[0] & 8) ? 2048 : 0,
 	        .max_streams = 8,
 	        .stream_out_bytes = 16384,
 	        .max_data_payload = 4096,

@@ -64,6 +64,10 @@
 #define ST_DEFAULT_STREAM_WINDOW_BYTES (1024u * 1024u)
 /* Largest credit window a peer may announce. */
 #define ST_MAX_STREAM_WINDOW_BYTES (16u * 1024u * 1024u)
+/* The first window an edge grants a LOGS or METRIC stream (and announces, PROTOCOL.md §5.3):
+ * the cloud sends such a stream at most a request body, so a quiet `logs -f` reserves 4 KiB,
+ * not the first window of an upload; it grows by doubling if a body does come. */
+#define ST_QUIET_STREAM_WINDOW_BYTES 4096u
 
 /* ---- runtime: relay queues and worker pool (stream/buf.h, stream/workq.h) -------------------- */
 

@@ -51,8 +51,14 @@ struct st_session_config {
 	enum st_session_role role;
 	uint32_t caps;              /* agreed ext.h capabilities; 0 = base protocol */
 	uint64_t send_window_bytes; /* with ST_CAP_FLOW: the peer's announced window */
-	uint64_t recv_window_bytes; /* with ST_CAP_FLOW: the window we announced (each stream's
-	                             * first window) */
+	uint64_t recv_window_bytes; /* with ST_CAP_FLOW: each stream's first window (the window
+	                             * we announce, unless recv_window_quiet_bytes) */
+	/* With ST_CAP_FLOW, edge role: 0, or a smaller window (<= recv_window_bytes) that is
+	 * announced instead and is the first window of LOGS and METRIC streams, which carry at
+	 * most a request body from the cloud. Other streams (exec, attach, TCP: uploads) still get
+	 * recv_window_bytes at open: reserved whole with the stream, the difference granted in a
+	 * WINDOW ahead of anything else of the stream (PROTOCOL.md §5.3). */
+	uint64_t recv_window_quiet_bytes;
 	/* With ST_CAP_FLOW, memory is bounded by credit, never by pausing the tunnel: every stream's
 	 * receive window (what the peer may have in flight or we hold for it) is charged to the
 	 * session's node budget and to @process_budget. A stream whose first window does not fit

@@ -563,6 +563,105 @@ static void test_flow_budget_edge_refusal(void **state)
 	assert_true(proc.used_bytes == 0);
 }
 
+/* An edge with a quiet window announces it (HELLO) and gives it to LOGS and METRIC streams;
+ * an upload stream (EXEC) gets the whole first window at open, reserved in one charge with
+ * its output floor, the
+ * difference granted in a WINDOW before anything else of it. Each refused whole or admitted. */
+static void test_st_session_window_reserve__quiet_first_window(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	memset(&cloud, 0, sizeof cloud);
+	memset(&edge, 0, sizeof edge);
+	struct st_budget proc;
+	st_budget_init(&proc, 100 * 1024);
+	struct st_session_config cc = {.role = ST_SESSION_CLOUD,
+	                               .caps = ST_CAP_ALL,
+	                               .send_window_bytes = 4096, /* what the edge announced */
+	                               .recv_window_bytes = 64 * 1024,
+	                               .max_streams = 8};
+	struct st_session_config ec = {.role = ST_SESSION_EDGE,
+	                               .caps = ST_CAP_ALL,
+	                               .send_window_bytes = 64 * 1024,
+	                               .recv_window_bytes = 64 * 1024,
+	                               .recv_window_quiet_bytes = 4096,
+	                               .recv_window_max_bytes = 64 * 1024,
+	                               .process_budget = &proc,
+	                               .max_streams = 8};
+	assert_int_equal(st_session_new(&cloud.s, &cc, &callbacks, &cloud), 0);
+	assert_int_equal(st_session_new(&edge.s, &ec, &callbacks, &edge), 0);
+	/* HELLO announces the quiet window. */
+	assert_int_equal(st_session_hello(edge.s, "e"), 0);
+	bool binary;
+	ssize_t len = st_session_pack(edge.s, wire, sizeof wire, &binary);
+	struct st_msg m;
+	assert_true(len > 0);
+	assert_int_equal(st_msg_decode(wire, (size_t)len, &m), 0);
+	assert_true(m.type == ST_MSG_HELLO);
+	struct st_ext_hello hello;
+	assert_int_equal(st_ext_hello_decode(m.payload, m.payload_len, &hello), 0);
+	assert_true(hello.window_bytes == 4096);
+	assert_int_equal(st_session_recv(cloud.s, wire, (size_t)len), 0);
+
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_LOGS_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(st_session_open(cloud.s, 2, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(pump(&cloud, &edge, 10, false), 2);
+	assert_int_equal(edge.opens, 2);
+	/* Each stream's first window and its output floor (ST_STREAM_OUT_FLOOR_BYTES). */
+	assert_true(proc.used_bytes == (4096 + 4096) + (64 * 1024 + 4096));
+	/* The edge's first message: WINDOW for stream 2, 60 KiB (02 41 80 e0 03). */
+	len = st_session_pack(edge.s, wire, sizeof wire, &binary);
+	static const uint8_t want[] = {0x02, 0x41, 0x80, 0xe0, 0x03};
+	assert_int_equal(len, sizeof want);
+	assert_memory_equal(wire, want, sizeof want);
+	assert_int_equal(st_session_recv(cloud.s, wire, (size_t)len), 0);
+	assert_int_equal(st_session_pack(edge.s, wire, sizeof wire, &binary), 0);
+	/* The cloud may send 64 KiB on the exec stream and 4 KiB on the logs stream. */
+	static uint8_t body[80 * 1024];
+	assert_int_equal(st_session_write(cloud.s, 2, body, sizeof body), 64 * 1024);
+	assert_int_equal(st_session_write(cloud.s, 1, body, 8192), 4096);
+	/* 24 KiB left: another exec stream is refused whole (ERROR limit), a logs stream fits. */
+	assert_int_equal(st_session_open(cloud.s, 3, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	assert_int_equal(st_session_open(cloud.s, 4, ST_MSG_LOGS_CONNECT, json, sizeof json - 1),
+	                 0);
+	pump(&cloud, &edge, 100, false);
+	assert_int_equal(edge.opens, 3);
+	assert_true(edge.bytes[2] == 64 * 1024 && edge.bytes[1] == 4096);
+	assert_true(proc.used_bytes == (4096 + 4096) + (64 * 1024 + 4096) + (4096 + 4096) &&
+	            proc.refused == 1);
+	pump(&edge, &cloud, 100, false);
+	assert_int_equal(cloud.closes[3], 1);
+	assert_true(cloud.close_code[3] == ST_EXT_ERR_LIMIT);
+	assert_int_equal(cloud.closes[4], 0);
+	free_pair(&cloud, &edge);
+	assert_true(proc.used_bytes == 0);
+}
+
+/* Without a quiet window (or on the cloud, which never receives connects) every stream starts
+ * at recv_window_bytes and HELLO announces it. */
+static void test_st_session_window_reserve__no_quiet_window(void **state)
+{
+	(void)state;
+	struct side cloud, edge;
+	make_pair(&cloud, &edge, ST_CAP_ALL, 16 * 1024, 0);
+	assert_int_equal(st_session_hello(edge.s, "e"), 0);
+	bool binary;
+	ssize_t len = st_session_pack(edge.s, wire, sizeof wire, &binary);
+	struct st_msg m;
+	assert_int_equal(st_msg_decode(wire, (size_t)len, &m), 0);
+	struct st_ext_hello hello;
+	assert_int_equal(st_ext_hello_decode(m.payload, m.payload_len, &hello), 0);
+	assert_true(hello.window_bytes == 16 * 1024);
+	assert_int_equal(st_session_open(cloud.s, 1, ST_MSG_EXEC_CONNECT, json, sizeof json - 1),
+	                 0);
+	pump(&cloud, &edge, 10, false);
+	assert_int_equal(st_session_pack(edge.s, wire, sizeof wire, &binary), 0); /* no WINDOW */
+	free_pair(&cloud, &edge);
+}
+
 static void test_refusals_and_codes(void **state)
 {
 	(void)state;
@@ -1241,6 +1340,8 @@ int main(void)
 	        cmocka_unit_test(test_opened_protocol_errors),
 	        cmocka_unit_test(test_failmalloc),
 	        cmocka_unit_test(test_st_session_close_tunnel__nomem),
+	        cmocka_unit_test(test_st_session_window_reserve__quiet_first_window),
+	        cmocka_unit_test(test_st_session_window_reserve__no_quiet_window),
 	        cmocka_unit_test(test_st_session_send_peer__queue),
 	        cmocka_unit_test(test_st_session_reconnect__exchange),
 	        cmocka_unit_test(test_st_session_close_tunnel__base),
