@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""10,000 quiet `kubectl logs -f` streams opened in one burst: answers, and memory per stream on
+both daemons, beside issue 12's targets, in one run.
+
+    test/bench/stream_burst.py [--build build/rel] [--streams 10000] [--settle 12]
+                               [--kubelet-http1] [--edge-arg=...] [--cloud-arg=...]
+
+Starts the fake kubelet (TLS, client certificate required; HTTP/2 unless --kubelet-http1, as a
+real kubelet), cloudstream and edgestream on 127.0.0.1 from --build (a Release build for
+meaningful figures), warms both up with 20 follows, reads their VmRSS, then has follow_burst
+(test/bench/follow_burst.c: one epoll loop over OpenSSL, its own process and fd limit) open
+--streams TLS connections to cloudstream's stream port at once, each `GET
+/containerLogs/...?follow=true` (the fake kubelet's follow: a line now, then one every
+--interval seconds). Prints how many were answered (200 and their first line), how many got
+504 or anything else, and how long the burst took; then, after --settle seconds, each daemon's
+(VmRSS with the streams open - VmRSS before them) / streams beside its target.
+
+One node holds every stream, so cloudstream gets --max-streams-per-node and a per-node budget
+(--session-buffer-bytes) sized for that many streams; edgestream gets --max-streams and keeps
+its default --process-buffer-bytes (256 MiB). fds: the client holds one per stream, cloudstream
+one per stream plus a few, edgestream one per kubelet connection (HTTP/2: about one per 250
+streams; --kubelet-http1: one per stream), each process under its own 20,000 limit.
+
+A program, not a test: it asserts nothing. Needs no root.
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
+import harness as h  # noqa: E402
+
+CLOUD_TARGET_KIB = 12.0
+EDGE_TARGET_KIB = 20.0
+
+
+def status_kib(pid, key="VmRSS"):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def metrics(port):
+    import urllib.request
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+    out = {}
+    for line in text.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            try:
+                out[k] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
+def burst(args, env, cloud, n, hold=False):
+    """Runs follow_burst for @n streams; returns (its result line, the process: still holding
+    the streams open when @hold, else stopped)."""
+    argv = [os.path.join(h.BIN, "test", "bench", "follow_burst"),
+            "--port", str(cloud.ports["stream"]), "--ca", env.path("stream-ca.crt"),
+            "--cert", env.path("apiserver-kubelet-client.crt"),
+            "--key", env.path("apiserver-kubelet-client.key"), "--n", str(n),
+            "--target", "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=%g"
+            % args.interval, "--timeout", str(args.timeout)]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    p.stdout.readline()  # "holding"
+    if not hold:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    return line, p
+
+
+def run(args, env, cloud, edge, kubelet):
+    line, _ = burst(args, env, cloud, 20)  # fixed costs (first TLS contexts, buffers) first
+    if "answered=20 " not in line:
+        raise RuntimeError("warm-up: %s" % line)
+    time.sleep(args.settle)
+    c0, e0 = status_kib(cloud.pid), status_kib(edge.pid)
+    n = args.streams
+    line, client = burst(args, env, cloud, n, hold=True)
+    try:
+        time.sleep(args.settle)
+        c1, e1 = status_kib(cloud.pid), status_kib(edge.pid)
+        em = metrics(edge.ports["admin"])
+        cm = metrics(cloud.ports["admin"])
+    finally:
+        client.send_signal(signal.SIGTERM)
+        client.wait(timeout=60)
+    f = dict(kv.split("=") for kv in line.split()[1:])
+    ok = int(f["answered"]) == n
+    cloud_kib = (c1 - c0) / n
+    edge_kib = (e1 - e0) / n
+    print("%d quiet logs -f streams, one node, fake kubelet %s, a line every %g s; build %s"
+          % (n, "HTTP/1.1" if args.kubelet_http1 else "HTTP/2", args.interval, args.build))
+    print("| figure | measured | target |")
+    print("|---|---|---|")
+    print("| burst of %d follow requests: answered (200 + first line) | %s in %s s | all %d |"
+          % (n, f["answered"], f["seconds"], n))
+    print("| burst: 504 / other status / no answer | %s / %s / %s | 0 / 0 / 0 |"
+          % (f["status504"], f["other"], f["failed"]))
+    print("| cloudstream RSS per stream | %.1f KiB (%d -> %d KiB) | <= %.0f KiB %s |"
+          % (cloud_kib, c0, c1, CLOUD_TARGET_KIB, "ok" if cloud_kib <= CLOUD_TARGET_KIB
+             else "SHORT"))
+    print("| edgestream RSS per stream | %.1f KiB (%d -> %d KiB) | <= %.0f KiB %s |"
+          % (edge_kib, e0, e1, EDGE_TARGET_KIB, "ok" if edge_kib <= EDGE_TARGET_KIB
+             else "SHORT"))
+    for k in sorted(em):
+        if "refused" in k or k.startswith(("edgestream_streams ", "edgestream_budget")):
+            if em[k]:
+                print("  edge  %s %g" % (k, em[k]))
+    for k in sorted(cm):
+        if "refused" in k or "budget" in k:
+            if cm[k]:
+                print("  cloud %s %g" % (k, cm[k]))
+    print("burst: %s" % ("all answered" if ok else "NOT all answered"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build/rel")
+    ap.add_argument("--streams", type=int, default=10000)
+    ap.add_argument("--interval", type=float, default=5.0,
+                    help="seconds between the fake kubelet's log lines")
+    ap.add_argument("--settle", type=float, default=12.0)
+    ap.add_argument("--timeout", type=int, default=120, help="seconds the burst may take")
+    ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs)")
+    ap.add_argument("--kubelet-http1", action="store_true",
+                    help="the fake kubelet speaks HTTP/1.1 only (a TLS connection per follow)")
+    ap.add_argument("--edge-arg", action="append", default=[])
+    ap.add_argument("--cloud-arg", action="append", default=[])
+    args = ap.parse_args()
+    h.BIN = os.path.abspath(args.build)
+    env = h.Env("stream-burst", nodes=("edge-1",))
+    ok = False
+    try:
+        kubelet = h.start_kubelet(env, extra=[] if args.kubelet_http1 else ["--h2"])
+        n = str(max(args.streams, 1024))
+        cloud = h.start_cloudstream(env, ["--max-streams-per-node", n,
+                                          "--session-buffer-bytes", "1GiB",
+                                          "--log-level", "warn"] + args.cloud_arg)
+        edge = h.start_edgestream(env, cloud, kubelet,
+                                  extra=["--max-streams", n, "--log-level", "warn"]
+                                  + args.edge_arg)
+        run(args, env, cloud, edge, kubelet)
+        ok = True
+    finally:
+        h.close_env(env, not ok or args.keep)
+        if args.keep:
+            print("logs in", env.dir)
+
+
+if __name__ == "__main__":
+    main()
