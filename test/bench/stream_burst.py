@@ -136,6 +136,8 @@ def main():
                     help="the fake kubelet speaks HTTP/1.1 only (a TLS connection per follow)")
     ap.add_argument("--edge-arg", action="append", default=[])
     ap.add_argument("--cloud-arg", action="append", default=[])
+    ap.add_argument("--cloud-prefix", default="",
+                    help="run cloudstream under this command, e.g. 'heaptrack -o /tmp/cs'")
     args = ap.parse_args()
     h.BIN = os.path.abspath(args.build)
     env = h.Env("stream-burst", nodes=("edge-1",))
@@ -145,7 +147,8 @@ def main():
         n = str(max(args.streams, 1024))
         cloud = h.start_cloudstream(env, ["--max-streams-per-node", n,
                                           "--session-buffer-bytes", "1GiB",
-                                          "--log-level", "warn"] + args.cloud_arg)
+                                          "--log-level", "warn"] + args.cloud_arg,
+                                    prefix=args.cloud_prefix.split())
         edge = h.start_edgestream(env, cloud, kubelet,
                                   extra=["--max-streams", n, "--log-level", "warn"]
                                   + args.edge_arg)
