@@ -3,7 +3,7 @@
 both daemons, beside issue 12's targets, in one run.
 
     test/bench/stream_burst.py [--build build/rel] [--streams 10000] [--settle 12]
-                               [--kubelet-http1] [--edge-arg=...] [--cloud-arg=...]
+                               [--kubelet-http1] [--max-connecting N] [--edge-arg=...] [--cloud-arg=...]
 
 Starts the fake kubelet (TLS, client certificate required; HTTP/2 unless --kubelet-http1, as a
 real kubelet), cloudstream and edgestream on 127.0.0.1 from --build (a Release build for
@@ -68,7 +68,8 @@ def burst(args, env, cloud, n, hold=False):
             "--cert", env.path("apiserver-kubelet-client.crt"),
             "--key", env.path("apiserver-kubelet-client.key"), "--n", str(n),
             "--target", "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=%g"
-            % args.interval, "--timeout", str(args.timeout)]
+            % args.interval, "--timeout", str(args.timeout),
+            "--max-connecting", str(args.max_connecting)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline().strip()
     p.stdout.readline()  # "holding"
@@ -132,6 +133,8 @@ def main():
     ap.add_argument("--settle", type=float, default=12.0)
     ap.add_argument("--timeout", type=int, default=120, help="seconds the burst may take")
     ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs)")
+    ap.add_argument("--max-connecting", type=int, default=0,
+                    help="the client's connections in connect or TLS at once (0: all at once)")
     ap.add_argument("--kubelet-http1", action="store_true",
                     help="the fake kubelet speaks HTTP/1.1 only (a TLS connection per follow)")
     ap.add_argument("--edge-arg", action="append", default=[])
