@@ -142,6 +142,9 @@ struct edgestream {
 	unsigned stop_requests_seen; /* loop thread */
 	struct st_drain drain;       /* graceful stop (stream/drain.h), loop thread */
 	lws_sorted_usec_list_t sul_drain;
+	/* relay.c: quiet streams' queue reservations go back (armed while a stream holds one) */
+	lws_sorted_usec_list_t sul_quiet;
+	bool quiet_sweep_armed;
 	bool stopped;
 	pthread_t thread;
 	bool thread_started;

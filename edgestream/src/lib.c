@@ -267,7 +267,8 @@ void edgestream_free(struct edgestream *es)
 			es_tunnel_end_streams(t);
 		}
 		es_kubelet_pool_free(es);
-		st_loop_destroy(es->loop); /* lws_context_destroy, then the loop */
+		lws_sul_cancel(&es->sul_quiet); /* relay.c's sweep; nothing re-arms it now */
+		st_loop_destroy(es->loop);      /* lws_context_destroy, then the loop */
 	}
 	if (es->tunnel_ctx) /* ours, lent to the client vhost: after the context */
 		SSL_CTX_free(es->tunnel_ctx);

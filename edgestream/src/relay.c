@@ -25,16 +25,19 @@
 #define BASE_QUEUE_LOW  (256u * 1024u)
 #define BASE_QUEUE_CAP  (8u * 1024u * 1024u)
 /* Toward the cloud: what the session could not take yet (it takes no more than the cloud's
- * credit); above HIGH the backend pauses, at LOW it resumes. The queue's cap is HIGH plus the
- * backend's burst (backend.h). What it holds is charged to the process budget while it holds
- * it (not reserved at open: a quiet stream holds nothing here, and 10,000 quiet follows must
- * not reserve 560 MiB they never use); while the budget is over its limit a backend whose
- * queue holds anything pauses too, so past the limit each stream adds at most the one burst
- * it had in hand. Small marks cost no speed: with credit, the window is the pipeline, and
- * this queue only bridges a WINDOW's round trip; the source keeps the rest (a paused
- * socket's kernel buffer). */
+ * credit and the budget's room); above HIGH the backend pauses, at LOW it resumes. The queue's
+ * cap is HIGH plus the backend's burst (backend.h). It is reserved from the process budget
+ * whole when it first has to hold bytes, not at open: a quiet `logs -f` never needs it (its
+ * lines go straight into the session), and 10,000 of them would otherwise reserve 560 MiB
+ * they never use. If the budget has no room then, the bytes the backend had in hand are held
+ * anyway (charged by force: past the limit each stream adds at most that one burst) and the
+ * backend pauses until the queue drained. A reservation whose queue stayed empty for QUIET_MS
+ * goes back at the next sweep. Small marks cost no speed: with credit, the window is the
+ * pipeline, and this queue only bridges a WINDOW's round trip; the source keeps the rest (a
+ * paused socket's kernel buffer). */
 #define TO_CLOUD_HIGH (8u * 1024u)
 #define TO_CLOUD_LOW  (4u * 1024u)
+#define QUIET_MS      1000u /* queue empty this long: its reservation goes back */
 
 static bool is_upgrade_type(uint64_t type)
 {
@@ -83,7 +86,7 @@ static void stream_free(struct es_stream *st)
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
-	st_budget_credit(&es->budget, st->reserved + st_buf_len(&st->to_cloud));
+	st_budget_credit(&es->budget, st->reserved + st->to_cloud_charged);
 	st_buf_cleanup(&st->to_cloud);
 	es->m.streams_open--;
 	free(st);
@@ -154,7 +157,10 @@ static void flush(struct es_stream *st)
 			return;
 		}
 		st_buf_consume(&st->to_cloud, (size_t)w);
-		st_budget_credit(&st->es->budget, (uint64_t)w);
+		if (!st->to_cloud_reserved) { /* charged by force as it came */
+			st_budget_credit(&st->es->budget, (uint64_t)w);
+			st->to_cloud_charged -= (uint64_t)w;
+		}
 		st->es->m.bytes_to_cloud += (uint64_t)w;
 		st->to_cloud_bytes += (uint64_t)w;
 		if ((size_t)w < n)
@@ -186,13 +192,25 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 		st->to_cloud_bytes += w;
 	}
 	if (w < n) {
+		struct edgestream *es = st->es;
+		/* A stream that gave its reservation back takes it again; without room the bytes
+		 * in hand are held anyway (forced) and es_stream_cloud_full pauses the backend. */
+		if (!st->to_cloud_reserved &&
+		    st_budget_charge(&es->budget, st->to_cloud.cap - st->to_cloud_charged) == 0) {
+			st->to_cloud_charged = st->to_cloud.cap;
+			st->to_cloud_reserved = true;
+			es_relay_quiet_sweep_arm(es);
+		}
 		if (st_buf_append(&st->to_cloud, p + w, n - w) < 0) {
 			es_stream_fail(st, ST_EXT_ERR_LIMIT,
 			               "backend output over the stream queue limit");
 			return -1;
 		}
-		/* Here already, so forced; es_stream_cloud_full pauses the source past the limit. */
-		st_budget_force(&st->es->budget, n - w);
+		if (!st->to_cloud_reserved) {
+			st_budget_force(&es->budget, n - w);
+			st->to_cloud_charged += n - w;
+		}
+		st->to_cloud_queued_ms = es_now_ms();
 	}
 	return 0;
 }
@@ -200,7 +218,42 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 bool es_stream_cloud_full(const struct es_stream *st)
 {
 	return st_buf_above_high(&st->to_cloud) ||
-	       (st_buf_len(&st->to_cloud) > 0 && st_budget_over(&st->es->budget));
+	       (!st->to_cloud_reserved && st_buf_len(&st->to_cloud) > 0);
+}
+
+/* ---- quiet streams give their queue's reservation back ---------------------------------- */
+
+static void on_quiet_sweep(lws_sorted_usec_list_t *sul)
+{
+	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_quiet);
+	uint64_t now = es_now_ms();
+	bool again = false;
+	for (struct es_tunnel *t = es->tunnels; t; t = t->next)
+		for (struct es_stream *st = t->streams; st; st = st->next) {
+			if (!st->to_cloud_reserved)
+				continue;
+			if (st_buf_len(&st->to_cloud) > 0 ||
+			    now - st->to_cloud_queued_ms < QUIET_MS) {
+				again = true;
+				continue;
+			}
+			st_budget_credit(&es->budget, st->to_cloud_charged);
+			st->to_cloud_charged = 0;
+			st->to_cloud_reserved = false;
+		}
+	es->quiet_sweep_armed = again;
+	if (again)
+		lws_sul_schedule(es->ctx, 0, &es->sul_quiet, on_quiet_sweep,
+		                 (lws_usec_t)QUIET_MS * LWS_US_PER_MS);
+}
+
+void es_relay_quiet_sweep_arm(struct edgestream *es)
+{
+	if (es->quiet_sweep_armed || es->ctx == NULL || es->stopped)
+		return;
+	es->quiet_sweep_armed = true;
+	lws_sul_schedule(es->ctx, 0, &es->sul_quiet, on_quiet_sweep,
+	                 (lws_usec_t)QUIET_MS * LWS_US_PER_MS);
 }
 
 void es_stream_backend_done(struct es_stream *st)
@@ -332,9 +385,9 @@ static const struct es_backend_ops *backend_for(const struct es_target *target,
 }
 
 /*
- * Sizes @st's queue toward the cloud for @ops as its backend (its bytes are charged as they
- * wait there, see TO_CLOUD_HIGH) and reserves the backend's own buffer up front (a CRI log
- * follower's output). 0, or -ENOSPC (counted: the stream is refused).
+ * Sizes @st's queue toward the cloud for @ops as its backend (reserved when it first has to
+ * hold bytes: TO_CLOUD_HIGH) and reserves the backend's own buffer for the stream's life (a
+ * CRI log follower's output). 0, or -ENOSPC (counted: the stream is refused).
  */
 static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
 {

@@ -61,8 +61,12 @@ struct es_stream {
 	bool body_sent;                   /* some of the cloud's bytes reached the backend */
 	bool cloud_half_closed; /* TCP streams: the cloud sent its last byte (HALF_CLOSE) */
 	bool blocking;          /* base protocol: to_backend is over its mark (tunnel paused) */
-	uint64_t reserved;      /* charged to es->budget for the backend's own buffer (to_cloud
-	                         * is charged by what it holds) */
+	uint64_t reserved;      /* charged to es->budget for the backend's own buffer */
+	/* to_cloud's charge to es->budget (relay.c, TO_CLOUD_HIGH): its whole cap while
+	 * to_cloud_reserved; else what it holds (forced: the budget had no room), or 0 */
+	uint64_t to_cloud_charged;
+	bool to_cloud_reserved;
+	uint64_t to_cloud_queued_ms; /* bytes last waited in to_cloud (or the stream opened) */
 	/* The access log line when it ends (relay.c): the cloud's line for the same stream id
 	 * says what was asked and by whom; this one how the edge served it. */
 	uint64_t to_cloud_bytes, from_cloud_bytes;
@@ -93,8 +97,13 @@ void es_stream_tunnel_gone(struct es_stream *st);
  * (the session forgot it, or over the queue's cap: failed). */
 int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n);
 
-/* es_stream_cloud_full() - to_cloud is over its mark: stop producing until on_writable. */
+/* es_stream_cloud_full() - to_cloud is over its mark, or holds bytes it could not reserve
+ * (relay.c, TO_CLOUD_HIGH): stop producing until on_writable. */
 bool es_stream_cloud_full(const struct es_stream *st);
+
+/* es_relay_quiet_sweep_arm() - (re)start the sweep that takes back the queue reservations of
+ * quiet streams, unless it runs already. */
+void es_relay_quiet_sweep_arm(struct edgestream *es);
 
 /* es_stream_sent() - @n bytes at the front of to_backend reached the backend: they are
  * dropped and their credit goes back to the cloud. */
