@@ -110,8 +110,9 @@ struct cs_tunnel_set {
 struct cs_server {
 	struct cs_config cfg;
 	struct lws_context *ctx;
-	struct st_loop *loop;    /* the epoll (or poll) loop under ctx (stream/loop.h) */
-	struct cs_listener *lis; /* the tunnel port's listening socket (listen.h) */
+	struct st_loop *loop;           /* the epoll (or poll) loop under ctx (stream/loop.h) */
+	struct cs_listener *lis;        /* the tunnel port's listening socket (listen.h) */
+	struct cs_listener *lis_stream; /* the stream port's (listen.h) */
 	struct lws_vhost *vh_tunnel, *vh_stream, *vh_admin, *vh_aux;
 	struct cs_registry *reg;
 	struct cs_podcache *pods; /* pod → node answers from the apiserver (when configured) */

@@ -12,6 +12,7 @@
  * base-protocol edge). Loop thread only.
  */
 #include "front.h"
+#include "listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -324,6 +325,7 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (f == NULL)
 			return -1;
 		if (!f->verified) {
+			cs_stream_listener_note(srv, wsi); /* its handshake is over (listen.h) */
 			if (!cs__authz_on_tls(f)) {
 				srv->m.fronts_refused_tls++;
 				return -1;
@@ -338,10 +340,14 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		return f ? front_writeable(f) : -1;
 	case LWS_CALLBACK_RAW_CLOSE:
+		cs_stream_listener_note(srv, wsi);
 		if (f) {
 			front_closed(f);
 			*slot = NULL;
 		}
+		return 0;
+	case LWS_CALLBACK_WSI_DESTROY: /* died before RAW_ADOPT (inside the adoption) */
+		cs_stream_listener_note(srv, wsi);
 		return 0;
 	default:
 		return 0;

@@ -1,5 +1,6 @@
 /*
- * cloudstream/src/listen.h — the tunnel port's listening socket, ours rather than lws's.
+ * cloudstream/src/listen.h — the tunnel and stream ports' listening sockets, ours rather than
+ * lws's.
  *
  * lws 4.1.6's listener accepts whatever comes, builds ~45 KB of OpenSSL state before the peer
  * sends a byte, bounds none of it, and spins on accept() at EMFILE writing thousands of log
@@ -13,7 +14,18 @@
  *     --tunnel-handshake-timeout deadline;
  *   - EMFILE/ENFILE: accepting pauses for 250 ms instead of spinning; one log line per 10 s.
  * Accepted sockets are handed to the tunnel vhost (created without a listener) with
- * lws_adopt_socket_vhost(), where TLS and the websocket upgrade run as before. Loop thread only.
+ * lws_adopt_socket_vhost(), where TLS and the websocket upgrade run as before.
+ *
+ * The stream port (apiserver connections, one per request) has the same listener with its own
+ * gate: at most CS_STREAM_HANDSHAKES_MAX handshakes in flight, no per-source share (every
+ * connection comes from the apiserver), CS_STREAM_HANDSHAKE_TIMEOUT_MS each; it keeps
+ * accepting while the gate is shut, up to CS_STREAM_ACCEPTED_WAITING_MAX sockets that wait for
+ * a slot (an fd each, nothing else), since the kernel's queue (SOMAXCONN, 4,096) overflows
+ * under a burst and the overflow is retried by the client's SYN backoff (seconds). A burst of
+ * 10,000 `logs -f` otherwise runs 10,000 handshakes at once: ~60 KB of OpenSSL state each while
+ * in flight (VmHWM 0.5 GB), a heap left fragmented for good, and handshakes that miss their
+ * deadline while the loop works through the others. Sockets go to the stream vhost's raw
+ * protocol ("cs-stream"). Loop thread only.
  */
 #ifndef CLOUDSTREAM_LISTEN_H
 #define CLOUDSTREAM_LISTEN_H
@@ -22,6 +34,11 @@
 
 struct cs_server;
 struct lws;
+
+#define CS_STREAM_HANDSHAKES_MAX       128
+#define CS_STREAM_HANDSHAKE_TIMEOUT_MS 10000
+/* Stream port: accepted connections waiting for a handshake slot (an fd each, no TLS state) */
+#define CS_STREAM_ACCEPTED_WAITING_MAX 8192
 
 struct cs_listener_stats {
 	uint64_t accepted, refused_per_source, emfile_pauses;
@@ -35,6 +52,17 @@ int cs_listener_new(struct cs_server *srv);
 /* cs_listener_port() - the port bound (the real one for :0), or -ENOENT. */
 int cs_listener_port(const struct cs_server *srv);
 
+/* cs_stream_listener_new() - bind --stream-listen and accept into srv->vh_stream (created
+ * without a listener) through the stream gate. Returns 0 or -errno (logged). */
+int cs_stream_listener_new(struct cs_server *srv);
+
+/* cs_stream_listener_port() - the stream port bound, or -ENOENT. */
+int cs_stream_listener_port(const struct cs_server *srv);
+
+/* cs_stream_listener_note() - call from the stream protocol's callback when a connection's
+ * TLS handshake is over: its first bytes (RAW_RX), RAW_CLOSE, WSI_DESTROY. Idempotent. */
+void cs_stream_listener_note(struct cs_server *srv, struct lws *wsi);
+
 /* cs_listener_aux() - call first in the aux protocol's callback: returns 1 when the event was
  * the listener's (the callback then returns 0), 0 otherwise. */
 int cs_listener_aux(struct cs_server *srv, struct lws *wsi, int reason);
@@ -45,7 +73,8 @@ void cs_listener_note(struct cs_server *srv, struct lws *wsi, int reason);
 
 void cs_listener_stats(const struct cs_server *srv, struct cs_listener_stats *out);
 
-/* cs_listener_free() - before lws_context_destroy(), which closes the listening socket. */
+/* cs_listener_free() - both listeners; before lws_context_destroy(), which closes the
+ * listening sockets. */
 void cs_listener_free(struct cs_server *srv);
 
 /* cs_lws_log_allowed() - the lws log budget: at most 20 lines per 10 s; *@dropped is set when

@@ -433,7 +433,7 @@ int main(int argc, char **argv)
 	st_info("cloudstream %s replica %s: tunnel %s (port %d), stream %s (port %d), admin %s; "
 	        "flow window %llu, node name from %s, %s loop",
 	        cs_config_spec.version, srv.replica, srv.cfg.tunnel_listen, cs_listener_port(&srv),
-	        srv.cfg.stream_listen, st_loop_listen_port(srv.vh_stream),
+	        srv.cfg.stream_listen, cs_stream_listener_port(&srv),
 	        srv.vh_admin ? srv.cfg.admin_listen : "off",
 	        (unsigned long long)srv.cfg.stream_window_bytes,
 	        srv.cfg.node_name_from == CS_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>",

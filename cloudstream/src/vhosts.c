@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/ssl.h>
+
 #include <stream/admin.h>
 #include <stream/certreload.h>
 #include <stream/log.h>
@@ -146,22 +148,24 @@ int cs__create_vhosts(struct cs_server *srv)
 	info.vhost_name = "stream";
 	info.protocols = cs_front_protocols;
 	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
-	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT |
-	               LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
-	info.listen_accept_role = "raw-skt";
-	info.listen_accept_protocol = cs_front_protocols[0].name;
+	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
 	info.ssl_cert_filepath = c->stream_cert;
 	info.ssl_private_key_filepath = c->stream_key;
 	info.ssl_ca_filepath = c->stream_client_ca;
 	info.alpn = "http/1.1";
 	info.user = srv;
-	if (set_listen(&info, "stream-listen", c->stream_listen, host[1], sizeof host[1]) < 0)
-		return -EINVAL;
+	/* The listening socket is ours too (listen.h: the stream port's handshake gate). */
+	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
 	srv->vh_stream = lws_create_vhost(srv->ctx, &info);
 	if (srv->vh_stream == NULL) {
-		st_err("cannot listen on %s for the stream server", c->stream_listen);
-		return -EADDRNOTAVAIL;
+		st_err("cannot set up the stream server (see the lws lines above)");
+		return -ENOMEM;
 	}
+	/* lws picks a vhost by SNI among those on the same listen port, else the first one: the
+	 * tunnel vhost, also without a listener, would answer a client that sends a name
+	 * ("localhost") with the tunnel's certificate. One vhost serves this port: no switch. */
+	if (srv->ssl_ctx[1])
+		SSL_CTX_set_tlsext_servername_callback((SSL_CTX *)srv->ssl_ctx[1], NULL);
 
 	if (c->admin_listen && c->admin_listen[0]) {
 		memset(&info, 0, sizeof info);
@@ -190,7 +194,8 @@ int cs__create_vhosts(struct cs_server *srv)
 	int rc = cs_door_create_vhosts(srv);
 	if (rc < 0)
 		return rc;
-	return cs_listener_new(srv);
+	rc = cs_listener_new(srv);
+	return rc < 0 ? rc : cs_stream_listener_new(srv);
 }
 
 int cs__write_ready_file(struct cs_server *srv)
@@ -199,7 +204,7 @@ int cs__write_ready_file(struct cs_server *srv)
 		return 0;
 	char buf[160];
 	int n = snprintf(buf, sizeof buf, "tunnel=%d\nstream=%d\nadmin=%d\nfront_door=%d\n",
-	                 cs_listener_port(srv), st_loop_listen_port(srv->vh_stream),
+	                 cs_listener_port(srv), cs_stream_listener_port(srv),
 	                 srv->vh_admin ? st_loop_listen_port(srv->vh_admin) : 0, cs_door_port(srv));
 	int rc = st_loop_write_ready_file(srv->cfg.ready_file, buf, (size_t)n);
 	if (rc < 0)

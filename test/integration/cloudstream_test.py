@@ -140,6 +140,23 @@ def keep_alive_then_bad_head(chain):
     check(closed == b"", "keep-alive, bad head: connection not closed")
 
 
+def stream_port_sni(chain):
+    """A client that sends a server name (SNI "localhost") gets the stream port's own
+    certificate: the stream vhost has no lws listener (listen.h), and lws's SNI lookup among
+    listener-less vhosts would have answered with the tunnel's certificate (another CA)."""
+    raw = socket.create_connection(("127.0.0.1", chain.cloud.ports["stream"]), timeout=10)
+    s = chain.api.ctx.wrap_socket(raw, server_hostname="localhost")
+    try:
+        cn = dict(x[0] for x in s.getpeercert()["subject"]).get("commonName")
+        check(cn == "cloudstream", "stream port certificate for SNI localhost: CN %r" % cn)
+        s.sendall(h.head("GET", "/containerLogs/default/pod-a/ctr?tailLines=1",
+                         [("Host", "edge-1:10350")]))
+        status, _, _ = h.read_head(s)
+        check(status == 200, "logs over an SNI connection: %d" % status)
+    finally:
+        s.close()
+
+
 def unknown_node_503(chain):
     status, hdrs, body, s = chain.api.request(
         "GET", "/metrics", [("Host", "10.0.0.9:10350"),
@@ -557,6 +574,7 @@ def group_base():
             ("keep_alive", lambda: keep_alive(chain)),
             ("keep_alive_then_bad_head", lambda: keep_alive_then_bad_head(chain)),
             ("unknown_node_503", lambda: unknown_node_503(chain)),
+            ("stream_port_sni", lambda: stream_port_sni(chain)),
             ("unknown_node_pod_log", lambda: unknown_node_pod_log(chain)),
             ("refused_upgrade_is_fast", lambda: refused_upgrade_is_fast(chain)),
             ("edge_end_closes_fast", lambda: edge_end_closes_fast(chain)),
