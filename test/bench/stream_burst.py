@@ -90,6 +90,7 @@ def run(args, env, cloud, edge, kubelet):
     try:
         time.sleep(args.settle)
         c1, e1 = status_kib(cloud.pid), status_kib(edge.pid)
+        chwm, ehwm = status_kib(cloud.pid, "VmHWM"), status_kib(edge.pid, "VmHWM")
         em = metrics(edge.ports["admin"])
         cm = metrics(cloud.ports["admin"])
     finally:
@@ -113,6 +114,8 @@ def run(args, env, cloud, edge, kubelet):
     print("| edgestream RSS per stream | %.1f KiB (%d -> %d KiB) | <= %.0f KiB %s |"
           % (edge_kib, e0, e1, EDGE_TARGET_KIB, "ok" if edge_kib <= EDGE_TARGET_KIB
              else "SHORT"))
+    print("| peak RSS (VmHWM) during the burst: cloudstream / edgestream | %d / %d KiB | |"
+          % (chwm, ehwm))
     for k in sorted(em):
         if "refused" in k or k.startswith(("edgestream_streams ", "edgestream_budget")):
             if em[k]:
