@@ -28,7 +28,7 @@
  * credit and the budget's room); above HIGH the backend pauses, at LOW it resumes. The queue's
  * cap is HIGH plus the backend's burst (backend.h). It is reserved from the process budget
  * whole when it first has to hold bytes, not at open: a quiet `logs -f` never needs it (its
- * lines go straight into the session), and 10,000 of them would otherwise reserve 560 MiB
+ * lines go straight into the session), and 10,000 of them would otherwise reserve 1.2 GB
  * they never use. If the budget has no room then, the bytes the backend had in hand are held
  * anyway (charged by force: past the limit each stream adds at most that one burst) and the
  * backend pauses until the queue drained. A reservation whose queue stayed empty for QUIET_MS
