@@ -26,15 +26,16 @@
 #define BASE_QUEUE_CAP  (8u * 1024u * 1024u)
 /* Toward the cloud: what the session could not take yet (it takes no more than the cloud's
  * credit and the budget's room); above HIGH the backend pauses, at LOW it resumes. The queue's
- * cap is HIGH plus the backend's burst (backend.h). It is reserved from the process budget
- * whole when it first has to hold bytes, not at open: a quiet `logs -f` never needs it (its
- * lines go straight into the session), and 10,000 of them would otherwise reserve 1.2 GB
- * they never use. If the budget has no room then, the bytes the backend had in hand are held
- * anyway (charged by force: past the limit each stream adds at most that one burst) and the
- * backend pauses until the queue drained. A reservation whose queue stayed empty for QUIET_MS
- * goes back at the next sweep. Small marks cost no speed: with credit, the window is the
- * pipeline, and this queue only bridges a WINDOW's round trip; the source keeps the rest (a
- * paused socket's kernel buffer). */
+ * cap is HIGH plus the backend's burst (backend.h), reserved from the process budget at open,
+ * so streams that will fill it (downloads nobody reads) are admitted only as far as the
+ * budget holds them, and its peak never passes the limit. Except a `logs -f` (follower): it
+ * trickles, its lines go straight into the session, and 10,000 of them would reserve 1.2 GB
+ * they never use; its queue is reserved when it first has to hold bytes, and given back once
+ * it stayed empty for QUIET_MS (a sweep). If the budget has no room then, the bytes its
+ * backend had in hand are held anyway (charged by force: past the limit each such follower
+ * adds at most that one burst) and the backend pauses until the queue drained. Small marks
+ * cost no speed: with credit, the window is the pipeline, and this queue only bridges a
+ * WINDOW's round trip; the source keeps the rest (a paused socket's kernel buffer). */
 #define TO_CLOUD_HIGH (8u * 1024u)
 #define TO_CLOUD_LOW  (4u * 1024u)
 #define QUIET_MS      1000u /* queue empty this long: its reservation goes back */
@@ -230,7 +231,7 @@ static void on_quiet_sweep(lws_sorted_usec_list_t *sul)
 	bool again = false;
 	for (struct es_tunnel *t = es->tunnels; t; t = t->next)
 		for (struct es_stream *st = t->streams; st; st = st->next) {
-			if (!st->to_cloud_reserved)
+			if (!st->to_cloud_reserved || !st->follower)
 				continue;
 			if (st_buf_len(&st->to_cloud) > 0 ||
 			    now - st->to_cloud_queued_ms < QUIET_MS) {
@@ -385,15 +386,16 @@ static const struct es_backend_ops *backend_for(const struct es_target *target,
 }
 
 /*
- * Sizes @st's queue toward the cloud for @ops as its backend (reserved when it first has to
- * hold bytes: TO_CLOUD_HIGH) and reserves the backend's own buffer for the stream's life (a
- * CRI log follower's output). 0, or -ENOSPC (counted: the stream is refused).
+ * Reserves what @st may hold toward the cloud with @ops as its backend, and sizes to_cloud to
+ * it: the backend's own buffer (a CRI log follower's output) for the stream's life; the queue
+ * too, at open, unless the stream is a `logs -f` (then when it first has to hold bytes:
+ * TO_CLOUD_HIGH). 0, or -ENOSPC (counted: the stream is refused).
  */
 static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
 {
 	struct edgestream *es = st->es;
 	size_t cap = TO_CLOUD_HIGH + ops->to_cloud_burst;
-	uint64_t want = ops->own_bytes;
+	uint64_t want = ops->own_bytes + (st->follower ? 0 : (uint64_t)cap);
 	if (st_budget_charge(&es->budget, want) < 0) {
 		/* The counter and the one-line warning the session's own refusals use. */
 		es->session_totals.refused_budget++;
@@ -401,7 +403,11 @@ static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
 		                              "--process-buffer-bytes");
 		return -ENOSPC;
 	}
-	st->reserved = want;
+	st->reserved = ops->own_bytes;
+	if (!st->follower) {
+		st->to_cloud_charged = cap;
+		st->to_cloud_reserved = true;
+	}
 	st_buf_init(&st->to_cloud, cap);
 	st_buf_set_watermarks(&st->to_cloud, TO_CLOUD_HIGH, TO_CLOUD_LOW);
 	return 0;
@@ -466,6 +472,9 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 		if (st_kubelet_path_parse(req.path, q ? (size_t)(q - req.path) : strlen(req.path),
 		                          &kp) == 0)
 			st->kind = (uint8_t)kp.kind;
+		/* A follower trickles: its queue toward the cloud is reserved only when needed. */
+		st->follower = st->kind == ST_KUBELET_CONTAINER_LOGS && req.raw_query &&
+		               st_query_k8s_flag(req.raw_query, strlen(req.raw_query), "follow");
 	}
 	st->port = tg.port;
 	st->local_name = tg.local_name;

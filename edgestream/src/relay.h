@@ -46,6 +46,7 @@ struct es_stream {
 	uint64_t started_ms;
 	uint64_t started_us;    /* for the TTFB histogram (es->ttfb) */
 	uint8_t kind;           /* enum st_kubelet_kind of its path; OTHER for TCP_CONNECT */
+	bool follower;          /* containerLogs with follow=true: to_cloud reserved lazily */
 	uint16_t port;          /* the route's local port (local-port backend), else 0 */
 	const char *local_name; /* its allow-list name (borrowed from es->allow) */
 	const char *tcp_host;   /* TCP_CONNECT: where the local-port backend dials, NULL for
@@ -63,7 +64,8 @@ struct es_stream {
 	bool blocking;          /* base protocol: to_backend is over its mark (tunnel paused) */
 	uint64_t reserved;      /* charged to es->budget for the backend's own buffer */
 	/* to_cloud's charge to es->budget (relay.c, TO_CLOUD_HIGH): its whole cap while
-	 * to_cloud_reserved; else what it holds (forced: the budget had no room), or 0 */
+	 * to_cloud_reserved (always, unless a follower); else what it holds (forced: the budget
+	 * had no room), or 0 */
 	uint64_t to_cloud_charged;
 	bool to_cloud_reserved;
 	uint64_t to_cloud_queued_ms; /* bytes last waited in to_cloud (or the stream opened) */
