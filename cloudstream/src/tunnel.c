@@ -465,7 +465,10 @@ const struct lws_protocols cs_tunnel_protocols[2] = {
                 .name = "kubeedge-tunnel",
                 .callback = cb_tunnel,
                 .per_session_data_size = sizeof(struct cs_tunnel_pss),
-                .rx_buffer_size = 2048, /* lws keeps this much per tunnel: README "Memory" */
+                /* lws keeps this much per tunnel (README "Memory"); on the epoll loop we
+                 * read the frames ourselves (tunnelread.h) and it only carries what lws read
+                 * with the upgrade request; lws's poll loop delivers RECEIVE in pieces of it */
+                .rx_buffer_size = 512,
                 .tx_packet_size = ST_TUNNEL_BATCH_BYTES, /* one batch per write */
         },
         {0}, /* terminator */
