@@ -250,6 +250,9 @@ def main():
                 print("storm tunnels=%d all_back_s=%s (target <= 30) dials=%s "
                       "client_timeouts=%s (target 0)" %
                       (n, back["after_s"], back["dials"], back["timeouts"]), flush=True)
+                totals = [x for x in load.lines if x.startswith("t=")]
+                if totals:
+                    print("  load tool totals: %s" % totals[-1], flush=True)
             load.stop()
             load = None
             if kubelet:
