@@ -73,15 +73,20 @@ void cs_resp_cleanup(struct cs_resp *r)
 	r->head_len = 0;
 }
 
-/* The head was parsed from @buf: record what it says. */
+/* The head was parsed from @buf: record what it says. Returns 0 for the final head, 1 for an
+ * interim one (1xx but 101: RFC 9110 §15.2 allows any number before the final answer, e.g. 100
+ * Continue to a request with "Expect: 100-continue"; it is relayed as it came, has no body and
+ * the next head follows), or a negative errno. */
 static int resp_on_head(struct cs_resp *r, const uint8_t *buf, size_t head_len)
 {
 	struct st_http_response resp;
 	ssize_t n = st_http_parse_response(buf, head_len, &resp);
 	if (n <= 0)
 		return n < 0 ? (int)n : -EBADMSG;
-	if (resp.status >= 100 && resp.status < 200 && resp.status != 101)
-		return -EBADMSG; /* interim responses: kubelet never sends them; refuse, not guess */
+	if (resp.status >= 100 && resp.status < 200 && resp.status != 101) {
+		r->interim++;
+		return 1;
+	}
 	enum st_http_body_kind kind;
 	uint64_t length = 0;
 	int rc = st_http_response_body(&resp, r->request_was_head, &kind, &length);
@@ -96,57 +101,69 @@ static int resp_on_head(struct cs_resp *r, const uint8_t *buf, size_t head_len)
 	return 0;
 }
 
+/* Follows one head from @p (@len > 0): how many of these bytes it took (all of them while the
+ * head is incomplete; up to its end once it is whole, then r->head_done says whether it was
+ * the final one), or a negative errno. */
+static ssize_t head_feed(struct cs_resp *r, const uint8_t *p, size_t len)
+{
+	struct st_http_response probe;
+	ssize_t n;
+	int rc;
+	if (r->head_len == 0) {
+		/* Common case: the whole head is in this input; no copy. */
+		n = st_http_parse_response(p, len, &probe);
+		if (n < 0)
+			return n;
+		if (n > 0) {
+			rc = resp_on_head(r, p, (size_t)n);
+			return rc < 0 ? rc : n;
+		}
+	}
+	/* Gather the head; parse what we have after each input. */
+	if (r->head == NULL) {
+		r->head = malloc(ST_MAX_HTTP_HEAD_BYTES);
+		if (r->head == NULL)
+			return -ENOMEM;
+	}
+	size_t room = ST_MAX_HTTP_HEAD_BYTES - r->head_len;
+	size_t take = len < room ? len : room;
+	memcpy(r->head + r->head_len, p, take);
+	size_t before = r->head_len;
+	r->head_len += take;
+	n = st_http_parse_response(r->head, r->head_len, &probe);
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return r->head_len == ST_MAX_HTTP_HEAD_BYTES ? -EMSGSIZE : (ssize_t)take;
+	rc = resp_on_head(r, r->head, (size_t)n);
+	if (rc < 0)
+		return rc;
+	/* What the gathered bytes held past this head is parsed again from @p. */
+	if (rc == 0)
+		cs_resp_cleanup(r);
+	else
+		r->head_len = 0;    /* the buffer serves the next head */
+	return n - (ssize_t)before; /* bytes of this input that completed the head */
+}
+
 ssize_t cs_resp_feed(struct cs_resp *r, const uint8_t *p, size_t len)
 {
 	if (len == 0 || cs_resp_done(r))
 		return 0;
 	size_t used = 0;
-	if (!r->head_done) {
-		struct st_http_response probe;
-		if (r->head_len == 0) {
-			/* Common case: the whole head is in this input; no copy. */
-			ssize_t n = st_http_parse_response(p, len, &probe);
-			if (n < 0)
-				return n;
-			if (n > 0) {
-				int rc = resp_on_head(r, p, (size_t)n);
-				if (rc < 0)
-					return rc;
-				used = (size_t)n;
-				goto body;
-			}
-		}
-		/* Gather the head; parse what we have after each input. */
-		if (r->head == NULL) {
-			r->head = malloc(ST_MAX_HTTP_HEAD_BYTES);
-			if (r->head == NULL)
-				return -ENOMEM;
-		}
-		size_t room = ST_MAX_HTTP_HEAD_BYTES - r->head_len;
-		size_t take = len < room ? len : room;
-		memcpy(r->head + r->head_len, p, take);
-		size_t before = r->head_len;
-		r->head_len += take;
-		ssize_t n = st_http_parse_response(r->head, r->head_len, &probe);
+	/* Interim heads, then the final one: each belongs to the response, relayed as is. */
+	while (!r->head_done && used < len) {
+		ssize_t n = head_feed(r, p + used, len - used);
 		if (n < 0)
 			return n;
-		if (n == 0) {
-			if (r->head_len == ST_MAX_HTTP_HEAD_BYTES)
-				return -EMSGSIZE;
-			r->bytes += take;
-			return (ssize_t)take;
-		}
-		int rc = resp_on_head(r, r->head, (size_t)n);
-		if (rc < 0)
-			return rc;
-		used = (size_t)n - before; /* bytes of this input that completed the head */
-		cs_resp_cleanup(r);
+		used += (size_t)n;
 	}
-body:;
-	ssize_t b = cs_body_feed(&r->body, p + used, len - used);
-	if (b < 0)
-		return b;
-	used += (size_t)b;
+	if (r->head_done) {
+		ssize_t b = cs_body_feed(&r->body, p + used, len - used);
+		if (b < 0)
+			return b;
+		used += (size_t)b;
+	}
 	r->bytes += used;
 	return (ssize_t)used;
 }

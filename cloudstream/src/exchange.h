@@ -50,6 +50,7 @@ struct cs_resp {
 	int status;            /* its status code */
 	bool keep_alive;       /* the backend keeps the connection after it */
 	bool upgraded;         /* 101: raw bytes follow until the stream ends */
+	unsigned interim;      /* interim (1xx but 101) heads seen before the final one */
 	struct cs_body body;
 	uint64_t bytes; /* bytes of this response seen so far */
 	uint8_t *head;  /* a head split across inputs is gathered here (lazily allocated) */
@@ -64,7 +65,8 @@ void cs_resp_cleanup(struct cs_resp *r);
 
 /*
  * cs_resp_feed() - the next bytes of the response. Returns how many belong to it (the rest would
- * be bytes after its end); -EBADMSG for a malformed head or body framing, -EMSGSIZE for a head
+ * be bytes after its end); interim 1xx heads (not 101) before the final one belong to it too:
+ * they are relayed as they came and the final head is looked for after them; -EBADMSG for a malformed head or body framing, -EMSGSIZE for a head
  * over ST_MAX_HTTP_HEAD_BYTES, -ENOMEM.
  */
 ssize_t cs_resp_feed(struct cs_resp *r, const uint8_t *p, size_t len);

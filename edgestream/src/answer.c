@@ -188,13 +188,11 @@ static int gather(struct es_body_only *b, const uint8_t *in, size_t len)
 	return 0;
 }
 
-ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len, uint8_t *out,
-                          size_t cap)
+/* Follows one head from @in (@len > 0): how many of these bytes it took (all of them while the
+ * head is incomplete; up to its end once it is whole, then b->head_done says whether it was
+ * the final one), or a negative errno. */
+static ssize_t head_feed(struct es_body_only *b, const uint8_t *in, size_t len)
 {
-	if (b->done || len == 0)
-		return 0;
-	if (b->head_done)
-		return body(b, in, len, out, cap);
 	struct st_http_response resp;
 	ssize_t n;
 	size_t used; /* bytes of @in that belong to the head */
@@ -206,7 +204,7 @@ ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len,
 			if (len >= ST_MAX_HTTP_HEAD_BYTES)
 				return -EMSGSIZE;
 			int rc = gather(b, in, len);
-			return rc < 0 ? rc : 0;
+			return rc < 0 ? rc : (ssize_t)len;
 		}
 		used = (size_t)n;
 	} else {
@@ -220,8 +218,19 @@ ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len,
 		if (n < 0)
 			return n;
 		if (n == 0)
-			return b->head_len >= ST_MAX_HTTP_HEAD_BYTES ? -EMSGSIZE : 0;
+			return b->head_len >= ST_MAX_HTTP_HEAD_BYTES ? -EMSGSIZE : (ssize_t)take;
 		used = (size_t)n - (b->head_len - take);
+	}
+	if (resp.status >= 100 && resp.status < 200 && resp.status != 101) {
+		/* Interim (RFC 9110 §15.2: 100 Continue, 103 Early Hints, any number of them before
+		 * the final answer). Body-only, it is dropped: a KubeEdge cloud gets the body alone,
+		 * as its edge's Go HTTP client gives it (that client consumes 1xx heads itself), and
+		 * the cloud writes the one head its client sees (stream/PROTOCOL.md, LOGS/METRIC).
+		 * Relayed as is (@out NULL), the caller passes it on with the rest. Either way the
+		 * final head is looked for after it. */
+		b->interim++;
+		b->head_len = 0; /* the buffer, if any, serves the next head */
+		return (ssize_t)used;
 	}
 	b->status = resp.status;
 	int rc = st_http_response_body(&resp, false, &b->kind, &b->remaining);
@@ -234,10 +243,26 @@ ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len,
 	b->head_done = true;
 	free(b->head); /* @resp pointed into it: not used past here */
 	b->head = NULL;
+	b->head_len = 0;
 	b->head_cap = 0;
-	if (b->kind == ST_HTTP_BODY_NONE || (b->kind == ST_HTTP_BODY_LENGTH && b->remaining == 0)) {
+	if (b->kind == ST_HTTP_BODY_NONE || (b->kind == ST_HTTP_BODY_LENGTH && b->remaining == 0))
 		b->done = true;
+	return (ssize_t)used;
+}
+
+ssize_t es_body_only_feed(struct es_body_only *b, const uint8_t *in, size_t len, uint8_t *out,
+                          size_t cap)
+{
+	if (b->done || len == 0)
 		return 0;
+	while (!b->head_done && len > 0) {
+		ssize_t n = head_feed(b, in, len);
+		if (n < 0)
+			return n;
+		in += n;
+		len -= (size_t)n;
 	}
-	return body(b, in + used, len - used, out, cap);
+	if (!b->head_done || b->done || len == 0)
+		return 0;
+	return body(b, in, len, out, cap);
 }

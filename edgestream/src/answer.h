@@ -40,7 +40,8 @@ struct es_body_only {
 	                * ST_MAX_HTTP_HEAD_BYTES; NULL when the head came whole, and once done) */
 	size_t head_len, head_cap;
 	bool head_done;
-	int status; /* the backend's status, once head_done */
+	int status;       /* the backend's status, once head_done */
+	unsigned interim; /* interim (1xx but 101) heads passed over before the final one */
 	/* Once head_done: the response lets its connection carry another request (HTTP/1.1
 	 * without "Connection: close", HTTP/1.0 only with "Connection: keep-alive") and ends by
 	 * its framing, not by the close. */
@@ -58,7 +59,9 @@ void es_body_only_cleanup(struct es_body_only *b);
  * es_body_only_feed() - consume the next response bytes (@in, @len) and put the body bytes
  * found in @out (at most @cap; @cap >= @len always suffices). Returns the body bytes written;
  * -EBADMSG (malformed head or chunked coding), -EMSGSIZE (head over ST_MAX_HTTP_HEAD_BYTES),
- * -ENOMEM. Bytes after the end of the response are ignored (b->done is set). With @out NULL
+ * -ENOMEM. Interim 1xx heads (not 101) before the final one are passed over: no body bytes
+ * (dropped body-only; relayed as they came with @out NULL). Bytes after the end of the response
+ * are ignored (b->done is set). With @out NULL
  * (and @cap SIZE_MAX) it only follows the framing, copying nothing: the end of a response
  * relayed as is.
  */

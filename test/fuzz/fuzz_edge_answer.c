@@ -1,6 +1,7 @@
 /* Fuzz target: the edge's body-only relay and backend request heads (edgestream/src/answer.h).
  * The first byte picks the mode: even = the input after it is a backend response fed in pieces
- * whose sizes come from the input itself (the body can never exceed the input); odd = the input
+ * whose sizes come from the input itself (the body can never exceed the input; interim 1xx heads
+ * are passed over the same way however it is split, and give no status); odd = the input
  * is a JSON connect request whose backend head must parse back as a request with the same
  * method and no header split. */
 #include <stdint.h>
@@ -13,19 +14,30 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Framing only (no output), the response fed at once: where it ended and what its heads said. */
+static void follow_whole(const uint8_t *data, size_t size, struct es_body_only *w, ssize_t *rc)
+{
+	es_body_only_init(w);
+	*rc = es_body_only_feed(w, data, size, NULL, SIZE_MAX);
+	es_body_only_cleanup(w);
+}
+
 static void body_only(const uint8_t *data, size_t size)
 {
 	struct es_body_only b;
 	es_body_only_init(&b);
 	uint8_t out[4096];
 	size_t total_out = 0, off = 0, i = 0;
+	bool failed = false;
 	while (off < size) {
 		size_t step = 1 + (size_t)(data[i++ % size] % 200);
 		if (step > size - off)
 			step = size - off;
 		ssize_t n = es_body_only_feed(&b, data + off, step, out, sizeof out);
-		if (n < 0)
+		if (n < 0) {
+			failed = true;
 			break;
+		}
 		if ((size_t)n > step)
 			abort();
 		total_out += (size_t)n;
@@ -33,7 +45,18 @@ static void body_only(const uint8_t *data, size_t size)
 	}
 	if (total_out > size)
 		abort();
+	if (!b.head_done && b.status != 0)
+		abort(); /* an interim head is no answer */
 	es_body_only_cleanup(&b);
+	if (failed || size == 0)
+		return;
+	/* Split or whole, the same heads were seen. */
+	struct es_body_only w;
+	ssize_t rc;
+	follow_whole(data, size, &w, &rc);
+	if (rc < 0 || w.head_done != b.head_done || w.interim != b.interim ||
+	    w.status != b.status || w.done != b.done)
+		abort();
 }
 
 static void request_head(const uint8_t *data, size_t size)

@@ -1,7 +1,8 @@
 /* Fuzz target: cloudstream's response tracker and request planning (cloudstream/src/exchange.h).
  * Byte 0 picks a split size and whether the request was HEAD; the tracker must give the same
  * verdict (bytes belonging to the response, done, status, or the error) however the input is
- * split. The same bytes are also planned as a request head. */
+ * split, interim 1xx heads before the final one included (counted the same, never a status).
+ * The same bytes are also planned as a request head. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ struct verdict {
 	ssize_t rc;
 	bool done, upgraded, keep_alive;
 	int status;
+	unsigned interim;
 };
 
 static void run(const uint8_t *in, size_t len, size_t step, bool head, struct verdict *v)
@@ -43,7 +45,10 @@ static void run(const uint8_t *in, size_t len, size_t step, bool head, struct ve
 	v->upgraded = r.upgraded;
 	v->keep_alive = r.keep_alive;
 	v->status = r.status;
+	v->interim = r.interim;
 	if (r.head_done && r.bytes != pos)
+		abort();
+	if (!r.head_done && (r.status != 0 || r.upgraded)) /* interim heads set neither */
 		abort();
 	cs_resp_cleanup(&r);
 }
@@ -60,7 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run(data, size, 0, head, &whole);
 	run(data, size, step, head, &split);
 	if (whole.rc != split.rc || whole.done != split.done || whole.status != split.status ||
-	    whole.upgraded != split.upgraded || whole.keep_alive != split.keep_alive)
+	    whole.upgraded != split.upgraded || whole.keep_alive != split.keep_alive ||
+	    whole.interim != split.interim)
 		abort();
 
 	struct st_http_request req;

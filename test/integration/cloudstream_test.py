@@ -337,6 +337,47 @@ def upload_only(chain, n=32 << 20):
           "upload: the kubelet side's sha256 %r, want %s" % (got, h.sha256(payload)))
 
 
+# What fake_kubelet.py's PUT /upload writes before reading a body sent with Expect: 100-continue.
+INTERIM_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def interim_hint(i):
+    return b"HTTP/1.1 103 Early Hints\r\nLink: </hint/%d.css>; rel=preload\r\n\r\n" % i
+
+
+def expect_continue(chain, n=64 << 20, hints=2):
+    """A PUT with "Expect: 100-continue" (curl -T): the backend's interim heads (100 Continue,
+    then 103 Early Hints, RFC 9110 §15.2) reach the client byte for byte before any body byte is
+    sent; then the body goes through whole (the backend's sha256 of it), the status is the
+    backend's 201, and the connection carries the next request (the final head framed it)."""
+    s = chain.api.connect(timeout=30)
+    s.sendall(h.head("PUT", "/upload?hints=%d" % hints,
+                     [("Host", "edge-1:10350"), ("Expect", "100-continue")], n))
+    want = INTERIM_CONTINUE + b"".join(interim_hint(i) for i in range(hints))
+    t0 = time.monotonic()
+    s.settimeout(5)  # curl waits 1 s for them, then sends anyway: they must come on their own
+    got = h.recv_until(s, lambda b: len(b) >= len(want))
+    waited = time.monotonic() - t0
+    check(got == want, "interim heads: %r, want %r" % (got[:300], want))
+    payload = os.urandom(n)
+    s.settimeout(30)
+    t1 = time.monotonic()
+    view = memoryview(payload)
+    for off in range(0, n, 1 << 20):
+        s.sendall(view[off:off + (1 << 20)])
+    status, hdrs, rest = h.read_head(s)
+    body = h.read_body(s, hdrs, rest)
+    took = time.monotonic() - t1
+    check(status == 201, "upload: status %d, want the backend's 201" % status)
+    check(body == ("%s %d\n" % (h.sha256(payload), n)).encode(),
+          "upload: the backend got %r, want %s %d" % (body, h.sha256(payload), n))
+    st, _, ok, _ = chain.get("/healthz", sock=s)
+    s.close()
+    check(st == 200 and ok == b"ok", "next request on the connection: %d %r" % (st, ok))
+    print("     expect 100-continue: %d interim heads after %.3f s, %d MiB in %.2f s"
+          % (1 + hints, waited, n >> 20, took), flush=True)
+
+
 def big_body(chain, n=100 << 20):
     """100 MiB through cloudstream and the test edge, compared by sha256."""
     status, hdrs, body, s = chain.get("/bytes?n=%d&seed=7" % n)
@@ -762,6 +803,7 @@ def group_ext():
             ("edge_end_closes_fast", lambda: edge_end_closes_fast(chain)),
             ("big_body_100mib", lambda: big_body(chain)),
             ("upload_only", lambda: upload_only(chain)),
+            ("expect_continue", lambda: expect_continue(chain)),
             ("isolation", lambda: isolation(chain)),
             ("admin_endpoints", lambda: admin_endpoints(chain)),
             ("sighup_reload", lambda: sighup_reload(chain)),

@@ -29,6 +29,10 @@ Paths:
   /bytes?n=N&seed=S     N deterministic bytes (see body_bytes), header X-Body-Sha256
   /stream[?n=N]         chunked 64 KiB chunks, endless unless n is given
   /status/CODE          that status, a short body
+  PUT /upload[?hints=N] a request body (Content-Length) read in blocks: with "Expect:
+        100-continue", first "HTTP/1.1 100 Continue" and N "103 Early Hints" heads (RFC 9110
+        §15.2 interim answers, before any body byte is read), then 201 Created with
+        "<sha256 hex> <length>\n" of what came
   anything else         404 JSON
 With --h2 it also speaks HTTP/2 (ALPN h2, then http/1.1, as the kubelet's Go server offers
 them; python3-h2), on the same paths but the upgrades: SETTINGS_MAX_CONCURRENT_STREAMS
@@ -158,10 +162,42 @@ async def serve_upgrade(reader, writer, path, q, headers):
         await writer.drain()
 
 
+INTERIM_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def interim_hint(i):
+    return b"HTTP/1.1 103 Early Hints\r\nLink: </hint/%d.css>; rel=preload\r\n\r\n" % i
+
+
+async def serve_upload(reader, writer, q, headers):
+    """PUT /upload: interim answers first when the client waits for them, then the body."""
+    n = int(headers["content-length"])
+    if headers.get("expect", "").lower() == "100-continue":
+        writer.write(INTERIM_CONTINUE)
+        for i in range(int(q.get("hints", ["0"])[0])):
+            writer.write(interim_hint(i))
+        await writer.drain()
+    sha = hashlib.sha256()
+    left = n
+    while left:
+        data = await reader.read(min(BLOCK, left))
+        if not data:
+            return False
+        sha.update(data)
+        left -= len(data)
+    body = b"%s %d\n" % (sha.hexdigest().encode(), n)
+    writer.write(b"HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    await writer.drain()
+    return headers.get("connection", "").lower() != "close"
+
+
 async def serve(reader, writer, method, target, headers):
     """Serves one request. Returns whether the connection may carry another."""
     u = urllib.parse.urlsplit(target)
     path, q = u.path, urllib.parse.parse_qs(u.query, keep_blank_values=True)
+    if path == "/upload" and "content-length" in headers:
+        return await serve_upload(reader, writer, q, headers)
     if "content-length" in headers:
         await reader.readexactly(int(headers["content-length"]))
     first = path.strip("/").split("/")[0]

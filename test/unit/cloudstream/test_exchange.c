@@ -132,14 +132,77 @@ static void test_cs_resp_feed__until_close(void **state)
 	cs_resp_cleanup(&r);
 }
 
+/* RFC 9110 §15.2: any number of interim heads (1xx but 101) before the final one, e.g. 100
+ * Continue to "Expect: 100-continue": all of them belong to the response (relayed as they came)
+ * and the framing is the final head's, however the input is split. */
+static void test_cs_resp_feed__interim_heads_any_split(void **state)
+{
+	(void)state;
+	const char *in = "HTTP/1.1 100 Continue\r\n\r\n"
+	                 "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+	                 "HTTP/1.1 100 Continue\r\n\r\n"
+	                 "HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhelloNEXT";
+	size_t len = strlen(in);
+	for (size_t step = 0; step <= len; step++) {
+		struct cs_resp r;
+		cs_resp_init(&r, false);
+		assert_int_equal(resp_feed_all(&r, in, len, step), (ssize_t)(len - 4));
+		assert_true(cs_resp_done(&r));
+		assert_int_equal(r.status, 201);
+		assert_int_equal(r.interim, 3);
+		assert_int_equal(r.bytes, len - 4);
+		assert_true(r.keep_alive);
+		cs_resp_cleanup(&r);
+	}
+	/* Only interim heads so far: every byte taken, the answer not over, no status yet. */
+	const char *part = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2";
+	struct cs_resp r;
+	cs_resp_init(&r, false);
+	assert_int_equal(cs_resp_feed(&r, (const uint8_t *)part, strlen(part)),
+	                 (ssize_t)strlen(part));
+	assert_false(r.head_done);
+	assert_false(cs_resp_done(&r));
+	assert_int_equal(r.interim, 1);
+	const char *rest = "04 No Content\r\n\r\nX";
+	assert_int_equal(cs_resp_feed(&r, (const uint8_t *)rest, strlen(rest)),
+	                 (ssize_t)strlen(rest) - 1);
+	assert_true(cs_resp_done(&r));
+	assert_int_equal(r.status, 204);
+	cs_resp_cleanup(&r);
+}
+
+/* 101 is no interim head: it is the upgrade, after interim heads as well. */
+static void test_cs_resp_feed__interim_then_upgrade(void **state)
+{
+	(void)state;
+	const char *in = "HTTP/1.1 100 Continue\r\n\r\n"
+	                 "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+	                 "Upgrade: websocket\r\n\r\nHTTP/1.1 200 OK\r\n\r\n raw";
+	size_t len = strlen(in);
+	for (size_t step = 0; step <= len; step++) {
+		struct cs_resp r;
+		cs_resp_init(&r, false);
+		assert_int_equal(resp_feed_all(&r, in, len, step), (ssize_t)len);
+		assert_true(r.upgraded);
+		assert_int_equal(r.status, 101);
+		assert_int_equal(r.interim, 1);
+		assert_false(cs_resp_done(&r));
+		cs_resp_cleanup(&r);
+	}
+}
+
 static void test_cs_resp_feed__malformed(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {
 	        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
 	        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-	        "HTTP/1.1 100 Continue\r\n\r\n",
 	        "NOT HTTP\r\n\r\n",
+	        /* interim heads are parsed as strictly as the final one */
+	        "HTTP/1.1 100 Continue\r\nBad Header\r\n\r\n",
+	        "HTTP/1.1 1x0 Continue\r\n\r\n",
+	        "HTTP/1.1 100 Continue\r\n\r\nNOT HTTP\r\n\r\n",
+	        "HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
 	        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -317,6 +380,8 @@ int main(void)
 	        cmocka_unit_test(test_cs_resp_feed__refused_upgrade_has_an_end),
 	        cmocka_unit_test(test_cs_resp_feed__head_and_no_body_statuses),
 	        cmocka_unit_test(test_cs_resp_feed__until_close),
+	        cmocka_unit_test(test_cs_resp_feed__interim_heads_any_split),
+	        cmocka_unit_test(test_cs_resp_feed__interim_then_upgrade),
 	        cmocka_unit_test(test_cs_resp_feed__malformed),
 	        cmocka_unit_test(test_cs_resp_feed__head_limit),
 	        cmocka_unit_test(test_cs_resp_feed__alloc_failure),

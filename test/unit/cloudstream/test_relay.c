@@ -225,12 +225,26 @@ static void test_cs_relay_answer__raw_malformed(void **state)
 	const char *bad = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";
 	assert_true(cs_relay_answer(&r, (const uint8_t *)bad, strlen(bad), &e) < 0);
 	cs_relay_cleanup(&r);
-	/* An interim 1xx is refused, not guessed at. */
+	/* An interim 1xx (RFC 9110 §15.2) goes to the client as it came; the final head after
+	 * it frames the answer. A malformed interim head is refused like any other. */
 	cs_relay_init(&r);
 	begin(&r, LOGS_REQ, 0);
 	cs_relay_start(&r, ST_CAP_RAW_RESPONSE);
 	const char *interim = "HTTP/1.1 100 Continue\r\n\r\n";
-	assert_int_equal(cs_relay_answer(&r, (const uint8_t *)interim, strlen(interim), &e),
+	assert_int_equal(cs_relay_answer(&r, (const uint8_t *)interim, strlen(interim), &e), 0);
+	assert_int_equal(e.take, strlen(interim));
+	assert_int_equal(e.head_len, 0); /* relayed raw: no head of ours */
+	assert_false(e.done);
+	const char *final = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokNEXT";
+	assert_int_equal(cs_relay_answer(&r, (const uint8_t *) final, strlen(final), &e), 0);
+	assert_int_equal(e.take, strlen(final) - 4);
+	assert_true(e.done);
+	cs_relay_cleanup(&r);
+	cs_relay_init(&r);
+	begin(&r, LOGS_REQ, 0);
+	cs_relay_start(&r, ST_CAP_RAW_RESPONSE);
+	const char *bad_interim = "HTTP/1.1 100 Continue\r\nNo colon\r\n\r\n";
+	assert_int_equal(cs_relay_answer(&r, (const uint8_t *)bad_interim, strlen(bad_interim), &e),
 	                 -EBADMSG);
 	cs_relay_cleanup(&r);
 }

@@ -272,6 +272,55 @@ static void test_es_body_only__head_memory(void **state)
 	es_body_only_cleanup(&b);
 }
 
+/* Interim heads (1xx but 101, RFC 9110 §15.2) before the final one: body-only they are dropped
+ * (a KubeEdge cloud gets the body alone); following the framing only, they are passed over and
+ * the final head's framing says where the answer ends. Split anywhere. */
+static void test_es_body_only__interim_heads(void **state)
+{
+	(void)state;
+	const char *resp = "HTTP/1.1 100 Continue\r\n\r\n"
+	                   "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+	                   "HTTP/1.1 100 Continue\r\n\r\n"
+	                   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloNEXT";
+	size_t len = strlen(resp);
+	for (size_t step = 1; step <= len; step++) {
+		uint8_t *body;
+		struct es_body_only b;
+		ssize_t n = body_of(resp, len, step, &body, &b);
+		assert_int_equal(n, 5);
+		assert_memory_equal(body, "hello", 5);
+		assert_true(b.done && b.head_done && b.keep_alive);
+		assert_int_equal(b.status, 200);
+		assert_int_equal(b.interim, 3);
+		free(body);
+		struct es_body_only t;
+		es_body_only_init(&t);
+		for (size_t off = 0; off < len; off += step) {
+			size_t k = len - off < step ? len - off : step;
+			assert_true(es_body_only_feed(&t, (const uint8_t *)resp + off, k, NULL,
+			                              SIZE_MAX) >= 0);
+		}
+		assert_true(t.done && t.keep_alive);
+		assert_int_equal(t.interim, 3);
+		es_body_only_cleanup(&t);
+	}
+	/* Only an interim head so far: no body, not over. */
+	struct es_body_only b;
+	uint8_t out[64];
+	es_body_only_init(&b);
+	const char *part = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 20";
+	assert_int_equal(
+	        es_body_only_feed(&b, (const uint8_t *)part, strlen(part), out, sizeof out), 0);
+	assert_false(b.head_done || b.done);
+	assert_int_equal(b.interim, 1);
+	const char *rest = "0 OK\r\nContent-Length: 2\r\n\r\nok";
+	assert_int_equal(
+	        es_body_only_feed(&b, (const uint8_t *)rest, strlen(rest), out, sizeof out), 2);
+	assert_memory_equal(out, "ok", 2);
+	assert_true(b.done);
+	es_body_only_cleanup(&b);
+}
+
 static void test_es_body_only__malformed(void **state)
 {
 	(void)state;
@@ -280,6 +329,11 @@ static void test_es_body_only__malformed(void **state)
 	        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 	        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n",
 	        "NOT HTTP\r\n\r\n",
+	        /* interim heads: as strict as the final one; 101 after them still refused */
+	        "HTTP/1.1 100 Continue\r\nBad Header\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+	        "HTTP/1.1 100 Continue\r\n\r\nNOT HTTP\r\n\r\n",
+	        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n"
+	        "Upgrade: x\r\nConnection: upgrade\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		uint8_t *body;
@@ -306,6 +360,7 @@ int main(void)
 	        cmocka_unit_test(test_es_body_only__framings_split_anywhere),
 	        cmocka_unit_test(test_es_body_only__keep_alive),
 	        cmocka_unit_test(test_es_body_only__head_memory),
+	        cmocka_unit_test(test_es_body_only__interim_heads),
 	        cmocka_unit_test(test_es_body_only__malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
