@@ -232,12 +232,12 @@ static ssize_t head_feed(struct es_body_only *b, const uint8_t *in, size_t len)
 		b->head_len = 0; /* the buffer, if any, serves the next head */
 		return (ssize_t)used;
 	}
-	b->status = resp.status;
 	int rc = st_http_response_body(&resp, false, &b->kind, &b->remaining);
 	if (rc < 0)
 		return rc;
 	if (b->kind == ST_HTTP_BODY_UPGRADE)
 		return -EBADMSG; /* a 101 to a logs or metrics request */
+	b->status = resp.status;
 	b->keep_alive = b->kind != ST_HTTP_BODY_UNTIL_CLOSE &&
 	                st_http_keep_alive(resp.minor_version, resp.headers, resp.num_headers);
 	b->head_done = true;
