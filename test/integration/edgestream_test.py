@@ -491,6 +491,8 @@ def group_h2():
             ("keep_alive", lambda: cst.keep_alive(chain)),
             ("shared_connection", lambda: h2_shared_connection(chain)),
             ("body_32mib_sha256", lambda: h2_big_body(chain)),
+            # a PUT with a body is no GET/HEAD: HTTP/1.1 beside the h2 connection, 100 relayed
+            ("expect_continue_http1", lambda: cst.expect_continue(chain, 16 << 20)),
             ("stalled_beside_active", lambda: h2_stalled_beside_active(chain)),
             ("goaway", lambda: h2_goaway(chain)),
             ("edge_exits_clean", lambda: exits_clean(chain)),
