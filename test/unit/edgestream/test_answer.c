@@ -332,8 +332,8 @@ static void test_es_body_only__malformed(void **state)
 	        /* interim heads: as strict as the final one; 101 after them still refused */
 	        "HTTP/1.1 100 Continue\r\nBad Header\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
 	        "HTTP/1.1 100 Continue\r\n\r\nNOT HTTP\r\n\r\n",
-	        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n"
-	        "Upgrade: x\r\nConnection: upgrade\r\n\r\n",
+	        ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n"
+	         "Upgrade: x\r\nConnection: upgrade\r\n\r\n"),
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		uint8_t *body;
