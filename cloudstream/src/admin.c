@@ -87,14 +87,23 @@ static void render_metrics(struct st_text *t, void *user)
 		            cs_refusal_name((enum cs_refusal)r),
 		            (unsigned long long)m->tunnel_refusals[r]);
 	st_text_metric(t, "cloudstream_tunnels_closed_total", "counter",
-	               "Live tunnels closed by revocation: a deny-list reload naming the node "
-	               "(denied) or POST /nodes/<name>/close on the admin port (admin).");
+	               "Live tunnels closed, by reason: revoked by a deny-list reload naming the "
+	               "node (denied), POST /nodes/<name>/close on the admin port (admin) or the "
+	               "Node's deletion (node_deleted); ended by the edge with a close "
+	               "(edge_closed), without one (edge_gone: EOF or reset), or for an error "
+	               "(edge_error: TLS, malformed frames, a message refused).");
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"denied\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_denied);
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"admin\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_admin);
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"node_deleted\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_node_deleted);
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_closed\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_edge_closed);
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_gone\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_edge_gone);
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_error\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_edge_error);
 	st_text_metric(t, "cloudstream_shared_ips_total", "counter",
 	               "Times an IP became verified for two or more connected nodes at once.");
 	st_text_put(t, "cloudstream_shared_ips_total %llu\n", (unsigned long long)m->shared_ips);

@@ -56,8 +56,11 @@ struct cs_metrics {
 	uint64_t tunnels_closed_denied;            /* closed by a deny-list reload */
 	uint64_t tunnels_closed_admin;             /* closed by POST /nodes/<name>/close */
 	uint64_t tunnels_closed_node_deleted;      /* --node-watch: the Node was deleted */
-	uint64_t shared_ips;                       /* times an IP became held by 2+ nodes */
-	uint64_t shared_ip_refusals;               /* requests refused: addressed by a shared IP */
+	uint64_t tunnels_closed_edge_closed; /* the edge closed it (CLOSE frame, close_notify) */
+	uint64_t tunnels_closed_edge_gone;   /* the edge went away without closing (EOF, reset) */
+	uint64_t tunnels_closed_edge_error;  /* a TLS error, a malformed frame, a message refused */
+	uint64_t shared_ips;                 /* times an IP became held by 2+ nodes */
+	uint64_t shared_ip_refusals;         /* requests refused: addressed by a shared IP */
 	uint64_t node_ip_verified, node_ip_unlisted; /* node-address policy: Node lookups */
 	uint64_t streams_total[6];                   /* by enum st_kubelet_kind */
 	uint64_t streams_open[6];

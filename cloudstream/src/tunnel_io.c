@@ -7,6 +7,8 @@
  */
 #include "tunnel_int.h"
 
+#include "hsgate.h" /* cs_logbudget */
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -85,12 +87,36 @@ static void own_close(void *user, const uint8_t *payload, size_t len)
 	t->close_echo = true;
 }
 
+/* An edge that goes away is fleet life (a node rebooted, a load tool stopped: 19,000 at once):
+ * it is counted (cloudstream_tunnels_closed_total{reason}) and logged at debug. What is left
+ * for WARN (a TLS error, malformed frames) shares one budget, so a fleet failing at once
+ * writes a few lines and a count of the rest, not a line per edge. */
+#define DROP_WARN_LINES_PER_WINDOW 20
+#define DROP_WARN_WINDOW_MS        10000
+
 static void own_end(void *user, const char *why)
 {
 	struct cs_tunnel *t = user;
-	bool quiet = t->close_echo || strcmp(why, "refused") == 0 ||
-	             strcmp(why, "close_notify") == 0 || strcmp(why, "the connection closed") == 0;
-	st_log(quiet ? ST_LOG_DEBUG : ST_LOG_WARN, t->node, 0, "tunnel dropped: %s", why);
+	static struct cs_logbudget warn_budget; /* loop thread only */
+	struct cs_metrics *m = &t->srv->m;
+	bool closed = t->close_echo || strcmp(why, "close_notify") == 0;
+	bool gone = strcmp(why, "the connection closed") == 0;
+	uint64_t *count = closed ? &m->tunnels_closed_edge_closed
+	                  : gone ? &m->tunnels_closed_edge_gone
+	                         : &m->tunnels_closed_edge_error;
+	if (!t->kill) /* else we closed it (cs_tunnel_close), counted by its reason */
+		(*count)++;
+	uint32_t dropped = 0;
+	if (closed || gone || strcmp(why, "refused") == 0) /* refused: logged as it was refused */
+		st_dbg_ns(t->node, 0, "tunnel dropped: %s", why);
+	else if (cs_logbudget_take(&warn_budget, cs_now_ms(), DROP_WARN_LINES_PER_WINDOW,
+	                           DROP_WARN_WINDOW_MS, &dropped)) {
+		if (dropped)
+			st_warn("%u more tunnels dropped for errors, not logged "
+			        "(cloudstream_tunnels_closed_total{reason=\"edge_error\"})",
+			        dropped);
+		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s", why);
+	}
 	t->kill = true;
 	if (t->wsi == NULL)
 		return;

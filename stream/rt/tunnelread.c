@@ -147,6 +147,18 @@ static int frame(struct st_tunnel_reader *r, const struct st_ws_header *h)
 	}
 }
 
+/* OpenSSL 3 reports a socket closed without close_notify as an SSL error ("unexpected eof
+ * while reading"). That is a peer gone (killed, rebooted, its process ended: what a fleet does
+ * every day), not a TLS error: the caller tells the two apart by @why (on_end). */
+static bool unexpected_eof(void)
+{
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+	return ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+#else
+	return false;
+#endif
+}
+
 /* SSL_read into the frame until it holds @need bytes. 1: it does; 0: the socket has no more
  * now; < 0: the reading ended. */
 static int fill(struct st_tunnel_reader *r, size_t need)
@@ -162,11 +174,12 @@ static int fill(struct st_tunnel_reader *r, size_t need)
 			continue;
 		}
 		int e = SSL_get_error(r->ssl, n);
+		bool eof = e == SSL_ERROR_SYSCALL || (e == SSL_ERROR_SSL && unexpected_eof());
 		ERR_clear_error(); /* leave nothing for other connections' verdicts either */
 		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 			return 0;
 		end(r, e == SSL_ERROR_ZERO_RETURN ? "close_notify"
-		       : e == SSL_ERROR_SYSCALL   ? "the connection closed"
+		       : eof                      ? "the connection closed"
 		                                  : "a TLS error");
 		return -1;
 	}

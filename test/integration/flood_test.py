@@ -12,10 +12,17 @@ gate:   connections that start a TLS handshake and stall hold the handshake slot
         others are closed at once; once they expire a real edge connects.
 emfile: under a 64-fd limit, connections that exhaust the fds make cloudstream pause accepting:
         it does not spin (CPU) nor flood its log, and recovers when they go.
+vanish: hundreds of tunnels (test/bench/tunnel_load) whose edges vanish at once, without a TLS
+        close: each is counted (cloudstream_tunnels_closed_total{reason="edge_gone"}), none is a
+        WARN line; tunnels that end for an error (unmasked frames) are each counted, their WARN
+        lines held to the budget, the rest summed up in one line.
 """
 import os
 import resource
+import signal
 import socket
+import ssl
+import subprocess
 import sys
 import time
 
@@ -202,6 +209,112 @@ def emfile(chain):
     s.close()
 
 
+VANISH_TUNNELS = 400
+DROP_WARN_LINES = 20  # per 10 s: DROP_WARN_LINES_PER_WINDOW in cloudstream/src/tunnel_io.c
+
+
+def log_mark(cloud):
+    return os.path.getsize(cloud.logpath)
+
+
+def log_since(cloud, mark):
+    with open(cloud.logpath, "rb") as f:
+        f.seek(mark)
+        return f.read().decode(errors="replace").splitlines()
+
+
+def closed_total(cloud, reason):
+    return cst.metric_value(cloud, 'cloudstream_tunnels_closed_total{reason="%s"}' % reason)
+
+
+def wait_closed_total(cloud, reason, want, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        n = closed_total(cloud, reason)
+        if n >= want:
+            return n
+        check(time.monotonic() < deadline, "tunnels_closed_total{reason=%r}: %g, want %d"
+              % (reason, n, want))
+        time.sleep(0.1)
+
+
+def unmasked_frame_tunnel(chain):
+    """One tunnel as edge-2 whose first frame is unmasked (RFC 6455 §5.1: the server closes)."""
+    ctx = ssl.create_default_context(cafile=chain.env.path("tunnel-ca.crt"))
+    ctx.load_cert_chain(chain.env.path("node-edge-2.crt"), chain.env.path("node-edge-2.key"))
+    raw = socket.create_connection(("127.0.0.1", chain.cloud.ports["tunnel"]), timeout=10)
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    s.sendall(h.head("GET", "/v1/kubeedge/connect", [
+        ("Host", "localhost"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+        ("SessionHostNameOverride", "edge-2")]))
+    status, _, _ = h.read_head(s)
+    check(status == 101, "tunnel upgrade: %d" % status)
+    s.sendall(b"\x82\x01x")  # BINARY, 1 byte, no mask
+    h.wait_closed(s, 5)
+    s.close()
+
+
+def vanish(chain):
+    cloud = chain.cloud
+    gone0, err0 = closed_total(cloud, "edge_gone"), closed_total(cloud, "edge_error")
+    mark = log_mark(cloud)
+    load = subprocess.Popen(
+        [os.path.join(h.BIN, "test", "bench", "tunnel_load"), "--port", str(cloud.ports["tunnel"]),
+         "--ca-cert", chain.env.path("tunnel-ca.crt"), "--ca-key", chain.env.path("tunnel-ca.key"),
+         "--server-ca", chain.env.path("tunnel-ca.crt"), "--n", str(VANISH_TUNNELS),
+         "--prefix", "vanish-", "--quiet"], stdout=subprocess.PIPE, text=True)
+    try:
+        for line in load.stdout:  # "all-up n=N ..." once every tunnel is open
+            if line.startswith("all-up"):
+                break
+        check(load.poll() is None, "tunnel_load ended before its tunnels were up")
+        load.send_signal(signal.SIGTERM)  # its processes exit: sockets closed, no close_notify
+        load.wait(20)
+    finally:
+        if load.poll() is None:
+            load.kill()
+            load.wait()
+    gone = wait_closed_total(cloud, "edge_gone", gone0 + VANISH_TUNNELS, 30) - gone0
+    lines = log_since(cloud, mark)
+    warns = [ln for ln in lines if " warn " in ln or " error " in ln]
+    dropped = [ln for ln in lines if "tunnel dropped" in ln]
+    print("     %d tunnels vanished: edge_gone counted %d, %d warn/error lines, %d 'tunnel "
+          "dropped' lines (%d log lines in all, 'tunnel up'/'tunnel down' at info)"
+          % (VANISH_TUNNELS, gone, len(warns), len(dropped), len(lines)), flush=True)
+    check(gone == VANISH_TUNNELS, "edge_gone counted %d of %d" % (gone, VANISH_TUNNELS))
+    check(not warns, "warn lines for vanished edges: %r" % warns[:5])
+    check(not dropped, "'tunnel dropped' lines at info: %r" % dropped[:5])
+
+    # Errors: each counted, WARN lines held to the budget for the window, then one line with
+    # the count of those not logged, written with the next window's first.
+    n_err = DROP_WARN_LINES + 10
+    mark = log_mark(cloud)
+    t0 = time.monotonic()
+    for _ in range(n_err):
+        unmasked_frame_tunnel(chain)
+    err = wait_closed_total(cloud, "edge_error", err0 + n_err, 10) - err0
+    took = time.monotonic() - t0
+    lines = log_since(cloud, mark)
+    warns = [ln for ln in lines if "tunnel dropped: an unmasked frame" in ln]
+    check(took < 9.0, "%d bad tunnels took %.1f s, over the log window" % (n_err, took))
+    check(err == n_err, "edge_error counted %d of %d" % (err, n_err))
+    check(len(warns) == DROP_WARN_LINES, "%d WARN lines for %d bad tunnels in one window, "
+          "want %d" % (len(warns), n_err, DROP_WARN_LINES))
+    time.sleep(max(0.0, 10.5 - (time.monotonic() - t0)))  # the next window
+    unmasked_frame_tunnel(chain)
+    wait_closed_total(cloud, "edge_error", err0 + n_err + 1, 10)
+    lines = log_since(cloud, mark)
+    summary = [ln for ln in lines if "more tunnels dropped for errors, not logged" in ln]
+    print("     %d tunnels dropped for an unmasked frame: edge_error counted %d, %d WARN lines "
+          "in the first 10 s, then %r" % (n_err, err, len(warns),
+                                          summary[0].split(" ", 2)[2].strip() if summary else None),
+          flush=True)
+    check(len(summary) == 1 and " %d more " % (n_err - DROP_WARN_LINES) in summary[0],
+          "the summary line: %r" % summary)
+    new_edge_works(chain, "edge-2")
+
+
 def limit_fds(n):
     def pre():
         resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
@@ -220,6 +333,9 @@ def main():
             "--tunnel-handshakes-max", "4", "--tunnel-handshakes-per-source", "2",
             "--tunnel-handshake-timeout", "2s"))
         tests = [("gate", lambda: gate(chain))]
+    elif group == "vanish":
+        chain = Chain("flood-vanish", cloud_extra=("--log-level", "info"))
+        tests = [("vanish", lambda: vanish(chain))]
     else:
         chain = Chain("flood-emfile", cloud_extra=(
             "--tunnel-handshakes-per-source", "1000", "--tunnel-handshake-timeout", "2s"),

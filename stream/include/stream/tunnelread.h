@@ -51,8 +51,10 @@ struct st_tunnel_reader_cbs {
 	 * on_end: the caller may echo it (RFC 6455 §5.5.1) before it closes. */
 	void (*on_close)(void *user, const uint8_t *payload, size_t len);
 	/* the reading ended and will not start again: the peer's CLOSE frame, close_notify or
-	 * EOF, a TLS error, a malformed or oversized frame. @why is static text. Called once; the
-	 * caller closes the connection (lws_set_timeout ... LWS_TO_KILL_ASYNC). */
+	 * EOF, a TLS error, a malformed or oversized frame. @why is static text: "the peer's close
+	 * frame" and "close_notify" for a peer that closed, "the connection closed" for one gone
+	 * without closing (an EOF without close_notify, a reset), anything else for an error. Called once; the caller closes the
+	 * connection (lws_set_timeout ... LWS_TO_KILL_ASYNC). */
 	void (*on_end)(void *user, const char *why);
 };
 
