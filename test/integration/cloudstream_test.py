@@ -539,15 +539,9 @@ def no_fd_leak(chain):
 
 
 def sighup_reload(chain):
+    mark = h.log_mark(chain.cloud)
     chain.cloud.send_signal(1)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        with open(chain.cloud.logpath, "rb") as f:
-            if b"reloaded stream certificate" in f.read():
-                break
-        time.sleep(0.05)
-    else:
-        raise h.Fail("no reload logged after SIGHUP")
+    wait_log(chain.cloud, r"reloaded stream certificate", mark, 5)
     metrics_same_as_direct(chain)  # still serving, new handshakes work
 
 
@@ -630,15 +624,10 @@ def group_base():
         chain.close(rc != 0)
 
 
-def wait_log(p, pattern, timeout=10.0):
-    """The first match of @pattern in @p's log; fails after @timeout."""
-    deadline, rx = time.monotonic() + timeout, re.compile(pattern)
-    while True:
-        m = rx.search(open(p.logpath, "rb").read().decode(errors="replace"))
-        if m:
-            return m
-        check(time.monotonic() < deadline, "%r never appeared in %s's log" % (pattern, p.name))
-        time.sleep(0.05)
+def wait_log(p, pattern, since, timeout=10.0):
+    """The first match of @pattern in what @p logged after @since (h.log_mark, taken before
+    the action the line is about): an earlier test's line in the same log never answers."""
+    return h.wait_log(p, pattern, since, timeout)
 
 
 def admin_post(cloud, path):
@@ -664,6 +653,7 @@ def waited_logs_request(chain):
     """A request sent while the KubeEdge-protocol edge is between tunnels (its tunnel closed,
     the edge redials 2 s later as KubeEdge's does) waits for the redial and succeeds."""
     logs_tail(chain)  # connected
+    mark = h.log_mark(chain.cloud)
     st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
     check(st == 200, "admin close: %d %r" % (st, body))
     t0 = time.monotonic()
@@ -678,9 +668,10 @@ def waited_logs_request(chain):
     check('cloudstream_node_reconnect_waits_total{outcome="back_local"} 1' in text,
           "back_local not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
     wait_log(chain.cloud, r"node=edge-1 stream=\d+ access: GET /containerLogs/default/pod-a/"
-               r"ctr 200 done .* waited_for_node=\d+ ms")
-    # The same by the node's IP (what a DNAT'd request names): waits, then reaches it.
-    wait_log(chain.cloud, r"node=edge-1 tunnel up .*1 IPs")
+               r"ctr 200 done .* waited_for_node=\d+ ms", mark)
+    # The same by the node's IP (what a DNAT'd request names): waits, then reaches it, once
+    # the redialled tunnel is up (not the one the admin port closed).
+    wait_log(chain.cloud, r"node=edge-1 tunnel up .*1 IPs", mark)
     st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
     check(st == 200, "admin close: %d %r" % (st, body))
     t0 = time.monotonic()
@@ -734,9 +725,10 @@ def gave_up_after_grace(chain):
     """An edge that does not come back: a request waits until the grace's end, then 503 saying
     it waited; once the grace is over, and for a node never seen, 503 at once."""
     logs_tail(chain)
+    mark = h.log_mark(chain.cloud)
     chain.edge.kill()  # the tunnel is lost, no redial
     chain.edge.wait()
-    wait_log(chain.cloud, r"node=edge-1 tunnel down")
+    wait_log(chain.cloud, r"node=edge-1 tunnel down", mark)  # this tunnel's, not an earlier one's
     t0 = time.monotonic()
     status, _, body, s = chain.get("/metrics")  # a Status JSON 503 (pods/log's is a 502)
     s.close()

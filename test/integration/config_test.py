@@ -41,19 +41,10 @@ def run(argv):
     return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 
 
-def wait_log(p, pattern, start=0, timeout=10.0):
-    """The first match of @pattern in @p's log after byte @start; fails after @timeout."""
-    deadline = time.monotonic() + timeout
-    rx = re.compile(pattern)
-    while True:
-        data = open(p.logpath, "rb").read()[start:].decode(errors="replace")
-        m = rx.search(data)
-        if m:
-            return m
-        check(p.poll() is None, "%s exited (%s) waiting for %r" % (p.name, p.returncode, pattern))
-        check(time.monotonic() < deadline, "no %r in %s's log:\n%s" % (pattern, p.name,
-                                                                       data[-1500:]))
-        time.sleep(0.05)
+def wait_log(p, pattern, start, timeout=10.0):
+    """The first match of @pattern in @p's log after byte @start (log_size, taken before the
+    action): a line written before, for another step, never answers."""
+    return h.wait_log(p, pattern, start, timeout)
 
 
 def log_size(p):
@@ -213,8 +204,9 @@ def cloud_sighup(env):
     path = os.path.join(env.dir, "hup.yaml")
     write(path, cloud_yaml(env, "log-level: info\nmax-streams: 100\n"))
     p = start_cloud_file(env, path, "cloud-hup")
+    start = log_size(p)
     request_unknown_node(env, p)
-    wait_log(p, r"node=nosuchnode access: GET /containerLogs/ns/pod/ctr 503")
+    wait_log(p, r"node=nosuchnode access: GET /containerLogs/ns/pod/ctr 503", start)
     # tunnel-listen "127.0.0.1:0" -> another address: a restart; the rest applies.
     write(path, cloud_yaml(env, "log-level: debug\nmax-streams: 50\naccess-log: off\n"
                                 "log-format: json\n").replace(
@@ -371,8 +363,9 @@ def edge_sighup(env, cloud, kubelet):
     path = os.path.join(env.dir, "edge-hup.yaml")
     write(path, edge_yaml(env, cloud, kubelet, "log-level: info\n"))
     p = start_edge_file(env, path, "edge-hup")
+    start = log_size(p)
     logs_request(env, cloud)
-    wait_log(p, r"node=edge-1 stream=\d+ access: LOGS_CONNECT kubelet done")
+    wait_log(p, r"node=edge-1 stream=\d+ access: LOGS_CONNECT kubelet done", start)
     write(path, edge_yaml(env, cloud, kubelet, "log-level: debug\naccess-log: off\n"
                                                "log-format: json\nbackend-dial-timeout: 7s\n"
                                                "max-streams: 10\n"))

@@ -173,15 +173,10 @@ def log_text(p):
         return f.read().decode(errors="replace")
 
 
-def wait_log(p, pattern, what, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        m = re.search(pattern, log_text(p), re.M)
-        if m:
-            return m
-        check(time.monotonic() < deadline, "%s: no %r in the agent's output:\n%s"
-              % (what, pattern, "\n".join(log_text(p).splitlines()[-20:])))
-        time.sleep(0.05)
+def wait_log(p, pattern, since, what, timeout=10.0):
+    """The first match of @pattern (a line: re.M) in what the agent @p printed after @since
+    (h.log_mark, taken before the action): an earlier step's line never answers."""
+    return h.wait_log(p, pattern, since, timeout, what, re.M)
 
 
 def admin_get(port, path):
@@ -218,10 +213,11 @@ def tunnel_up(c):
     """The Connected handler ran (after the library wrote the ready file); the Certificate
     handler reported the certificate in use, and the library's lines came through the log hook
     into the agent's log."""
-    wait_log(c.agent, r"^tunnel up node=edge-1 protocol=extended$", "tunnel up")
-    wait_log(c.agent, r"^certificate in_use not_after=\d{4}-\d\d-\d\dT\S+Z path=\S+$",
+    wait_log(c.agent, r"^tunnel up node=edge-1 protocol=extended$", 0, "tunnel up")
+    wait_log(c.agent, r"^certificate in_use not_after=\d{4}-\d\d-\d\dT\S+Z path=\S+$", 0,
              "certificate handler")
-    wait_log(c.agent, r"^edgestream: \S+ info  .*edgestream 0\.1\.0: node edge-1", "log hook")
+    wait_log(c.agent, r"^edgestream: \S+ info  .*edgestream 0\.1\.0: node edge-1", 0,
+             "log hook")
 
 
 def agent_admin_metrics(c):
@@ -235,7 +231,8 @@ def agent_admin_metrics(c):
 def stats_printed(c):
     """The agent prints the counters it reads through the binding (-stats-every)."""
     m = wait_log(c.agent, r"^stats connected=true connects=1 disconnects=0 streams=([1-9]\d*) "
-                 r"open=\d+ refused=0 to_cloud=([1-9]\d*) from_cloud=\d+$", "stats")
+                 r"open=\d+ refused=0 to_cloud=([1-9]\d*) from_cloud=\d+$", 0,
+                 "stats")  # any line since the start: printed every -stats-every
     print("     agent's counters: streams=%s to_cloud=%s" % m.groups(), flush=True)
 
 
@@ -250,27 +247,30 @@ def sighup_reloads(c):
     with open(path + ".tmp", "w") as f:
         json.dump(opts, f)
     os.rename(path + ".tmp", path)
+    mark = h.log_mark(c.agent)
     c.agent.send_signal(signal.SIGHUP)
-    wait_log(c.agent, r"^reload: checking the certificate files$", "SIGHUP")
-    wait_log(c.agent, r"certificate files unchanged", "the library's reload")
+    wait_log(c.agent, r"^reload: checking the certificate files$", mark, "SIGHUP")
+    wait_log(c.agent, r"certificate files unchanged", mark, "the library's reload")
     wait_log(c.agent, r"configuration reloaded: backend-dial-timeout 7000 ms \(was 5000 ms\)",
-             "the new configuration applied")
+             mark, "the new configuration applied")
     wait_log(c.agent, r"needs a restart: max-streams \(runs with 1024, the file says 10\)",
-             "the restart-only option named")
+             mark, "the restart-only option named")
 
 
 def cloud_gone(c):
     """cloudstream stops: the Disconnected handler reports it with the redial delay."""
+    mark = h.log_mark(c.agent)
     check(c.env.stop(c.cloud) == 0, "cloudstream: exit %s after SIGTERM" % c.cloud.returncode)
-    m = wait_log(c.agent, r"^tunnel down err=\"[^\"]*\" retry_in=(\S+) reason=(.*)$",
+    m = wait_log(c.agent, r"^tunnel down err=\"[^\"]*\" retry_in=(\S+) reason=(.*)$", mark,
                  "tunnel down")
     print("     tunnel down: retry_in=%s reason=%s" % m.groups(), flush=True)
 
 
 def sigterm_exit_0(c):
+    mark = h.log_mark(c.agent)
     check(c.env.stop(c.agent) == 0, "agent: exit %s after SIGTERM" % c.agent.returncode)
     m = wait_log(c.agent, r"^stopped connects=1 streams=(\d+) bytes_to_cloud=(\d+) "
-                 r"bytes_from_cloud=(\d+)$", "final counters")
+                 r"bytes_from_cloud=(\d+)$", mark, "final counters")
     streams, to_cloud, _ = (int(x) for x in m.groups())
     check(streams >= 4 and to_cloud > 10240, "final counters: %s" % m.group(0))
 

@@ -56,14 +56,10 @@ def serial_of(cert):
     return out.strip().split("=", 1)[1]
 
 
-def log_has(p, text, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(p.logpath, "rb") as f:
-            if text.encode() in f.read():
-                return True
-        time.sleep(0.05)
-    return False
+def log_has(p, text, since, timeout=5.0):
+    """Whether @text appears in what @p logged after @since (h.log_mark, taken before the
+    action): a line an earlier test wrote to the same log never answers."""
+    return h.log_has(p, text, since, timeout)
 
 
 def wait_exit(p, timeout):
@@ -259,17 +255,19 @@ def group_revocation():
             # openssl's form with ':' separators and lower case: the same serial
             pretty = ":".join(serial[i:i + 2] for i in range(0, len(serial), 2)).lower()
             write_deny("# revoked: the lost laptop\nserial %s   # edge-1\n" % pretty)
+            mark = h.log_mark(cloud)
             t0 = time.monotonic()
             cloud.send_signal(signal.SIGHUP)
             check(wait_exit(edge, 3.0), "edge-1's tunnel still open 3 s after the reload")
             took = time.monotonic() - t0
             print("     deny list: tunnel closed %.3f s after SIGHUP" % took, flush=True)
             check(took <= 1.0, "tunnel closed %.3f s after the reload (> 1 s)" % took)
-            check(log_has(cloud, "revoked by the deny list"), "no log line for the close")
+            check(log_has(cloud, "revoked by the deny list", mark), "no log line for the close")
             st, body = raw_upgrade(env, tport, node1, [])
             check(st == 403 and "deny list" in body and serial.lstrip("0") in body,
                   "re-admission: %d %r" % (st, body))
-            check(log_has(cloud, "refused (403, denied)"), "refusal not logged with its reason")
+            check(log_has(cloud, "refused (403, denied)", mark),
+                  "refusal not logged with its reason")
             check(metric(cloud, "cloudstream_tunnel_refusals_total", 'reason="denied"') >= 1,
                   "refusal not counted")
             check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="denied"') == 1,
@@ -290,10 +288,11 @@ def group_revocation():
 
         def bad_file_keeps_old_list():
             write_deny("node edge-2\nthis is not an entry\n")
+            mark = h.log_mark(cloud)
             cloud.send_signal(signal.SIGHUP)
-            check(log_has(cloud, "deny list not reloaded, the old one stays"),
+            check(log_has(cloud, "deny list not reloaded, the old one stays", mark),
                   "a bad file was not reported")
-            check(log_has(cloud, "line 2"), "the bad line is not named")
+            check(log_has(cloud, "line 2", mark), "the bad line is not named")
             st, _ = raw_upgrade(env, tport, env.path("node-edge-2"), [])
             check(st == 403, "a bad file lifted the revocation: %d" % st)
             write_deny("")
@@ -307,6 +306,7 @@ def group_revocation():
             edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="e1-admin")
             st, body = admin_get(cloud, "/nodes/edge-1/close")
             check(st == 405, "GET of the close action: %d %r" % (st, body))
+            mark = h.log_mark(cloud)
             t0 = time.monotonic()
             st, body = admin_post(cloud, "/nodes/edge-1/close")
             check(st == 200 and "edge-1" in body, "close: %d %r" % (st, body))
@@ -318,7 +318,7 @@ def group_revocation():
             check(st == 400, "close of an invalid name: %d" % st)
             check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="admin"') == 1,
                   "admin close not counted")
-            check(log_has(cloud, "closed by the admin port"), "admin close not logged")
+            check(log_has(cloud, "closed by the admin port", mark), "admin close not logged")
 
         def hostname_override_checked():
             st, body = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "a" * 300)])
@@ -399,6 +399,7 @@ def group_ip():
                                   env.path("node-edge-1.crt")], capture_output=True, text=True)
             check("system:node:edge-1" in out.stdout and "IP Address" not in out.stdout,
                   "the test certificate is not KubeEdge-like")
+            mark = h.log_mark(cloud)
             h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="ke-1",
                                   extra=["--internal-ip", "10.77.0.11"])
             st, body = wait_status("10.77.0.11:10350", 200)
@@ -406,12 +407,13 @@ def group_ip():
             check("/api/v1/nodes/edge-1" in api.requests, "the Node was not asked for")
             check(metric(cloud, "cloudstream_node_address_checks_total",
                          'result="verified"') == 1, "verification not counted")
-            check(log_has(cloud, "SessionInternalIP 10.77.0.11 verified"), "not logged")
+            check(log_has(cloud, "SessionInternalIP 10.77.0.11 verified", mark), "not logged")
 
         def unlisted_ip_not_routed():
+            mark = h.log_mark(cloud)
             h.start_kubeedge_edge(env, cloud, kubelet, node="edge-2", name="ke-2",
                                   extra=["--internal-ip", "10.77.0.99"])
-            check(log_has(cloud, "SessionInternalIP 10.77.0.99 is not in Node edge-2"),
+            check(log_has(cloud, "SessionInternalIP 10.77.0.99 is not in Node edge-2", mark),
                   "an unlisted IP was not reported")
             st, body = get(env, cloud, "10.77.0.99:10350")
             check(st == 503, "an unlisted IP was routed: %d %r" % (st, body))
@@ -423,6 +425,7 @@ def group_ip():
                                   cert=env.path("cert-edge-3.crt"))
             check(get(env, cloud, "10.77.0.3:10350")[0] == 200, "edge-3 by its cert IP")
             # edge-2 (its Node does not list 10.77.0.3) claims edge-3's certificate IP
+            mark = h.log_mark(cloud)
             for attempt in range(2):
                 st, body = raw_upgrade(env, tport, env.path("node-edge-2"),
                                        [("SessionInternalIP", "10.77.0.3")])
@@ -430,11 +433,12 @@ def group_ip():
                       "claim %d: %d %r" % (attempt, st, body))
                 time.sleep(0.3)  # the Node answer is cached by then
             check("Node object does not list it" in body, "the retry's reason: %r" % body)
-            check(log_has(cloud, "refused (403, ip_conflict)"), "the refusal is not logged")
+            check(log_has(cloud, "refused (403, ip_conflict)", mark), "the refusal is not logged")
             st, body = get(env, cloud, "10.77.0.3:10350")
             check(st == 200, "edge-3 lost its IP: %d %r" % (st, body))
 
         def shared_ip_409():
+            mark = h.log_mark(cloud)
             h.start_kubeedge_edge(env, cloud, kubelet, node="edge-4", name="ke-4",
                                   cert=env.path("cert-edge-4.crt"))
             h.start_kubeedge_edge(env, cloud, kubelet, node="edge-5", name="ke-5",
@@ -452,7 +456,8 @@ def group_ip():
             check(st == 200, "shared IP with X-Forwarded-Uri: %d" % st)
             check(metric(cloud, "cloudstream_shared_ips_total") >= 1, "sharing not counted")
             check(metric(cloud, "cloudstream_shared_ip_refusals_total") >= 1, "409 not counted")
-            check(log_has(cloud, "IP 10.77.0.5 is verified for both node"), "sharing not logged")
+            check(log_has(cloud, "IP 10.77.0.5 is verified for both node", mark),
+                  "sharing not logged")
 
         def node_verified_ip_shares():
             # edge-6's Node lists 10.77.0.3 (edge-3's certificate IP): verified on both sides,
@@ -670,9 +675,10 @@ def group_edge():
             new_serial = serial_of(os.path.join(d, "new.crt"))
             with open(os.path.join(d, "new.crt"), "rb") as f, open(cert, "wb") as o:
                 o.write(f.read())  # the certificate alone: the key on disk is the old one
-            check(log_has(edge, "do not load yet"), "the mismatched pair was not noticed")
+            check(log_has(edge, "do not load yet", 0),  # the edge is this test's own
+                  "the mismatched pair was not noticed")
             time.sleep(0.5)  # several checks
-            check(not log_has(edge, "reloaded the tunnel certificate", 0.1),
+            check(not log_has(edge, "reloaded the tunnel certificate", 0, 0.1),
                   "a mismatched pair was swapped in")
             # a new handshake now: it must still work, with the old pair
             st, _ = admin_post(cloud, "/nodes/edge-1/close")
@@ -684,12 +690,14 @@ def group_edge():
             with open(os.path.join(d, "new.key"), "rb") as f, open(key + ".tmp", "wb") as o:
                 o.write(f.read())
             os.rename(key + ".tmp", key)
-            check(log_has(edge, "reloaded the tunnel certificate"), "the new pair not loaded")
+            check(log_has(edge, "reloaded the tunnel certificate", 0), "the new pair not loaded")
             # revoke the old serial: the tunnel on the old pair closes, the redial uses the new
             with open(deny, "w") as f:
                 f.write("serial %s\n" % old_serial)
+            mark = h.log_mark(cloud)
             cloud.send_signal(signal.SIGHUP)
-            check(log_has(cloud, "revoked by the deny list"), "the old-pair tunnel not closed")
+            check(log_has(cloud, "revoked by the deny list", mark),
+                  "the old-pair tunnel not closed")
             st, body = wait_get("edge-1:10350")
             check(st == 200, "redial with the new pair: %d %r" % (st, body))
             check(new_serial != old_serial, "the same serial twice")
@@ -711,7 +719,7 @@ def group_edge():
                                       extra=["--kubelet-url", "http://127.0.0.1:%d" % backend.port])
             got = edge_metric(edge, "edgestream_certificate_expiry_seconds", 'cert="tunnel"')
             check(int(got) == na, "edge: %d, want %d" % (got, na))
-            check(log_has(edge, "the tunnel certificate expires in"), "no expiry warning")
+            check(log_has(edge, "the tunnel certificate expires in", 0), "no expiry warning")
             env.stop(edge)
 
         rc = h.run(named("edge", [

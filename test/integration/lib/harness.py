@@ -8,6 +8,7 @@ except inside the network namespaces a test makes for itself (netns.py).
 """
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -322,6 +323,50 @@ def wait_closed(s, timeout):
             break
         data += chunk
     return data, time.monotonic() - t0
+
+
+def log_mark(p):
+    """Where @p's log ends now. Take it before the action whose line a test then waits for
+    (wait_log, log_has): the log file lives as long as the process, so a line an earlier test
+    or an earlier step wrote would otherwise answer the wait."""
+    try:
+        return os.path.getsize(p.logpath)
+    except OSError:
+        return 0
+
+
+def log_since(p, mark):
+    """What @p logged after @mark (log_mark), as text."""
+    with open(p.logpath, "rb") as f:
+        f.seek(mark)
+        return f.read().decode(errors="replace")
+
+
+def wait_log(p, pattern, since, timeout=10.0, what=None, flags=0):
+    """The first match of the regex @pattern in what @p logged after @since (log_mark, taken
+    before the action); fails after @timeout, or once @p has exited without writing it."""
+    deadline, rx = time.monotonic() + timeout, re.compile(pattern, flags)
+    while True:
+        exited = p.poll() is not None  # before reading: an exited process's log is complete
+        text = log_since(p, since)
+        m = rx.search(text)
+        if m:
+            return m
+        check(not exited, "%s exited (%s) waiting for %r" % (p.name, p.returncode, pattern))
+        check(time.monotonic() < deadline, "%s: no %r in %s's log since the wait began:\n%s"
+              % (what or "log", pattern, p.name, "\n".join(text.splitlines()[-20:])))
+        time.sleep(0.05)
+
+
+def log_has(p, text, since, timeout=5.0):
+    """Whether @text appears in what @p logged after @since (log_mark) within @timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if text in log_since(p, since):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def sha256(b):
