@@ -31,7 +31,7 @@ const struct lws_protocols cs__peer_client_protocols[] = {
                 .name = "cloudstream-peer",
                 .callback = cb_peer_client,
                 .rx_buffer_size = 16384,
-                .tx_packet_size = ST_TUNNEL_BATCH_BYTES,
+                .tx_packet_size = ST_TUNNEL_WRITE_MAX_BYTES,
         },
         {0},
 };

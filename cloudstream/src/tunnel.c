@@ -469,7 +469,7 @@ const struct lws_protocols cs_tunnel_protocols[2] = {
                  * read the frames ourselves (tunnelread.h) and it only carries what lws read
                  * with the upgrade request; lws's poll loop delivers RECEIVE in pieces of it */
                 .rx_buffer_size = 512,
-                .tx_packet_size = ST_TUNNEL_BATCH_BYTES, /* one batch per write */
+                .tx_packet_size = ST_TUNNEL_WRITE_MAX_BYTES, /* one batch per write */
         },
         {0}, /* terminator */
 };

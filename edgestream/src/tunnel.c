@@ -504,5 +504,6 @@ const struct lws_protocols es_tunnel_protocol = {
         .name = "es-tunnel",
         .callback = cb_tunnel,
         .rx_buffer_size = 16384,
-        .tx_packet_size = ST_TUNNEL_BATCH_BYTES, /* one batch per write (stream/tunnelwrite.h) */
+        .tx_packet_size =
+                ST_TUNNEL_WRITE_MAX_BYTES, /* one batch per write (stream/tunnelwrite.h) */
 };

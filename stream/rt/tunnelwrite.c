@@ -21,6 +21,10 @@
 #define BUF_BYTES                                                                                  \
 	(LWS_PRE + ST_TUNNEL_BATCH_BYTES + 2 * ST_WS_MAX_HEADER_BYTES + ST_MAX_MESSAGE_BYTES)
 
+_Static_assert(ST_TUNNEL_WRITE_MAX_BYTES ==
+                       ST_TUNNEL_BATCH_BYTES + ST_WS_MAX_HEADER_BYTES + ST_MAX_MESSAGE_BYTES,
+               "a batch: up to one message and its header past ST_TUNNEL_BATCH_BYTES - 1");
+
 int st_tunnel_writer_init(struct st_tunnel_writer *w, bool mask)
 {
 	memset(w, 0, sizeof *w);

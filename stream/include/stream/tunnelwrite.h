@@ -9,8 +9,12 @@
  * masked with its own key, 32 bytes per step; keys come from OpenSSL's DRBG (RAND_bytes, in
  * process), drawn 256 frames at a time, never from a read of /dev/urandom per frame.
  *
- * The batch is no larger than the tunnel protocol's tx_packet_size, so lws sends it in one go
- * and copies nothing to its output list unless the socket is full. Control frames lws makes
+ * A batch ends with the message that reaches ST_TUNNEL_BATCH_BYTES, so it can be longer by up to
+ * one message and its header: ST_TUNNEL_WRITE_MAX_BYTES, which is what the tunnel protocols set
+ * as their tx_packet_size, so lws sends a batch in one go and copies nothing to its output list
+ * unless the socket is full. (With tx_packet_size at ST_TUNNEL_BATCH_BYTES, lws cut the bytes
+ * of every batch past it into its output list and sent them in a writable round of their own:
+ * one more TLS record, write(), TCP segment and loop round per batch.) Control frames lws makes
  * itself (PING, PONG, CLOSE) still go through lws: they are rare and tiny.
  *
  * Thread-safety: none; the loop thread owns the writer.
@@ -26,8 +30,11 @@
 struct lws;
 struct st_session;
 
-#define ST_TUNNEL_BATCH_BYTES (128u * 1024u) /* also the tunnel protocols' tx_packet_size */
+#define ST_TUNNEL_BATCH_BYTES (128u * 1024u) /* a batch ends with the message that reaches it */
 #define ST_TLS_RECORD_BYTES   16384u         /* TLS plaintext per full record */
+/* The longest batch: one message (ST_MAX_MESSAGE_BYTES, 1 MiB) and its websocket header
+ * (at most 14 bytes) past ST_TUNNEL_BATCH_BYTES - 1; the tunnel protocols' tx_packet_size. */
+#define ST_TUNNEL_WRITE_MAX_BYTES (ST_TUNNEL_BATCH_BYTES + 14u + (1u << 20))
 
 struct st_tunnel_writer {
 	uint8_t *buf;        /* LWS_PRE + batch + one largest message + its header */
