@@ -97,7 +97,7 @@ static struct in_link *edge_side_new(struct cs_server *srv, struct lws *wsi,
 	        .process_budget = &srv->tun.budget,
 	        .max_streams = srv->cfg.max_streams,
 	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
-	        .max_data_payload = srv->cfg.data_payload_bytes,
+	        .max_data_payload = cs_tunnel_link_data_payload(srv),
 	        .totals = &srv->m.sessions,
 	};
 	if (st_session_new(&l->sess, &sc, &cs__peer_relay_cbs, l) < 0) {

@@ -246,6 +246,16 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
                        const char *replica, uint32_t caps, uint32_t send_window_bytes,
                        const struct cs_tunnel_link_ops *ops, void *user);
 
+/*
+ * cs_tunnel_link_data_payload() - the largest DATA payload a peer link's session sends (both
+ * ends: peer_dial.c, tunnel_link.c): --data-payload-bytes, cut so that a full DATA message
+ * with a ConnectID of up to 3 bytes (2,097,151 streams on the link) and its masked websocket
+ * header is at most 64 KiB. Its frame then takes the 4-byte length form, so the writer frames
+ * it where it packed it (no 64 KiB move, tunnelwrite.c), and the bulk of a forwarded transfer
+ * goes out as frames that fill 16 KiB TLS records: no few-byte trailer record per batch.
+ */
+size_t cs_tunnel_link_data_payload(const struct cs_server *srv);
+
 /* cs_tunnel_link_user() - the @user @t was created with (cs_tunnel_link_new), or NULL when @t
  * is an edge's tunnel. */
 void *cs_tunnel_link_user(const struct cs_tunnel *t);

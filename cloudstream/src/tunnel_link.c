@@ -15,8 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stream/limits.h>
 #include <stream/log.h>
 #include <stream/tunnelread.h>
+
+/* 64 KiB less the masked 4-byte-length websocket header (8) and a DATA header with a 3-byte
+ * ConnectID (4): frames of 65,528..65,536 bytes, two or three per batch (tunnelwrite.h). */
+#define LINK_DATA_PAYLOAD_BYTES (65536u - 8u - 4u)
+
+size_t cs_tunnel_link_data_payload(const struct cs_server *srv)
+{
+	size_t n = srv->cfg.data_payload_bytes ? srv->cfg.data_payload_bytes
+	                                       : ST_DEFAULT_DATA_PAYLOAD_BYTES;
+	return n < LINK_DATA_PAYLOAD_BYTES ? n : LINK_DATA_PAYLOAD_BYTES;
+}
 
 int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws *wsi,
                        const char *replica, uint32_t caps, uint32_t send_window_bytes,
@@ -36,7 +48,7 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
 	        .process_budget = &srv->tun.budget,
 	        .max_streams = srv->cfg.max_streams,
 	        .stream_out_bytes = srv->cfg.stream_queue_bytes,
-	        .max_data_payload = srv->cfg.data_payload_bytes,
+	        .max_data_payload = cs_tunnel_link_data_payload(srv),
 	        .totals = &srv->m.sessions,
 	};
 	int rc = st_session_new(&t->sess, &sc, &cs__tunnel_session_cbs, t);
