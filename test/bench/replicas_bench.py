@@ -94,9 +94,10 @@ def main():
             time.sleep(0.1)
 
         def measure(name, port):
-            times, cpus = [], []
+            times, cpus, calls = [], [], []
             for _ in range(args.runs):
                 before = [rb.cpu_seconds(c.pid) for c in clouds]
+                sys_before = [rb.syscalls(c.pid) for c in clouds]
                 t, status, size = rb.curl("https://127.0.0.1:%d%s" % (port, target), api,
                                           "edge-1:10350")
                 if status != 200 or size != nbytes:
@@ -104,8 +105,13 @@ def main():
                                                                       nbytes))
                 times.append(t)
                 cpus.append([rb.cpu_seconds(c.pid) - b for c, b in zip(clouds, before)])
+                calls.append([(a[0] - b[0], a[1] - b[1]) for a, b in
+                              zip([rb.syscalls(c.pid) for c in clouds], sys_before)])
             measure.cpu = [statistics.median(c[i] for c in cpus) / (nbytes / float(1 << 30))
                            for i in range(2)]
+            gib = nbytes / float(1 << 30)
+            measure.calls = [tuple(statistics.median(c[i][k] for c in calls) / gib
+                                   for k in range(2)) for i in range(2)]
             return statistics.median(times), min(times), max(times)
 
         def latency(port):
@@ -136,6 +142,7 @@ def main():
 
         t_local, lo_l, hi_l = measure("local", clouds[0].ports["stream"])
         cpu_local = measure.cpu
+        calls_local = measure.calls
         perfs = []
         if args.perf:
             os.makedirs(args.perf, exist_ok=True)
@@ -147,6 +154,7 @@ def main():
             time.sleep(0.5)
         t_fwd, lo_f, hi_f = measure("forwarded", clouds[1].ports["stream"])
         cpu_fwd = measure.cpu
+        calls_fwd = measure.calls
         for p in perfs:
             p.send_signal(2)
             p.wait()
@@ -160,6 +168,8 @@ def main():
             mbps(t_fwd), mbps(hi_f), mbps(lo_f), t_local / t_fwd))
         print("  CPU per GiB: local cs-a %.2f s; forwarded cs-a (holder) %.2f s, cs-b %.2f s" % (
             cpu_local[0], cpu_fwd[0], cpu_fwd[1]))
+        print("  system calls per GiB (reads/writes): local cs-a %d/%d; forwarded cs-a %d/%d, "
+              "cs-b %d/%d" % (calls_local[0] + calls_fwd[0] + calls_fwd[1]))
         print("keep-alive GET of 4 KiB, %d on one connection: local p50 %.0f µs p99 %.0f µs; "
               "forwarded p50 %.0f µs p99 %.0f µs; the hop adds %.0f µs at p50, %.0f µs at "
               "p99" % (args.requests, l50 * 1e6, l99 * 1e6, f50 * 1e6, f99 * 1e6,
