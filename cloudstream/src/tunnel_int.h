@@ -46,8 +46,15 @@ struct cs_tunnel {
 	struct st_tunnel_reader *reader;
 	bool want_pong;    /* the next WRITEABLE sends a PONG with @pong */
 	bool close_echo;   /* the edge sent CLOSE: @kill writes ours (@pong holds its payload) */
+	bool pong_owed;    /* @pong answers a PING whose PONG waits until @pong_due_ms */
 	uint8_t pong_len;  /* bytes of @pong */
-	uint8_t pong[125]; /* the PING's (or CLOSE's) payload, a control frame's most */
+	uint8_t pong[125]; /* the latest PING's (or CLOSE's) payload, a control frame's most */
+	/* The edge's pong-within (PROTOCOL.md §5.1): it hears from us at least this often, so a
+	 * PING may wait for its PONG until then, coalesced with the next ones. 0: answered at
+	 * once (a KubeEdge edge, or an edge that offered none). */
+	uint32_t pong_within_ms;
+	uint64_t last_tx_ms;  /* when we last wrote a frame to the edge (cs_now_ms clock) */
+	uint64_t pong_due_ms; /* while @pong_owed */
 	struct cs_tunnel *all_next, *all_prev; /* in srv->tun.all */
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
@@ -109,6 +116,9 @@ extern const struct st_session_callbacks cs__tunnel_session_cbs;
 void cs__tunnel_stream_ended(struct cs_tunnel *t);
 /* tunnel_drain.c: @t no longer counts as moving (it closed, or its move is not waited for). */
 void cs__tunnel_move_over(struct cs_tunnel *t);
+
+/* tunnel_io.c: the liveness sweep looks at @t no later than @due_ms (a PONG owed then). */
+void cs__tunnel_live_due(struct cs_tunnel *t, uint64_t due_ms);
 
 /* Ask for WRITEABLE when the session has a message to send. */
 void cs__tunnel_kick(struct cs_tunnel *t);

@@ -60,12 +60,37 @@ static int own_message(void *user, const uint8_t *msg, size_t len)
 	return tunnel_message(t, msg, len); /* -1: logged there; own_end closes */
 }
 
+/*
+ * An edge that offered pong-within hears from us at least that often, whatever it pings: its
+ * PING is answered once that time since our last frame is near (less the sweep's lateness),
+ * by the next PING's round or by the sweep, with the latest PING's payload (RFC 6455 §5.5.3
+ * lets one PONG answer the most recent PING). An edge pinging every 5 s with a 30 s dead-peer
+ * timeout gets one PONG in three: at 19,000 idle tunnels the PONG writes were most of the
+ * cloud's idle CPU (their loopback receive work is charged to the writer). 0: not owed.
+ */
+static uint64_t pong_due_ms(const struct cs_tunnel *t)
+{
+	if (t->pong_within_ms == 0)
+		return 0;
+	uint64_t late = st_liveness_sweep_interval_ms(t->srv->cfg.ping_interval_ms);
+	return t->pong_within_ms > late ? t->last_tx_ms + t->pong_within_ms - late : 0;
+}
+
 static void own_ping(void *user, const uint8_t *payload, size_t len)
 {
 	struct cs_tunnel *t = user;
-	st_liveness_rx(&t->live, cs_now_ms());
+	uint64_t now = cs_now_ms();
+	st_liveness_rx(&t->live, now);
 	memcpy(t->pong, payload, len); /* <= 125: the reader refuses longer control frames */
 	t->pong_len = (uint8_t)len;
+	uint64_t due = pong_due_ms(t);
+	if (due > now) {
+		t->pong_owed = true;
+		t->pong_due_ms = due;
+		cs__tunnel_live_due(t, due);
+		return;
+	}
+	t->pong_owed = false;
 	t->want_pong = true;
 	if (t->wsi)
 		lws_callback_on_writable(t->wsi);
@@ -155,9 +180,11 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 	}
 	if (t->want_pong) { /* the edge's PING, when we read its frames (cs__tunnel_read_own) */
 		t->want_pong = false;
+		t->pong_owed = false;
 		memcpy(srv->tx + LWS_PRE, t->pong, t->pong_len);
 		if (lws_write(t->wsi, srv->tx + LWS_PRE, t->pong_len, LWS_WRITE_PONG) < 0)
 			return -1;
+		t->last_tx_ms = cs_now_ms();
 		cs__tunnel_kick(t);
 		return 0;
 	}
@@ -169,6 +196,7 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		memcpy(srv->tx + LWS_PRE, ping, sizeof ping - 1);
 		if (lws_write(t->wsi, srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
 			return -1;
+		t->last_tx_ms = cs_now_ms();
 		cs__tunnel_kick(t);
 		return 0;
 	}
@@ -183,6 +211,8 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		return -1;
 	}
 	t->bytes_out += (uint64_t)n;
+	if (n > 0)
+		t->last_tx_ms = cs_now_ms();
 	cs__tunnel_kick(t);
 	return 0;
 }
@@ -227,6 +257,14 @@ int cs__tunnel_live_add(struct cs_tunnel *t)
 	return 0;
 }
 
+void cs__tunnel_live_due(struct cs_tunnel *t, uint64_t due_ms)
+{
+	struct cs_tunnel_set *set = &t->srv->tun;
+	size_t i = t->live_slot;
+	if (i < set->live_n && set->live[i].t == t && due_ms < set->live[i].due_ms)
+		set->live[i].due_ms = due_ms;
+}
+
 void cs__tunnel_live_remove(struct cs_tunnel *t)
 {
 	struct cs_tunnel_set *set = &t->srv->tun;
@@ -262,12 +300,17 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 		struct cs_tunnel *t = slot->t;
 		if (t->wsi == NULL)
 			continue;
+		if (t->pong_owed && t->pong_due_ms <= now) { /* no PING came to take it along */
+			t->pong_owed = false;
+			t->want_pong = true;
+			st_loop_write_soon(srv->loop, t->wsi);
+		}
 		switch (st_liveness_check(&t->live, now, ping, dead)) {
 		case ST_LIVENESS_PING:
 			if (peer_spoke(t, now))
 				break;
 			t->want_ping = true;
-			lws_callback_on_writable(t->wsi);
+			st_loop_write_soon(srv->loop, t->wsi);
 			break;
 		case ST_LIVENESS_DEAD:
 			if (peer_spoke(t, now))
@@ -281,6 +324,8 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 			break;
 		}
 		slot->due_ms = st_liveness_next_check_ms(&t->live, now, ping, dead);
+		if (t->pong_owed && t->pong_due_ms < slot->due_ms)
+			slot->due_ms = t->pong_due_ms;
 	}
 	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *

@@ -44,6 +44,13 @@ void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned 
 	                             .caps = ST_CAP_ALL,
 	                             .window_bytes = (uint32_t)es__tunnel_announced_window(es)};
 	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
+	/* Half our dead-peer timeout: a cloud that answers our PINGs that late, coalesced, still
+	 * leaves half of it for the network. Not offered when it would not save a PONG. */
+	uint64_t within = es->cfg.dead_peer_timeout_ms / 2;
+	if (within > ST_EXT_PONG_WITHIN_MAX_MS)
+		within = ST_EXT_PONG_WITHIN_MAX_MS;
+	if (within >= ST_EXT_PONG_WITHIN_MIN_MS && within > es->cfg.ping_interval_ms)
+		offer.pong_within_ms = (uint32_t)within;
 	char v[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(v, sizeof v, &offer);
 	if (n > 0 && lws_add_http_header_by_name(wsi, (const unsigned char *)ST_EXT_HEADER ":",

@@ -133,6 +133,14 @@ void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi)
 	SSL_set_msg_callback(ssl, on_tls_msg);
 }
 
+void st_loop_write_soon(struct st_loop *l, struct lws *wsi)
+{
+	lws_callback_on_writable(wsi);
+	SSL *ssl = l->ev ? lws_get_ssl(wsi) : NULL;
+	if (ssl != NULL)
+		soon_add(l, SSL_get_fd(ssl));
+}
+
 void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi)
 {
 	if (l->ev == NULL)

@@ -122,6 +122,11 @@ int st_ext_offer_parse(const char *value, size_t len, struct st_ext_offer *out)
 			/* a repeated key replaces the whole value, stale tail included */
 			memset(o.replica_id, 0, sizeof o.replica_id);
 			memcpy(o.replica_id, vs, n);
+		} else if (eq(ks, ke, "pong-within")) {
+			if (parse_u32(vs, ve, &o.pong_within_ms) < 0 ||
+			    o.pong_within_ms < ST_EXT_PONG_WITHIN_MIN_MS ||
+			    o.pong_within_ms > ST_EXT_PONG_WITHIN_MAX_MS)
+				return -EBADMSG;
 		}
 		/* other keys: ignored, for newer peers */
 	}
@@ -172,6 +177,9 @@ ssize_t st_ext_offer_format(char *out, size_t cap, const struct st_ext_offer *of
 	if (ok && offer->replica_id[0])
 		ok = append(out, cap, &len, "; replica=", 10) &&
 		     append(out, cap, &len, offer->replica_id, strlen(offer->replica_id));
+	if (ok && offer->pong_within_ms)
+		ok = append(out, cap, &len, "; pong-within=", 14) &&
+		     append_u32(out, cap, &len, offer->pong_within_ms);
 	return ok ? (ssize_t)len : -EMSGSIZE;
 }
 

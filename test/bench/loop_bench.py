@@ -96,12 +96,12 @@ class Cloud:
 class Load:
     """tunnel_load in the background; its lines are kept and waited for."""
 
-    def __init__(self, build, pki, port, n, procs, prefix, nice=0):
+    def __init__(self, build, pki, port, n, procs, prefix, nice=0, pong_within=0):
         argv = (["nice", "-n", str(nice)] if nice else []) + [
                 os.path.join(build, "test", "bench", "tunnel_load"), "--port", str(port),
                 "--ca-cert", pki + "/tunnel-ca.crt", "--ca-key", pki + "/tunnel-ca.key",
                 "--server-ca", pki + "/tunnel-ca.crt", "--n", str(n), "--procs", str(procs),
-                "--prefix", prefix, "--quiet"]
+                "--prefix", prefix, "--pong-within", str(pong_within), "--quiet"]
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.lines = []
         self.cv = threading.Condition()
@@ -194,6 +194,10 @@ def main():
     ap.add_argument("--transfers", type=int, default=3,
                     help="transfers alone and beside the tunnels per N (medians)")
     ap.add_argument("--load-nice", type=int, default=0, help="nice level of tunnel_load")
+    ap.add_argument("--pong-within", type=int, default=15000,
+                    help="the tunnels' offer (ms; what edgestream offers with its defaults: half "
+                    "its 30 s --dead-peer-timeout); 0: KubeEdge edges' requests, every PING "
+                    "answered at once")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     os.environ["ST_BIN_DIR"] = build
@@ -204,8 +208,10 @@ def main():
     extra = shlex.split(a.extra)
     kubelet = h.start_kubelet(env) if a.transfer_mib else None
     ns = [int(x) for x in a.tunnels.split(",")]
-    print("loop_bench %s: cloudstream %s %s (load tool nice %d)"
-          % (a.label, build, " ".join(extra), a.load_nice))
+    print("loop_bench %s: cloudstream %s %s (load tool nice %d; tunnels %s)"
+          % (a.label, build, " ".join(extra), a.load_nice,
+             "offering pong-within=%d as edgestream does" % a.pong_within if a.pong_within
+             else "as KubeEdge edges, no offer"))
     res = {}
     for i, n in enumerate(ns):
         r = res[n] = {}
@@ -218,7 +224,8 @@ def main():
             alone = [transfer(build, pki, cloud.stream_port, a.transfer_mib)
                      for _ in range(a.transfers)]
         t0 = time.monotonic()
-        load = Load(build, pki, cloud.port, n, a.procs, "n%d-" % i, a.load_nice)
+        load = Load(build, pki, cloud.port, n, a.procs, "n%d-" % i, a.load_nice,
+                    a.pong_within)
         try:
             _, up = load.wait_for("all-up", 0, 600)
             up_s = time.monotonic() - t0
@@ -236,6 +243,9 @@ def main():
                   "rss_mib=%.1f rss_per_tunnel_kib=%.1f (target <= 24) connect_all_s=%.1f" %
                   (n, r["cpu"], " ".join("%.1f" % x for x in cpus), median(loads),
                    rss / 1024.0, r["rss"], up_s), flush=True)
+            totals = [x for x in load.lines if x.startswith("t=")]
+            if totals:  # pings sent and PONGs received so far: what the offer saved
+                print("  load tool totals: %s" % totals[-1], flush=True)
             beside = []
             if kubelet:
                 beside = [transfer(build, pki, cloud.stream_port, a.transfer_mib)

@@ -13,6 +13,7 @@
  *
  *   tunnel_load --port P --ca-cert tunnel-ca.crt --ca-key tunnel-ca.key --server-ca tunnel-ca.crt
  *               [--host 127.0.0.1] [--n 1000] [--procs 1] [--ping-interval 5000]
+ *               [--pong-within 0 (KubeEdge's request) | 15000 (edgestream's offer)]
  *               [--redial-spread 2000] [--max-dialing 512] [--connect-timeout 30000]
  *               [--duration 0] [--prefix load-] [--quiet]
  *
@@ -71,7 +72,7 @@ struct counters {
 static struct opts {
 	const char *host, *ca_cert, *ca_key, *server_ca, *prefix;
 	int port, n, procs, max_dialing, duration_s;
-	uint64_t ping_ms, spread_ms, timeout_ms;
+	uint64_t ping_ms, spread_ms, timeout_ms, pong_within_ms;
 	bool quiet;
 } o = {.host = "127.0.0.1",
        .prefix = "load-",
@@ -245,16 +246,21 @@ static void dial(struct conn *c)
 
 static void send_request(struct conn *c)
 {
-	char key[25], req[512];
+	char key[25], req[512], offer[80] = "";
 	unsigned char raw[16];
 	RAND_bytes(raw, sizeof raw);
 	EVP_EncodeBlock((unsigned char *)key, raw, sizeof raw);
+	/* --pong-within: the offer edgestream makes (PROTOCOL.md §5.1), without capabilities,
+	 * so the tunnel stays on the base protocol; without it, a KubeEdge edge's request. */
+	if (o.pong_within_ms)
+		snprintf(offer, sizeof offer, "X-Cloudstream-Tunnel: v=1; pong-within=%llu\r\n",
+		         (unsigned long long)o.pong_within_ms);
 	int n = snprintf(
 	        req, sizeof req,
 	        "GET /v1/kubeedge/connect HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\n"
 	        "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-	        "Sec-WebSocket-Version: 13\r\nSessionHostNameOverride: %s%u\r\n\r\n",
-	        o.host, o.port, key, o.prefix, c->idx);
+	        "Sec-WebSocket-Version: 13\r\nSessionHostNameOverride: %s%u\r\n%s\r\n",
+	        o.host, o.port, key, o.prefix, c->idx, offer);
 	int w = SSL_write(c->ssl, req, n);
 	if (w != n) { /* a fresh connection takes 300 bytes at once */
 		drop(c, &cnt->tls_err);
@@ -507,7 +513,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 	        "usage: tunnel_load --port P --ca-cert F --ca-key F --server-ca F [--host H] "
-	        "[--n N] [--procs P] [--ping-interval MS] [--redial-spread MS] "
+	        "[--n N] [--procs P] [--ping-interval MS] [--pong-within MS] [--redial-spread MS] "
 	        "[--max-dialing K] [--connect-timeout MS] [--duration S] [--prefix P] "
 	        "[--quiet]\n");
 	exit(2);
@@ -528,21 +534,15 @@ static int int_arg(const char *s)
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"host", 1, 0, 'h'},
-	                                   {"port", 1, 0, 'p'},
-	                                   {"ca-cert", 1, 0, 'c'},
-	                                   {"ca-key", 1, 0, 'k'},
-	                                   {"server-ca", 1, 0, 's'},
-	                                   {"n", 1, 0, 'n'},
-	                                   {"procs", 1, 0, 'P'},
-	                                   {"ping-interval", 1, 0, 'i'},
-	                                   {"redial-spread", 1, 0, 'r'},
-	                                   {"max-dialing", 1, 0, 'm'},
-	                                   {"connect-timeout", 1, 0, 't'},
-	                                   {"duration", 1, 0, 'd'},
-	                                   {"prefix", 1, 0, 'x'},
-	                                   {"quiet", 0, 0, 'q'},
-	                                   {0, 0, 0, 0}};
+	static const struct option lo[] = {
+	        {"host", 1, 0, 'h'},        {"port", 1, 0, 'p'},
+	        {"ca-cert", 1, 0, 'c'},     {"ca-key", 1, 0, 'k'},
+	        {"server-ca", 1, 0, 's'},   {"n", 1, 0, 'n'},
+	        {"procs", 1, 0, 'P'},       {"ping-interval", 1, 0, 'i'},
+	        {"pong-within", 1, 0, 'w'}, {"redial-spread", 1, 0, 'r'},
+	        {"max-dialing", 1, 0, 'm'}, {"connect-timeout", 1, 0, 't'},
+	        {"duration", 1, 0, 'd'},    {"prefix", 1, 0, 'x'},
+	        {"quiet", 0, 0, 'q'},       {0, 0, 0, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
@@ -569,6 +569,9 @@ int main(int argc, char **argv)
 			break;
 		case 'i':
 			o.ping_ms = strtoull(optarg, NULL, 10);
+			break;
+		case 'w':
+			o.pong_within_ms = strtoull(optarg, NULL, 10);
 			break;
 		case 'r':
 			o.spread_ms = strtoull(optarg, NULL, 10);

@@ -547,43 +547,51 @@ def sighup_reload(chain):
 
 # ---- groups -----------------------------------------------------------------------------------
 
+def control_frame(op, payload):
+    """A masked client control frame (PING 0x9, PONG 0xA)."""
+    key = os.urandom(4)
+    return (bytes([0x80 | op, 0x80 | len(payload)]) + key
+            + bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
+
+
+def raw_tunnel(chain, node, headers=()):
+    """A TLS websocket tunnel as @node, upgraded: (socket, its next_frame())."""
+    env = chain.env
+    ctx = ssl.create_default_context(cafile=env.path("tunnel-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("node-" + node) + ".crt", env.path("node-" + node) + ".key")
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", chain.cloud.ports["tunnel"]),
+                                                 timeout=5))
+    s.sendall(h.head("GET", "/v1/kubeedge/connect",
+                     [("Host", "cloud"), ("Connection", "Upgrade"), ("Upgrade", "websocket"),
+                      ("Sec-WebSocket-Version", "13"),
+                      ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")] + list(headers)))
+    status, _, rest = h.read_head(s)
+    check(status == 101, "upgrade: status %d" % status)
+    buf = bytearray(rest)
+
+    def next_frame():
+        while True:
+            if len(buf) >= 2 and len(buf) >= 2 + (buf[1] & 0x7F):
+                op, ln = buf[0] & 0x0F, buf[1] & 0x7F
+                check(ln < 126 and not buf[1] & 0x80, "unexpected frame %r" % bytes(buf[:4]))
+                payload = bytes(buf[2:2 + ln])
+                del buf[:2 + ln]
+                return op, payload
+            chunk = s.recv(4096)
+            check(chunk, "tunnel closed while waiting for a PONG")
+            buf.extend(chunk)
+    return s, next_frame
+
+
 def pings_answered_at_once(chain, n=200):
     """Every PING an edge sends is answered with its PONG, payload intact and in order, while
     cloudstream writes lws's PONGs in the round that read the PING (stream/rt/evloop.c feeds
     EV_WRITE itself). Guards that path's correctness; the system calls it saves are measured
     by test/bench/loop_bench.py (strace), not here."""
-    env = chain.env
-    ctx = ssl.create_default_context(cafile=env.path("tunnel-ca.crt"))
-    ctx.check_hostname = False
-    ctx.load_cert_chain(env.path("node-edge-2") + ".crt", env.path("node-edge-2") + ".key")
-    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", chain.cloud.ports["tunnel"]),
-                                                 timeout=5))
+    s, next_frame = raw_tunnel(chain, "edge-2")
+    frame = control_frame
     try:
-        s.sendall(h.head("GET", "/v1/kubeedge/connect",
-                         [("Host", "cloud"), ("Connection", "Upgrade"), ("Upgrade", "websocket"),
-                          ("Sec-WebSocket-Version", "13"),
-                          ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")]))
-        status, _, rest = h.read_head(s)
-        check(status == 101, "upgrade: status %d" % status)
-        buf = bytearray(rest)
-
-        def frame(op, payload):
-            key = os.urandom(4)
-            return (bytes([0x80 | op, 0x80 | len(payload)]) + key
-                    + bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
-
-        def next_frame():
-            while True:
-                if len(buf) >= 2 and len(buf) >= 2 + (buf[1] & 0x7F):
-                    op, ln = buf[0] & 0x0F, buf[1] & 0x7F
-                    check(ln < 126 and not buf[1] & 0x80, "unexpected frame %r" % bytes(buf[:4]))
-                    payload = bytes(buf[2:2 + ln])
-                    del buf[:2 + ln]
-                    return op, payload
-                chunk = s.recv(4096)
-                check(chunk, "tunnel closed while waiting for a PONG")
-                buf.extend(chunk)
-
         worst = 0.0
         for i in range(n):
             payload = b"ping-%d" % i
@@ -596,6 +604,65 @@ def pings_answered_at_once(chain, n=200):
         print("     %d PINGs answered, slowest PONG %.2f ms" % (n, worst * 1000))
     finally:
         s.close()
+
+
+def pings_coalesced_within_offer(chain, within_ms=3000, seconds=5.0):
+    """An edge that offers pong-within (PROTOCOL.md §5.1) hears from the cloud at least that
+    often, not once per PING: pinging every 100 ms, its PONGs come about one per
+    pong-within, each carrying a PING's payload no older than the one before (the latest when
+    it was answered, RFC 6455 §5.5.3), and a PING left owed when the pinging stops is still
+    answered in time (by the liveness sweep)."""
+    s, next_frame = raw_tunnel(chain, "edge-2", [("X-Cloudstream-Tunnel",
+                                                  "v=1; pong-within=%d" % within_ms)])
+    got = []  # (monotonic time, ping number)
+    stop = threading.Event()
+
+    def reader():
+        s.settimeout(within_ms / 1000.0 + 2.0)
+        try:
+            while not stop.is_set():
+                op, payload = next_frame()
+                check(op == 0xA, "unexpected opcode %d" % op)
+                got.append((time.monotonic(), int(payload.split(b"-")[1])))
+        except (socket.timeout, OSError, h.Fail):
+            pass
+    t = threading.Thread(target=reader, daemon=True)
+    try:
+        t0 = time.monotonic()
+        t.start()
+        i = 0
+        while time.monotonic() - t0 < seconds:
+            s.sendall(control_frame(0x9, b"ping-%d" % i))
+            i += 1
+            time.sleep(0.1)
+        last_ping = time.monotonic()
+        deadline = last_ping + within_ms / 1000.0 + 1.0
+        while time.monotonic() < deadline and (not got or got[-1][1] != i - 1):
+            time.sleep(0.05)
+        stop.set()
+        check(got, "no PONG at all")
+        times = [t0] + [g[0] for g in got]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        slack = 0.5  # the loop and this client, on a shared machine
+        check(max(gaps) <= within_ms / 1000.0 + slack,
+              "a PONG came %.2f s after the one before (pong-within %d ms)"
+              % (max(gaps), within_ms))
+        seq = [g[1] for g in got]
+        check(seq == sorted(seq) and len(set(seq)) == len(seq), "PONG payloads out of order: %s"
+              % seq)
+        check(seq[-1] == i - 1, "the last PING (%d) was not answered: %s" % (i - 1, seq))
+        check(len(got) <= seconds * 1000.0 / within_ms * 2 + 2,
+              "%d PONGs for %d PINGs: not coalesced" % (len(got), i))
+        print("     %d PINGs, %d PONGs, longest gap %.2f s (pong-within %.1f s)"
+              % (i, len(got), max(gaps), within_ms / 1000.0))
+    finally:
+        stop.set()
+        try:
+            s.shutdown(socket.SHUT_RDWR)  # wakes the reader
+        except OSError:
+            pass
+        s.close()
+        t.join(5)
 
 
 def group_base():
@@ -617,6 +684,7 @@ def group_base():
             ("exec_bulk_4mib", lambda: exec_bulk(chain, 4 << 20)),
             ("upload_only", lambda: upload_only(chain, 8 << 20)),
             ("pings_answered_at_once", lambda: pings_answered_at_once(chain)),
+            ("pings_coalesced_within_offer", lambda: pings_coalesced_within_offer(chain)),
         ]))
         check_clean_exit(chain)
         return rc

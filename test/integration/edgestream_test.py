@@ -1425,6 +1425,31 @@ def dead_peer(env):
         env.stop(p)
 
 
+def coalesced_pongs_keep_tunnel(env, seconds=9.0):
+    """The edge offers half its dead-peer timeout as pong-within (PROTOCOL.md §5.1), and the
+    cloud answers its PINGs only that often: pinging every 300 ms with a 4 s dead-peer
+    timeout, the quiet tunnel stays up (no dead peer, no second tunnel) and requests pass."""
+    kubelet = h.start_kubelet(env, name="kubelet-coalesce")
+    cloud = h.start_cloudstream(env, name="cloud-coalesce")
+    edge = h.start_edgestream(env, cloud, kubelet, name="edge-coalesce",
+                              extra=["--ping-interval", "300ms", "--dead-peer-timeout", "4s"])
+    try:
+        time.sleep(seconds)
+        log = open(edge.logpath, "rb").read()
+        ups = log.count(b"tunnel up to")
+        check(b"(dead peer)" not in log and ups == 1,
+              "%d tunnels, dead peer %s:\n%s" % (ups, b"(dead peer)" in log, env.tail(edge)))
+        api = h.Api(env, cloud.ports["stream"])
+        st, _, body, sk = api.request("GET", "/healthz", [("Host", "edge-1:10350")])
+        sk.close()
+        check(st == 200, "after %.0f quiet seconds: %d %r" % (seconds, st, body[:100]))
+        print("     %.0f s quiet at a 300 ms ping, 4 s dead-peer timeout: one tunnel, no dead peer"
+              % seconds)
+    finally:
+        for p in (edge, cloud, kubelet):
+            env.stop(p)
+
+
 def backend_handshake_timeout(env):
     """A "kubelet" that accepts TCP and never answers TLS: a 504 after the handshake timeout."""
     silent = socket.socket()
@@ -1811,6 +1836,7 @@ def group_ops():
             ("embedding_example", lambda: embedding_example(env)),
             ("two_instances", lambda: two_instances(env)),
             ("dead_peer", lambda: dead_peer(env)),
+            ("coalesced_pongs_keep_tunnel", lambda: coalesced_pongs_keep_tunnel(env)),
             ("backend_handshake_timeout", lambda: backend_handshake_timeout(env)),
             ("kubelet_refuses_resumption", lambda: kubelet_refuses_resumption(env)),
             ("bad_config", lambda: bad_config(env)),

@@ -61,7 +61,15 @@ struct st_ext_offer {
 	uint32_t window_bytes; /* the initial per-stream window this side grants its peer;
 				  0 = not given (ST_DEFAULT_STREAM_WINDOW_BYTES) */
 	char replica_id[ST_MAX_REPLICA_ID_BYTES + 1]; /* [A-Za-z0-9._-]*, "" if not given */
+	/* Edge only, a hint: the edge counts the tunnel alive while it hears from the cloud at
+	 * least every this many ms, so the cloud may answer its PINGs that late, coalesced
+	 * (PROTOCOL.md §5.1); 0 = not given (every PING answered at once). */
+	uint32_t pong_within_ms;
 };
+
+/* pong-within bounds: below the lower one there is nothing to coalesce at a 5 s ping. */
+#define ST_EXT_PONG_WITHIN_MIN_MS 1000u
+#define ST_EXT_PONG_WITHIN_MAX_MS 3600000u
 
 /*
  * st_ext_offer_parse() - parse a header value.

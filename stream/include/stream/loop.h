@@ -67,6 +67,15 @@ int st_loop_run(struct st_loop *l, int timeout_ms);
 void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi);
 void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi);
 
+/*
+ * st_loop_write_soon() - lws_callback_on_writable(@wsi), served in this round on the epoll
+ * loop when called from a callback of it (a timer's included): a small write asked for off
+ * the socket's own events (a liveness sweep's PING or owed PONG) costs no epoll_ctl either.
+ * A socket that turns out full waits for POLLOUT as before. A TLS connection only; others,
+ * and lws's poll loop, get plain lws_callback_on_writable().
+ */
+void st_loop_write_soon(struct st_loop *l, struct lws *wsi);
+
 /* st_loop_ev() - the libev loop under lws, or NULL on lws's poll loop: for a watcher of our
  * own beside lws's (stream/tunnelread.h). */
 struct ev_loop *st_loop_ev(struct st_loop *l);

@@ -54,6 +54,10 @@ static void test_offer_parse(void **state)
 	        "v=1; window=abc",
 	        "v=1; replica=a b",
 	        "v=1; replica=a/b",
+	        "v=1; pong-within=999",
+	        "v=1; pong-within=3600001",
+	        "v=1; pong-within=",
+	        "v=1; pong-within=1s",
 	        "v=1; noequals",
 	        "v=1; =x",
 	};
@@ -63,6 +67,12 @@ static void test_offer_parse(void **state)
 	/* Window limits: 1024 and ST_MAX accepted. */
 	assert_int_equal(parse("v=1; window=1024", &o), 0);
 	assert_int_equal(parse("v=1; window=16777216", &o), 0);
+	/* pong-within limits, and absent means 0 (every PING answered at once). */
+	assert_int_equal(o.pong_within_ms, 0);
+	assert_int_equal(parse("v=1; pong-within=1000", &o), 0);
+	assert_int_equal(o.pong_within_ms, 1000);
+	assert_int_equal(parse("v=1; pong-within=3600000", &o), 0);
+	assert_int_equal(o.pong_within_ms, 3600000);
 	/* Replica id length: limit ok, +1 refused. */
 	char buf[ST_EXT_HEADER_MAX_BYTES + 8];
 	int n = snprintf(buf, sizeof buf, "v=1; replica=");
@@ -83,13 +93,14 @@ static void test_offer_parse(void **state)
 static void test_offer_format_roundtrip(void **state)
 {
 	(void)state;
-	struct st_ext_offer o = {.version = 1, .caps = ST_CAP_ALL, .window_bytes = 65536};
+	struct st_ext_offer o = {
+	        .version = 1, .caps = ST_CAP_ALL, .window_bytes = 65536, .pong_within_ms = 15000};
 	memcpy(o.replica_id, "cloudstream-1", 14);
 	char out[ST_EXT_HEADER_MAX_BYTES];
 	ssize_t n = st_ext_offer_format(out, sizeof out, &o);
 	const char *want =
 	        "v=1; caps=flow,half-close,error,binary,tcp,raw-response,opened,reconnect; "
-	        "window=65536; replica=cloudstream-1";
+	        "window=65536; replica=cloudstream-1; pong-within=15000";
 	assert_int_equal(n, (ssize_t)strlen(want));
 	assert_memory_equal(out, want, (size_t)n);
 	assert_int_equal(st_ext_offer_format(out, (size_t)n - 1, &o), -EMSGSIZE);
