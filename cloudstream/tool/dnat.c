@@ -241,6 +241,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	cs_dnat_set_init(&x.nodes);
+	cs_kwatch_lines_init(&x.lines, x.line, LINE_MAX_BYTES);
 	cs__dnat_read_local(&x);
 	st_info("cloudstream-dnat-controller %s: Nodes %s from %s -> %s:%u, %s, resync every %llu "
 	        "ms",

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "dnat_rules.h"
+#include "kwatch.h"
 
 #define LINE_MAX_BYTES  (4u << 20)  /* one watch event */
 #define LIST_MAX_BYTES  (64u << 20) /* one list answer */
@@ -52,9 +53,8 @@ struct ctl {
 	CURL *watch;
 	struct curl_slist *watch_hdrs;
 	char watch_err[CURL_ERROR_SIZE];
-	char *line;
-	size_t line_len;
-	bool line_over;
+	char *line; /* LINE_MAX_BYTES: the watch's events, split by @lines */
+	struct cs_kwatch_lines lines;
 	uint64_t events;
 };
 

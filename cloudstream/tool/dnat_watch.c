@@ -2,8 +2,9 @@
  * cloudstream/tool/dnat_watch.c — cloudstream-dnat-controller's view of the Nodes
  * (dnat_int.h): a list through the apiserver (the same credentials code as cloudstream:
  * apiserver_http.c), then a watch from its resourceVersion on the curl multi handle the main
- * loop polls; events are split into lines (at most LINE_MAX_BYTES each) and applied to the
- * node set. An ERROR (410) or an over-long event asks for a new list.
+ * loop polls; events are split into lines (at most LINE_MAX_BYTES each) and parsed by kwatch's
+ * pure part (kwatch.h), then applied to the node set. An ERROR (410) or an over-long event asks
+ * for a new list.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,65 +91,43 @@ out:
 	return rc;
 }
 
-static void on_event(struct ctl *x, const char *line, size_t len)
+static void on_event(void *user, const char *line, size_t len)
 {
-	struct json_tokener *tok = json_tokener_new();
-	struct json_object *ev = tok ? json_tokener_parse_ex(tok, line, (int)len) : NULL, *t, *obj;
-	json_tokener_free(tok);
-	if (ev == NULL || !json_object_object_get_ex(ev, "type", &t) ||
-	    !json_object_object_get_ex(ev, "object", &obj)) {
-		json_object_put(ev);
+	struct ctl *x = user;
+	struct cs_kwatch_event ev;
+	struct json_object *root = cs_kwatch_event_parse(line, len, &ev);
+	if (root == NULL)
 		return;
-	}
-	const char *type = json_object_get_string(t);
 	x->events++;
-	if (strcmp(type, "ERROR") == 0) {
-		struct json_object *code;
-		int c = json_object_object_get_ex(obj, "code", &code) ? json_object_get_int(code)
-		                                                      : 0;
-		st_info("watch: ERROR %d%s", c,
-		        c == 410 ? " (resourceVersion too old): listing again" : "");
+	if (ev.type == CS_KWATCH_ERROR) {
+		st_info("watch: ERROR %d%s", ev.code,
+		        ev.code == 410 ? " (resourceVersion too old): listing again" : "");
 		x->relist = true;
-	} else if (strcmp(type, "BOOKMARK") == 0) {
-		note_rv(x, obj);
-	} else {
+	} else if (ev.type != CS_KWATCH_BOOKMARK) {
 		struct cs_dnat_node node;
-		if (cs_dnat_node_parse(obj, (uint16_t)x->c.default_port, &node) == 0) {
-			int changed = strcmp(type, "DELETED") == 0
+		if (cs_dnat_node_parse(ev.object, (uint16_t)x->c.default_port, &node) == 0) {
+			int changed = ev.type == CS_KWATCH_DELETED
 			                      ? cs_dnat_set_remove(&x->nodes, node.name)
 			                      : cs_dnat_set_put(&x->nodes, &node);
 			if (changed > 0) {
 				x->dirty = true;
-				st_info("Node %s %s (%zu addresses, port %u)", node.name, type,
-				        node.n_ips, (unsigned)node.port);
+				st_info("Node %s %s (%zu addresses, port %u)", node.name,
+				        ev.type_name, node.n_ips, (unsigned)node.port);
 			}
 		}
-		note_rv(x, obj);
 	}
-	json_object_put(ev);
+	if (ev.type != CS_KWATCH_ERROR)
+		note_rv(x, ev.object);
+	json_object_put(root);
 }
 
 static size_t on_watch_data(char *p, size_t size, size_t n, void *user)
 {
 	struct ctl *x = user;
-	size_t len = size * n;
-	for (size_t i = 0; i < len; i++) {
-		if (p[i] == '\n') {
-			if (!x->line_over && x->line_len)
-				on_event(x, x->line, x->line_len);
-			x->line_len = 0;
-			x->line_over = false;
-			continue;
-		}
-		if (x->line_len >= LINE_MAX_BYTES) {
-			x->line_over =
-			        true; /* one event over 4 MiB: skipped; the next list repairs */
-			x->relist = true;
-			continue;
-		}
-		x->line[x->line_len++] = p[i];
-	}
-	return len;
+	cs_kwatch_lines_feed(&x->lines, p, size * n, on_event, x);
+	if (x->lines.over) /* an event over 4 MiB: skipped; the next list repairs */
+		x->relist = true;
+	return size * n;
 }
 
 void cs__dnat_watch_end(struct ctl *x)
@@ -160,8 +139,7 @@ void cs__dnat_watch_end(struct ctl *x)
 	}
 	curl_slist_free_all(x->watch_hdrs);
 	x->watch_hdrs = NULL;
-	x->line_len = 0;
-	x->line_over = false;
+	cs_kwatch_lines_init(&x->lines, x->line, LINE_MAX_BYTES);
 }
 
 int cs__dnat_watch_start(struct ctl *x)
