@@ -229,6 +229,8 @@ static void front_closed(struct cs_front *f)
 static int front_writeable(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
+	if (st_lws_write_pending(f->wsi))
+		return 0; /* the last write is still going out (stream/tunnelwrite.h) */
 	if (f->in_len > 0 && f->state != CS_FRONT_CLOSING)
 		cs__front_process(f);
 	update_rx(f);
@@ -244,6 +246,8 @@ static int front_writeable(struct cs_front *f)
 		lws_callback_on_writable(f->wsi);
 		return 0;
 	}
+	if (f->state == CS_FRONT_CLOSING && st_lws_write_pending(f->wsi))
+		return 0; /* the answer's end first, then the close_notify */
 	if (f->state == CS_FRONT_CLOSING) {
 		SSL *ssl = lws_get_ssl(f->wsi);
 		if (ssl)

@@ -178,6 +178,8 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		}
 		return -1;
 	}
+	if (st_lws_write_pending(t->wsi))
+		return 0;   /* the last batch is still going out (stream/tunnelwrite.h) */
 	if (t->want_pong) { /* the edge's PING, when we read its frames (cs__tunnel_read_own) */
 		t->want_pong = false;
 		t->pong_owed = false;

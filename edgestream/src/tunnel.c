@@ -396,6 +396,8 @@ static const struct st_tunnel_reader_cbs own_cbs = {
 static int tunnel_writeable(struct es_tunnel *t)
 {
 	uint8_t *tx = t->es->tx + LWS_PRE;
+	if (st_lws_write_pending(t->wsi))
+		return 0;   /* the last batch is still going out (stream/tunnelwrite.h) */
 	if (t->want_pong) { /* the cloud's PING, when we read its frames */
 		t->want_pong = false;
 		memcpy(tx, t->pong, t->pong_len);

@@ -60,12 +60,25 @@ ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_s
 
 /*
  * st_lws_write_corked() - one lws_write(@wsi, @buf, @len, @wp) (@wp: an enum
- * lws_write_protocol; @buf has LWS_PRE bytes of headroom), with the socket corked (TCP_CORK)
- * while OpenSSL cuts more than one record's worth into records and writes them one by one: the
- * kernel sends them as a few large segments instead of one segment per record. For every bulk
- * TLS write on the loop (the tunnel's batches, a stream's bytes toward its apiserver or
- * backend). Returns 0, or -EIO when lws refused the write (the connection is going).
+ * lws_write_protocol; @buf has LWS_PRE bytes of headroom) sent with as few system calls as
+ * possible. On a TLS connection lws owns, the records OpenSSL cuts more than one record's worth
+ * into are collected and sent with one send() (a write BIO of ours under the connection's SSL,
+ * put in place at its first bulk write): one system call per batch instead of one per 16 KiB
+ * record plus two setsockopt. What the socket does not take is kept (at most one batch) and
+ * sent before any later byte of the connection: call st_lws_write_pending() first thing in the
+ * connection's writable callback. Elsewhere (a raw socket, or no memory for the BIO) the socket
+ * is corked (TCP_CORK) around the write. For every bulk TLS write on the loop (the tunnel's
+ * batches, a stream's bytes toward its apiserver or backend). Returns 0, or -EIO when lws
+ * refused the write (the connection is going).
  */
 int st_lws_write_corked(struct lws *wsi, uint8_t *buf, size_t len, int wp);
+
+/*
+ * st_lws_write_pending() - sends what the last st_lws_write_corked() on @wsi left unsent.
+ * Returns true when some is still left: the caller writes nothing now and returns from its
+ * writable callback (another is asked for). False when nothing is left (also for a connection
+ * st_lws_write_corked() never batched on). Loop thread, in @wsi's writable callback.
+ */
+bool st_lws_write_pending(struct lws *wsi);
 
 #endif
