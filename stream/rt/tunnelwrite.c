@@ -66,7 +66,9 @@ static const uint8_t *next_key(struct st_tunnel_writer *w)
  * plaintext as for a full socket), and st_lws_write_pending() sends it from the writable
  * callback.
  */
-#define GATHER_BYTES (ST_TUNNEL_BATCH_BYTES + 64u * 1024u) /* a batch and its record overhead */
+/* A batch of full DATA messages (up to one 64 KiB message past ST_TUNNEL_BATCH_BYTES) and its
+ * records' overhead; a longer one (a message over 64 KiB: rare) is kept on the heap instead. */
+#define GATHER_BYTES (ST_TUNNEL_BATCH_BYTES + 96u * 1024u)
 
 struct wbatch {
 	int fd;
