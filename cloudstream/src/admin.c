@@ -19,6 +19,7 @@
 #include <stream/log.h>
 #include <stream/query.h>
 
+#include "certshare.h"
 #include "denylist.h"
 #include "listen.h"
 #include "servecert.h"
@@ -197,6 +198,11 @@ static void render_metrics(struct st_text *t, void *user)
 	               "cloudstream_request_errors_total{reason=\"forbidden\"}).");
 	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
 	            (unsigned long long)m->fronts_refused_tls);
+	st_text_metric(t, "cloudstream_apiserver_certificates_shared_total", "counter",
+	               "Client certificates received on the stream port that were swapped for "
+	               "an identical copy kept from an earlier connection (certshare.h).");
+	st_text_put(t, "cloudstream_apiserver_certificates_shared_total %llu\n",
+	            (unsigned long long)cs_certshare_hits(srv->certshare));
 	struct cs_listener_stats ls;
 	cs_listener_stats(srv, &ls);
 	st_text_metric(t, "cloudstream_tunnel_accepts_total", "counter",

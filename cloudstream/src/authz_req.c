@@ -37,10 +37,22 @@
 
 #define REVIEW_BODY_MAX (CS_AUTHZ_MAX_USER_JSON + CS_AUTHZ_MAX_TOKEN_BYTES + 1024)
 #define CACHE_ENTRIES   4096u
+#define USER_BUCKETS    64u
+
+/* A client certificate's user, one copy for every connection that presents the same identity:
+ * kube-apiserver opens each of its streams as a TLS connection with one certificate, and a
+ * copy per connection was 0.6 KB of each quiet `logs -f` (README, "Many quiet streams"). */
+struct shared_user {
+	struct shared_user *next; /* in its bucket */
+	uint32_t hash;
+	uint32_t refs;          /* connections holding it */
+	struct cs_authz_user u; /* last: allocated up to json[json_len] only */
+};
 
 /* The server's part (srv->authz). */
 struct cs_authz {
 	struct cs_authz_cache *cache;
+	struct shared_user *users[USER_BUCKETS]; /* by the hash of the user's JSON */
 	uint64_t next_job;
 	uint64_t token_reviews, sars; /* calls made */
 	uint64_t hits;                /* answers taken from the cache */
@@ -71,6 +83,53 @@ static struct cs_authz_user *user_dup(const struct cs_authz_user *u)
 	if (c)
 		memcpy(c, u, n);
 	return c;
+}
+
+static uint32_t user_hash(const struct cs_authz_user *u)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < u->json_len; i++)
+		h = (h ^ (uint8_t)u->json[i]) * 16777619u;
+	return h;
+}
+
+/* The shared copy of @u (one more holder), made when none exists; NULL when out of memory. */
+static struct cs_authz_user *user_get(struct cs_authz *az, const struct cs_authz_user *u)
+{
+	uint32_t h = user_hash(u);
+	struct shared_user **b = &az->users[h % USER_BUCKETS];
+	for (struct shared_user *s = *b; s; s = s->next)
+		if (s->hash == h && s->u.json_len == u->json_len &&
+		    memcmp(s->u.json, u->json, u->json_len) == 0 &&
+		    strcmp(s->u.name, u->name) == 0) {
+			s->refs++;
+			return &s->u;
+		}
+	size_t n = offsetof(struct cs_authz_user, json) + u->json_len + 1;
+	struct shared_user *s = malloc(offsetof(struct shared_user, u) + n);
+	if (s == NULL)
+		return NULL;
+	memcpy(&s->u, u, n);
+	s->hash = h;
+	s->refs = 1;
+	s->next = *b;
+	*b = s;
+	return &s->u;
+}
+
+/* A holder of @u (from user_get) lets it go; the last one frees it. */
+static void user_put(struct cs_authz *az, struct cs_authz_user *u)
+{
+	if (u == NULL)
+		return;
+	struct shared_user *s = (struct shared_user *)((char *)u - offsetof(struct shared_user, u));
+	if (--s->refs > 0)
+		return;
+	struct shared_user **p = &az->users[s->hash % USER_BUCKETS];
+	while (*p != s)
+		p = &(*p)->next;
+	*p = s->next;
+	free(s);
 }
 
 static bool subject_listed(const struct st_strlist *allow, const struct certs_identity *id)
@@ -123,7 +182,7 @@ bool cs__authz_on_tls(struct cs_front *f)
 	if (u == NULL)
 		return false;
 	rc = cs_authz_user_from_cert(id.cn, orgs, id.num_orgs, u);
-	f->cert_user = rc == 0 ? user_dup(u) : NULL;
+	f->cert_user = rc == 0 ? user_get(srv->authz, u) : NULL;
 	free(u);
 	/* No CN: the x509 authenticator authenticates nobody; its requests get 401 (or go by a
 	 * bearer token), as the kubelet answers them. */
@@ -144,7 +203,7 @@ void cs__authz_request_done(struct cs_front *f)
 void cs__authz_front_free(struct cs_front *f)
 {
 	cs__authz_request_done(f);
-	free(f->cert_user);
+	user_put(f->srv->authz, f->cert_user);
 	f->cert_user = NULL;
 }
 

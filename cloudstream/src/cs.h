@@ -120,6 +120,7 @@ struct cs_server {
 	struct cs_registry *reg;
 	struct cs_podcache *pods; /* pod → node answers from the apiserver (when configured) */
 	struct cs_authz *authz;   /* stream-port authentication and authorization (authz_req.c) */
+	struct cs_certshare *certshare; /* the stream port's repeated client certificates */
 	struct st_workq *wq;
 	struct st_loop_signals *sig;
 	struct st_certreload *certs; /* SIGHUP: both listeners' certificates, keys and CAs */

@@ -31,6 +31,7 @@
 #include <stream/log.h>
 #include <stream/tunnelwrite.h>
 
+#include "certshare.h"
 #include "servecert.h"
 
 /* The most one WRITEABLE round writes to an apiserver connection (srv->tx holds 1 MiB). */
@@ -314,6 +315,18 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			SSL_CTX_set_verify(user, SSL_VERIFY_PEER,
 			                   SSL_CTX_get_verify_callback(user));
 		}
+		/* Memory per connection (README "Many quiet streams"): no record buffer kept
+		 * while idle (lws sets this per SSL too; said here so it does not depend on
+		 * it), and no resumption: the apiserver's Go transport keeps no session cache,
+		 * so the two TLS 1.3 tickets OpenSSL would seal per handshake (a session copy
+		 * and its encryption each) are never used, and a TLS 1.2 session would sit in
+		 * the cache with the client's certificate for 300 s after its connection. */
+		SSL_CTX_set_mode(user, SSL_MODE_RELEASE_BUFFERS);
+		SSL_CTX_set_session_cache_mode(user, SSL_SESS_CACHE_OFF);
+		SSL_CTX_set_num_tickets(user, 0);
+		/* ... and one parsed copy of a certificate every connection presents. */
+		if (vsrv->certshare || cs_certshare_new(&vsrv->certshare) == 0)
+			cs_certshare_install(vsrv->certshare, user);
 		cs_certs_note_ctx(vsrv, lws_get_vhost_name(vh), user);
 		cs_servecert_install(vsrv, user); /* per-node serving certificates */
 		return 0;

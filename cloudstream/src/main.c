@@ -27,6 +27,7 @@
 #include <stream/sandbox.h>
 #include <stream/workq.h>
 
+#include "certshare.h"
 #include "door.h"
 #include "join_srv.h"
 #include "listen.h"
@@ -459,7 +460,9 @@ out_ctx:
 	srv.certs = NULL;
 	cs_listener_free(&srv);
 	lws_sul_cancel(&srv.sul_reconnect);
-	st_loop_destroy(srv.loop); /* closes every connection: their callbacks free state */
+	st_loop_destroy(srv.loop);        /* closes every connection: their callbacks free state */
+	cs_certshare_free(srv.certshare); /* no handshake can ask for it now */
+	srv.certshare = NULL;
 	st_loop_signals_free(srv.sig);
 out_config:
 	cs_peers_free(&srv);
@@ -470,6 +473,8 @@ out_config:
 	cs_recent_free(srv.recent);
 	cs_podcache_free(srv.pods);
 	cs_authz_stop(&srv);
+	cs_certshare_free(srv.certshare); /* NULL unless start-up failed after the vhosts */
+	srv.certshare = NULL;
 	cs_door_free(&srv);
 	curl_global_cleanup();
 	free(srv.tun.live); /* every tunnel left it when the context closed it */
