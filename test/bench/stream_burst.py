@@ -121,7 +121,7 @@ def run(args, env, cloud, edge, kubelet):
             if em[k]:
                 print("  edge  %s %g" % (k, em[k]))
     for k in sorted(cm):
-        if "refused" in k or "budget" in k:
+        if "refused" in k or "budget" in k or "certificates_shared" in k:
             if cm[k]:
                 print("  cloud %s %g" % (k, cm[k]))
     print("burst: %s" % ("all answered" if ok else "NOT all answered"))

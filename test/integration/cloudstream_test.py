@@ -947,6 +947,9 @@ def group_auth():
                  "--cn", "kube-apiserver-kubelet-client")
         env.mint("client", "--ca", env.path("other-ca"), "--out", env.path("other-node"),
                  "--node", "edge-1")
+        # A client of the stream CA whose subject is not allowed (answered 403).
+        env.mint("client", "--ca", env.path("stream-ca"), "--out", env.path("not-allowed"),
+                 "--cn", "someone-else")
         cloud = h.start_cloudstream(env, apiserver.flags(env))
         tport = cloud.ports["tunnel"]
         node1 = env.path("node-edge-1")
@@ -1003,6 +1006,32 @@ def group_auth():
                 check(st in (200, 503), "control: a good apiserver client got %d" % st)
             refused_by_tls("apiserver with cert %r" % cert, attempt, control)
 
+        def certificates_shared():
+            """Every connection presenting a certificate kept from an earlier one gets the
+            kept copy (certshare.h), and its identity stays its own: the apiserver's
+            connections are served, another subject's are answered 403 on each connection."""
+            def status(cert):
+                st, _, _, s = h.Api(env, cloud.ports["stream"], cert=cert).request(
+                    "GET", "/metrics", [("Host", "edge-1")], timeout=5)
+                s.close()
+                return st
+            name = "cloudstream_apiserver_certificates_shared_total"
+            status("apiserver-kubelet-client")  # kept (earlier cases may have kept it)
+            before = metric_value(cloud, name)
+            for _ in range(3):
+                st = status("apiserver-kubelet-client")
+                check(st in (200, 503), "apiserver connection: %d" % st)
+            check(metric_value(cloud, name) - before == 3,
+                  "3 apiserver connections, %g shared" % (metric_value(cloud, name) - before))
+            for i in range(2):
+                st = status("not-allowed")
+                check(st == 403, "a subject not allowed, connection %d: %d" % (i + 1, st))
+            check(metric_value(cloud, name) - before == 4,
+                  "the second not-allowed connection shares the first's: %g"
+                  % (metric_value(cloud, name) - before))
+            st = status("apiserver-kubelet-client")
+            check(st in (200, 503), "apiserver connection after them: %d" % st)
+
         def ip_routing():
             # The node's certificate carries 10.77.0.3: requests naming that IP reach it.
             edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-3",
@@ -1055,6 +1084,7 @@ def group_auth():
             ("node_cert_from_other_ca", node_cert_from_other_ca),
             ("apiserver_without_cert", lambda: apiserver_refused(None)),
             ("apiserver_cert_from_other_ca", lambda: apiserver_refused("other-apiserver")),
+            ("certificates_shared", certificates_shared),
             ("node_ip_routing", ip_routing),
             ("reconnect_replaces_session", reconnect_replaces),
         ]))
