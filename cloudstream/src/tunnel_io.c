@@ -65,8 +65,9 @@ static int own_message(void *user, const uint8_t *msg, size_t len)
  * PING is answered once that time since our last frame is near (less the sweep's lateness),
  * by the next PING's round or by the sweep, with the latest PING's payload (RFC 6455 §5.5.3
  * lets one PONG answer the most recent PING). An edge pinging every 5 s with a 30 s dead-peer
- * timeout gets one PONG in three: at 19,000 idle tunnels the PONG writes were most of the
- * cloud's idle CPU (their loopback receive work is charged to the writer). 0: not owed.
+ * timeout (it offers 20 s) gets about one PONG in four: at 19,000 idle tunnels the PONG writes
+ * were most of the cloud's idle CPU (their loopback receive work is charged to the writer).
+ * Returns when the PONG is due; 0: at once.
  */
 static uint64_t pong_due_ms(const struct cs_tunnel *t)
 {

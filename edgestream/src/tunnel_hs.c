@@ -44,9 +44,10 @@ void es__tunnel_append_headers(struct edgestream *es, struct lws *wsi, unsigned 
 	                             .caps = ST_CAP_ALL,
 	                             .window_bytes = (uint32_t)es__tunnel_announced_window(es)};
 	snprintf(offer.replica_id, sizeof offer.replica_id, "%.128s", es->node);
-	/* Half our dead-peer timeout: a cloud that answers our PINGs that late, coalesced, still
-	 * leaves half of it for the network. Not offered when it would not save a PONG. */
-	uint64_t within = es->cfg.dead_peer_timeout_ms / 2;
+	/* Two thirds of our dead-peer timeout: a cloud that answers our PINGs that late, coalesced,
+	 * still leaves a third of it (10 s by default) for the network's delays. Not offered when
+	 * it would not save a PONG. */
+	uint64_t within = es->cfg.dead_peer_timeout_ms / 3 * 2;
 	if (within > ST_EXT_PONG_WITHIN_MAX_MS)
 		within = ST_EXT_PONG_WITHIN_MAX_MS;
 	if (within >= ST_EXT_PONG_WITHIN_MIN_MS && within > es->cfg.ping_interval_ms)

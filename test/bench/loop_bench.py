@@ -194,9 +194,9 @@ def main():
     ap.add_argument("--transfers", type=int, default=3,
                     help="transfers alone and beside the tunnels per N (medians)")
     ap.add_argument("--load-nice", type=int, default=0, help="nice level of tunnel_load")
-    ap.add_argument("--pong-within", type=int, default=15000,
-                    help="the tunnels' offer (ms; what edgestream offers with its defaults: half "
-                    "its 30 s --dead-peer-timeout); 0: KubeEdge edges' requests, every PING "
+    ap.add_argument("--pong-within", type=int, default=20000,
+                    help="the tunnels' offer (ms; what edgestream offers with its defaults: 2/3 "
+                    "of its 30 s --dead-peer-timeout); 0: KubeEdge edges' requests, every PING "
                     "answered at once")
     a = ap.parse_args()
     build = os.path.abspath(a.build)

@@ -13,7 +13,7 @@
  *
  *   tunnel_load --port P --ca-cert tunnel-ca.crt --ca-key tunnel-ca.key --server-ca tunnel-ca.crt
  *               [--host 127.0.0.1] [--n 1000] [--procs 1] [--ping-interval 5000]
- *               [--pong-within 0 (KubeEdge's request) | 15000 (edgestream's offer)]
+ *               [--pong-within 0 (KubeEdge's request) | 20000 (edgestream's offer)]
  *               [--redial-spread 2000] [--max-dialing 512] [--connect-timeout 30000]
  *               [--duration 0] [--prefix load-] [--quiet]
  *

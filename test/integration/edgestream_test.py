@@ -1426,7 +1426,7 @@ def dead_peer(env):
 
 
 def coalesced_pongs_keep_tunnel(env, seconds=9.0):
-    """The edge offers half its dead-peer timeout as pong-within (PROTOCOL.md §5.1), and the
+    """The edge offers 2/3 of its dead-peer timeout as pong-within (PROTOCOL.md §5.1), and the
     cloud answers its PINGs only that often: pinging every 300 ms with a 4 s dead-peer
     timeout, the quiet tunnel stays up (no dead peer, no second tunnel) and requests pass."""
     kubelet = h.start_kubelet(env, name="kubelet-coalesce")
