@@ -92,7 +92,8 @@ static void render_metrics(struct st_text *t, void *user)
 	               "node (denied), POST /nodes/<name>/close on the admin port (admin) or the "
 	               "Node's deletion (node_deleted); ended by the edge with a close "
 	               "(edge_closed), without one (edge_gone: EOF or reset), or for an error "
-	               "(edge_error: TLS, malformed frames, a message refused).");
+	               "(edge_error: TLS, malformed frames, a message refused), or found dead "
+	               "(dead: nothing received for --dead-peer-timeout).");
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"denied\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_denied);
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"admin\"} %llu\n",
@@ -105,6 +106,8 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->tunnels_closed_edge_gone);
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_error\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_edge_error);
+	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"dead\"} %llu\n",
+	            (unsigned long long)m->tunnels_closed_dead);
 	st_text_metric(t, "cloudstream_shared_ips_total", "counter",
 	               "Times an IP became verified for two or more connected nodes at once.");
 	st_text_put(t, "cloudstream_shared_ips_total %llu\n", (unsigned long long)m->shared_ips);

@@ -59,6 +59,7 @@ struct cs_metrics {
 	uint64_t tunnels_closed_edge_closed; /* the edge closed it (CLOSE frame, close_notify) */
 	uint64_t tunnels_closed_edge_gone;   /* the edge went away without closing (EOF, reset) */
 	uint64_t tunnels_closed_edge_error;  /* a TLS error, a malformed frame, a message refused */
+	uint64_t tunnels_closed_dead;        /* nothing received for --dead-peer-timeout */
 	uint64_t shared_ips;                 /* times an IP became held by 2+ nodes */
 	uint64_t shared_ip_refusals;         /* requests refused: addressed by a shared IP */
 	uint64_t node_ip_verified, node_ip_unlisted; /* node-address policy: Node lookups */

@@ -262,8 +262,9 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 		struct cs_tunnel *o = old;
 		o->registered = false;
 		srv->m.sessions_replaced++;
-		st_log(ST_LOG_WARN, o->node, 0, "tunnel replaced by a newer connection from %s",
-		       peer);
+		if (cs__tunnel_warn_allowed()) /* a fleet redialling after a blip: not 19,000 */
+			st_log(ST_LOG_WARN, o->node, 0,
+			       "tunnel replaced by a newer connection from %s", peer);
 		cs__tunnel_end_streams(o, "the edge node reconnected");
 		lws_set_timeout(o->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 	}

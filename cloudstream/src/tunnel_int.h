@@ -132,6 +132,9 @@ void cs__tunnel_end_streams(struct cs_tunnel *t, const char *why);
 
 /* tunnel_io.c: one websocket message fragment from @t's peer; 0, or -1 to drop the connection. */
 int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool first, bool final);
+/* tunnel_io.c: may a WARN line about one tunnel's end be written now? One budget for them all
+ * (20 per 10 s); the first line of a new window says how many were not. Loop thread. */
+bool cs__tunnel_warn_allowed(void);
 /* tunnel_io.c: @t's WRITEABLE (server or client); 0, or -1 to drop the connection. */
 int cs__tunnel_writeable(struct cs_tunnel *t);
 /* tunnel_io.c: read the edge's frames ourselves from now on (stream/tunnelread.h), when the

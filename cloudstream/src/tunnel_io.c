@@ -114,16 +114,30 @@ static void own_close(void *user, const uint8_t *payload, size_t len)
 }
 
 /* An edge that goes away is fleet life (a node rebooted, a load tool stopped: 19,000 at once):
- * it is counted (cloudstream_tunnels_closed_total{reason}) and logged at debug. What is left
- * for WARN (a TLS error, malformed frames) shares one budget, so a fleet failing at once
+ * it is counted (cloudstream_tunnels_closed_total{reason}) and logged at debug. The WARN lines
+ * left about single tunnels (a TLS error, malformed frames, a dead peer, a replaced tunnel)
+ * share one budget, so a fleet failing at once (a partition: every tunnel dead together)
  * writes a few lines and a count of the rest, not a line per edge. */
 #define DROP_WARN_LINES_PER_WINDOW 20
 #define DROP_WARN_WINDOW_MS        10000
 
+bool cs__tunnel_warn_allowed(void)
+{
+	static struct cs_logbudget budget; /* loop thread only */
+	uint32_t dropped;
+	if (!cs_logbudget_take(&budget, cs_now_ms(), DROP_WARN_LINES_PER_WINDOW,
+	                       DROP_WARN_WINDOW_MS, &dropped))
+		return false;
+	if (dropped)
+		st_warn("%u more tunnel warnings not logged (counted: "
+		        "cloudstream_tunnels_closed_total, cloudstream_sessions_replaced_total)",
+		        dropped);
+	return true;
+}
+
 static void own_end(void *user, const char *why)
 {
 	struct cs_tunnel *t = user;
-	static struct cs_logbudget warn_budget; /* loop thread only */
 	struct cs_metrics *m = &t->srv->m;
 	bool closed = t->close_echo || strcmp(why, "close_notify") == 0;
 	bool gone = strcmp(why, "the connection closed") == 0;
@@ -132,17 +146,10 @@ static void own_end(void *user, const char *why)
 	                         : &m->tunnels_closed_edge_error;
 	if (!t->kill) /* else we closed it (cs_tunnel_close), counted by its reason */
 		(*count)++;
-	uint32_t dropped = 0;
 	if (closed || gone || strcmp(why, "refused") == 0) /* refused: logged as it was refused */
 		st_dbg_ns(t->node, 0, "tunnel dropped: %s", why);
-	else if (cs_logbudget_take(&warn_budget, cs_now_ms(), DROP_WARN_LINES_PER_WINDOW,
-	                           DROP_WARN_WINDOW_MS, &dropped)) {
-		if (dropped)
-			st_warn("%u more tunnels dropped for errors, not logged "
-			        "(cloudstream_tunnels_closed_total{reason=\"edge_error\"})",
-			        dropped);
+	else if (cs__tunnel_warn_allowed())
 		st_log(ST_LOG_WARN, t->node, 0, "tunnel dropped: %s", why);
-	}
 	t->kill = true;
 	if (t->wsi == NULL)
 		return;
@@ -318,9 +325,12 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 		case ST_LIVENESS_DEAD:
 			if (peer_spoke(t, now))
 				break;
-			st_log(ST_LOG_WARN, t->node, 0,
-			       "tunnel dropped: nothing received for %llu ms (--dead-peer-timeout)",
-			       (unsigned long long)(now - t->live.last_rx_ms));
+			srv->m.tunnels_closed_dead++;
+			if (cs__tunnel_warn_allowed())
+				st_log(ST_LOG_WARN, t->node, 0,
+				       "tunnel dropped: nothing received for %llu ms "
+				       "(--dead-peer-timeout)",
+				       (unsigned long long)(now - t->live.last_rx_ms));
 			lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 			break;
 		case ST_LIVENESS_OK:

@@ -14,8 +14,9 @@ emfile: under a 64-fd limit, connections that exhaust the fds make cloudstream p
         it does not spin (CPU) nor flood its log, and recovers when they go.
 vanish: hundreds of tunnels (test/bench/tunnel_load) whose edges vanish at once, without a TLS
         close: each is counted (cloudstream_tunnels_closed_total{reason="edge_gone"}), none is a
-        WARN line; tunnels that end for an error (unmasked frames) are each counted, their WARN
-        lines held to the budget, the rest summed up in one line.
+        WARN line; hundreds that go silent together (a partition: tunnel_load stopped) are each
+        counted as dead, their WARN lines held to the budget; tunnels that end for an error
+        (unmasked frames) likewise; what the budget held back is summed up in one line.
 """
 import os
 import resource
@@ -210,6 +211,7 @@ def emfile(chain):
 
 
 VANISH_TUNNELS = 400
+PARTITION_TUNNELS = 200
 DROP_WARN_LINES = 20  # per 10 s: DROP_WARN_LINES_PER_WINDOW in cloudstream/src/tunnel_io.c
 
 
@@ -255,26 +257,40 @@ def unmasked_frame_tunnel(chain):
     s.close()
 
 
+def tunnel_load(chain, n, prefix):
+    """test/bench/tunnel_load with @n tunnels, in a process group of its own, once all are up."""
+    load = subprocess.Popen(
+        [os.path.join(h.BIN, "test", "bench", "tunnel_load"), "--port",
+         str(chain.cloud.ports["tunnel"]), "--ca-cert", chain.env.path("tunnel-ca.crt"),
+         "--ca-key", chain.env.path("tunnel-ca.key"), "--server-ca", chain.env.path("tunnel-ca.crt"),
+         "--n", str(n), "--prefix", prefix, "--quiet"], stdout=subprocess.PIPE, text=True,
+        start_new_session=True)
+    for line in load.stdout:  # "all-up n=N ..." once every tunnel is open
+        if line.startswith("all-up"):
+            return load
+    load.wait()
+    raise h.Fail("tunnel_load ended before its tunnels were up")
+
+
+def kill_group(p):
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
 def vanish(chain):
     cloud = chain.cloud
+    # The test edge answers no PING: with --dead-peer-timeout 5s it would be found dead over and
+    # over. Only tunnel_load's tunnels (which answer) and the raw ones below stay.
+    chain.env.stop(chain.edge)
     gone0, err0 = closed_total(cloud, "edge_gone"), closed_total(cloud, "edge_error")
+    load = tunnel_load(chain, VANISH_TUNNELS, "vanish-")
     mark = log_mark(cloud)
-    load = subprocess.Popen(
-        [os.path.join(h.BIN, "test", "bench", "tunnel_load"), "--port", str(cloud.ports["tunnel"]),
-         "--ca-cert", chain.env.path("tunnel-ca.crt"), "--ca-key", chain.env.path("tunnel-ca.key"),
-         "--server-ca", chain.env.path("tunnel-ca.crt"), "--n", str(VANISH_TUNNELS),
-         "--prefix", "vanish-", "--quiet"], stdout=subprocess.PIPE, text=True)
     try:
-        for line in load.stdout:  # "all-up n=N ..." once every tunnel is open
-            if line.startswith("all-up"):
-                break
-        check(load.poll() is None, "tunnel_load ended before its tunnels were up")
         load.send_signal(signal.SIGTERM)  # its processes exit: sockets closed, no close_notify
         load.wait(20)
     finally:
         if load.poll() is None:
-            load.kill()
-            load.wait()
+            kill_group(load)
     gone = wait_closed_total(cloud, "edge_gone", gone0 + VANISH_TUNNELS, 30) - gone0
     lines = log_since(cloud, mark)
     warns = [ln for ln in lines if " warn " in ln or " error " in ln]
@@ -286,8 +302,30 @@ def vanish(chain):
     check(not warns, "warn lines for vanished edges: %r" % warns[:5])
     check(not dropped, "'tunnel dropped' lines at info: %r" % dropped[:5])
 
-    # Errors: each counted, WARN lines held to the budget for the window, then one line with
-    # the count of those not logged, written with the next window's first.
+    # A partition: every tunnel of tunnel_load silent at once (SIGSTOP), each found dead
+    # (--dead-peer-timeout 5s), counted; WARN lines held to the budget.
+    load = tunnel_load(chain, PARTITION_TUNNELS, "silent-")
+    mark = log_mark(cloud)
+    dead0 = closed_total(cloud, "dead")
+    try:
+        os.killpg(load.pid, signal.SIGSTOP)
+        dead = wait_closed_total(cloud, "dead", dead0 + PARTITION_TUNNELS, 30) - dead0
+        t_dead = time.monotonic()  # the budget's window began before this
+    finally:
+        kill_group(load)
+    lines = log_since(cloud, mark)
+    dead_warns = [ln for ln in lines if "tunnel dropped: nothing received" in ln]
+    print("     %d tunnels silent at once: dead counted %d, %d WARN lines for them"
+          % (PARTITION_TUNNELS, dead, len(dead_warns)), flush=True)
+    check(dead == PARTITION_TUNNELS, "dead counted %d of %d" % (dead, PARTITION_TUNNELS))
+    warns = [ln for ln in lines if " warn " in ln]
+    check(len(dead_warns) == len(warns) == DROP_WARN_LINES,
+          "%d WARN lines (%d for dead tunnels) for %d dead tunnels, want %d"
+          % (len(warns), len(dead_warns), PARTITION_TUNNELS, DROP_WARN_LINES))
+    time.sleep(max(0.0, 10.5 - (time.monotonic() - t_dead)))  # the budget's next window
+
+    # Errors: each counted, WARN lines held to the budget for the window; each window's first
+    # line says how many the last one held back (the partition's, then these).
     n_err = DROP_WARN_LINES + 10
     mark = log_mark(cloud)
     t0 = time.monotonic()
@@ -305,14 +343,14 @@ def vanish(chain):
     unmasked_frame_tunnel(chain)
     wait_closed_total(cloud, "edge_error", err0 + n_err + 1, 10)
     lines = log_since(cloud, mark)
-    summary = [ln for ln in lines if "more tunnels dropped for errors, not logged" in ln]
+    summary = [ln.split(" ", 2)[2].strip() for ln in lines
+               if "more tunnel warnings not logged" in ln]
     print("     %d tunnels dropped for an unmasked frame: edge_error counted %d, %d WARN lines "
-          "in the first 10 s, then %r" % (n_err, err, len(warns),
-                                          summary[0].split(" ", 2)[2].strip() if summary else None),
-          flush=True)
-    check(len(summary) == 1 and " %d more " % (n_err - DROP_WARN_LINES) in summary[0],
-          "the summary line: %r" % summary)
-    new_edge_works(chain, "edge-2")
+          "in the first 10 s; summaries: %r" % (n_err, err, len(warns), summary), flush=True)
+    check(len(summary) == 2 and
+          summary[0].startswith("%d more " % (PARTITION_TUNNELS - DROP_WARN_LINES)) and
+          summary[1].startswith("%d more " % (n_err - DROP_WARN_LINES)),
+          "the summary lines: %r" % summary)
 
 
 def limit_fds(n):
@@ -334,7 +372,8 @@ def main():
             "--tunnel-handshake-timeout", "2s"))
         tests = [("gate", lambda: gate(chain))]
     elif group == "vanish":
-        chain = Chain("flood-vanish", cloud_extra=("--log-level", "info"))
+        chain = Chain("flood-vanish", cloud_extra=("--log-level", "info", "--ping-interval",
+                                                   "1s", "--dead-peer-timeout", "5s"))
         tests = [("vanish", lambda: vanish(chain))]
     else:
         chain = Chain("flood-emfile", cloud_extra=(
