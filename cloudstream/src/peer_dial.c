@@ -219,7 +219,7 @@ static int in_writeable(struct in_link *l)
 		return 0;
 	}
 	cs__peer_in_fill(l);
-	ssize_t n = st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess); /* masked */
+	ssize_t n = st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess); /* key 0 */
 	if (n < 0)
 		return -1;
 	cs__peer_in_kick(l);

@@ -111,7 +111,7 @@ struct cs_peers {
 	struct cs_peerdir *dir;
 	struct lws_vhost *vh;           /* the client vhost (peer certificate) */
 	X509_STORE *peer_store;         /* --peer-ca alone: what a peer certificate chains to */
-	struct st_tunnel_writer writer; /* masked: we are the client on dialled links */
+	struct st_tunnel_writer writer; /* we are the client on dialled links: key 0 */
 	uint64_t started_ms;
 	lws_sorted_usec_list_t sul_live; /* one liveness sweep over every link */
 	bool ready_logged, timeout_logged;

@@ -41,6 +41,8 @@ typedef uint64_t st_ws_v32 __attribute__((vector_size(32)));
 
 void st_ws_mask(uint8_t *p, size_t len, const uint8_t key[4])
 {
+	if ((key[0] | key[1] | key[2] | key[3]) == 0)
+		return; /* XOR with zeros: a peer link's frames (stream/tunnelwrite.h: zero_keys) */
 	uint8_t k8[8] = {key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]};
 	uint64_t k;
 	memcpy(&k, k8, sizeof k); /* byte order does not matter: the key repeats every 4 bytes */

@@ -37,10 +37,16 @@ struct st_session;
 #define ST_TUNNEL_WRITE_MAX_BYTES (ST_TUNNEL_BATCH_BYTES + 14u + (1u << 20))
 
 struct st_tunnel_writer {
-	uint8_t *buf;        /* LWS_PRE + batch + one largest message + its header */
-	bool mask;           /* a client: mask every frame */
-	uint8_t keys[1024];  /* mask keys not used yet (4 bytes each) */
-	size_t keys_left;    /* bytes of @keys still unused, from the end */
+	uint8_t *buf;       /* LWS_PRE + batch + one largest message + its header */
+	bool mask;          /* a client: mask every frame */
+	uint8_t keys[1024]; /* mask keys not used yet (4 bytes each) */
+	size_t keys_left;   /* bytes of @keys still unused, from the end */
+	/* With @mask: every frame gets the key 0 (set after init, default false). Only for a
+	 * TLS connection whose other end authenticated as one of ours (cloudstream's peer
+	 * links, PROTOCOL.md §7): RFC 6455 §10.3's random keys keep a script from choosing the
+	 * bytes a proxy on the path sees, and there is neither script nor proxy there. The
+	 * frames stay well formed (a zero key is a key); neither end XORs a byte. */
+	bool zero_keys;
 	uint64_t frames_out; /* read-only: frames written */
 	uint64_t writes_out; /* read-only: lws_write calls (batches) */
 };

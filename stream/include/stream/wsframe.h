@@ -66,7 +66,8 @@ size_t st_ws_header_need(const uint8_t p[2]);
 ssize_t st_ws_header_decode(const uint8_t *p, size_t len, struct st_ws_header *h);
 
 /* st_ws_mask() - XOR @len bytes at @p with the 4-byte @key, the key's phase starting at p[0]
- * (masking and unmasking are the same operation). 32 bytes per step, any alignment. */
+ * (masking and unmasking are the same operation). 32 bytes per step, any alignment; nothing to
+ * do for the key 0 (peer links, stream/tunnelwrite.h: zero_keys). */
 void st_ws_mask(uint8_t *p, size_t len, const uint8_t key[4]);
 
 #endif

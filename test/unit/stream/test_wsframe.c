@@ -81,6 +81,25 @@ static void test_st_ws_mask__same_as_bytewise_any_alignment(void **state)
 	}
 }
 
+/* The key 0 (a peer link's frames, stream/tunnelwrite.h zero_keys) leaves the bytes as they are,
+ * and a key with one non-zero byte is still applied (the shortcut looks at all four). */
+static void test_st_ws_mask__zero_key_is_identity(void **state)
+{
+	(void)state;
+	static const uint8_t zero[4] = {0, 0, 0, 0};
+	uint8_t p[40];
+	for (size_t i = 0; i < sizeof p; i++)
+		p[i] = (uint8_t)(i * 13 + 5);
+	uint8_t want[40];
+	memcpy(want, p, sizeof p);
+	st_ws_mask(p, sizeof p, zero);
+	assert_memory_equal(p, want, sizeof p);
+	static const uint8_t last[4] = {0, 0, 0, 0x80};
+	st_ws_mask(p, sizeof p, last);
+	for (size_t i = 0; i < sizeof p; i++)
+		assert_int_equal(p[i], want[i] ^ (i % 4 == 3 ? 0x80 : 0));
+}
+
 /* Encode -> decode round trips across the length forms, masked and not; every proper prefix
  * of a header is "incomplete" (0). */
 static void test_st_ws_header_decode__round_trip_and_prefixes(void **state)
@@ -157,6 +176,7 @@ int main(void)
 	        cmocka_unit_test(test_st_ws_header_encode__golden),
 	        cmocka_unit_test(test_st_ws_mask__rfc_example),
 	        cmocka_unit_test(test_st_ws_mask__same_as_bytewise_any_alignment),
+	        cmocka_unit_test(test_st_ws_mask__zero_key_is_identity),
 	        cmocka_unit_test(test_st_ws_header_decode__round_trip_and_prefixes),
 	        cmocka_unit_test(test_st_ws_header_decode__rfc_examples),
 	        cmocka_unit_test(test_st_ws_header_decode__refused),
