@@ -34,7 +34,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--perf", metavar="DIR",
-                    help="record both replicas with `perf record` during the forwarded runs")
+                    help="record both replicas with `perf record -g` during the local runs "
+                         "(DIR/local-cs-a.data, ...) and the forwarded ones (DIR/forwarded-...)")
     args = ap.parse_args()
     os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
     import harness as h
@@ -140,24 +141,34 @@ def main():
             times.sort()
             return times[len(times) // 2], times[int(len(times) * 0.99)]
 
+        def record(phase):
+            """perf record of both replicas until stop() (--perf DIR: PHASE-NAME.data)."""
+            perfs = []
+            if args.perf:
+                os.makedirs(args.perf, exist_ok=True)
+                for c in clouds:
+                    perfs.append(subprocess.Popen(
+                        ["perf", "record", "-q", "-g", "-o",
+                         os.path.join(args.perf, "%s-%s.data" % (phase, c.name)), "-p",
+                         str(c.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                time.sleep(0.5)
+
+            def stop():
+                for p in perfs:
+                    p.send_signal(2)
+                    p.wait()
+            return stop
+
+        stop = record("local")
         t_local, lo_l, hi_l = measure("local", clouds[0].ports["stream"])
         cpu_local = measure.cpu
         calls_local = measure.calls
-        perfs = []
-        if args.perf:
-            os.makedirs(args.perf, exist_ok=True)
-            for c in clouds:
-                perfs.append(subprocess.Popen(
-                    ["perf", "record", "-q", "-g", "-o",
-                     os.path.join(args.perf, c.name + ".data"), "-p", str(c.pid)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            time.sleep(0.5)
+        stop()
+        stop = record("forwarded")
         t_fwd, lo_f, hi_f = measure("forwarded", clouds[1].ports["stream"])
         cpu_fwd = measure.cpu
         calls_fwd = measure.calls
-        for p in perfs:
-            p.send_signal(2)
-            p.wait()
+        stop()
         l50, l99 = latency(clouds[0].ports["stream"])
         f50, f99 = latency(clouds[1].ports["stream"])
         mbps = lambda t: nbytes / t / 1e6  # noqa: E731
