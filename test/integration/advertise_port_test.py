@@ -87,9 +87,10 @@ def main():
         print("ok   advertise.reconnect_patches_again", flush=True)
 
         # No Node object: the tunnel is served all the same, the 404 is said.
+        mark = h.log_mark(cloud)
         edge2 = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-2")
-        wait("404 logged", lambda: "edge-2" in open(cloud.logpath).read() and
-             "404 (no such Node)" in open(cloud.logpath).read())
+        h.wait_log(cloud, r"node=edge-2 advertising kubelet port \d+ failed: HTTP 404 \(no such "
+                   r"Node\)", mark, 5, "404 logged")
         api = h.Api(env, cloud.ports["stream"])
         st, _, body, s = api.request("GET", "/healthz", [("Host", "edge-2:10350")])
         s.close()

@@ -26,7 +26,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import (Env, Fail, PEERS, PY, check, close_env, run, start_cloudstream,  # noqa: E402
+from harness import (Env, Fail, PEERS, PY, check, close_env, log_mark, run,  # noqa: E402
+                     start_cloudstream, wait_log,
                      start_edgestream, start_kubeedge_edge, read_body, read_head, sha256)
 
 NODE_IP = "127.0.0.11"    # edge-1's address: an IP SAN of its tunnel certificate; never dialled
@@ -414,6 +415,7 @@ def errors():
         # The edge goes away and comes back: a CONNECT meanwhile (by the node's IP) waits for
         # its redial (--node-reconnect-grace 3s here) and then goes through.
         c.kubelet = start_kubelet_for_node(env, name="kubelet-2")
+        mark = log_mark(c.cloud)
         env.stop(c.edge)
         got = []
         waiter = threading.Thread(target=lambda: got.append(connect(c, NODE_IP, KUBELET_PORT)),
@@ -435,10 +437,7 @@ def errors():
         # after our close: look for it for a while.
         pattern = r"access: CONNECT %s:%d 200 done .* waited_for_node=\d+ ms" % (
             re.escape(NODE_IP), KUBELET_PORT)
-        deadline = time.monotonic() + 5
-        while not re.search(pattern, open(c.cloud.logpath, errors="replace").read()):
-            check(time.monotonic() < deadline, "the access line does not show the wait")
-            time.sleep(0.05)
+        wait_log(c.cloud, pattern, mark, 5, "the access line showing the wait")
         # It goes away for good: a CONNECT right after waits until the grace's end, then says
         # it waited; after the grace the IP is nobody's again and a name is answered at once.
         env.stop(c.edge)
