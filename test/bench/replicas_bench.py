@@ -179,7 +179,8 @@ def main():
             mbps(t_fwd), mbps(hi_f), mbps(lo_f), t_local / t_fwd))
         print("  CPU per GiB: local cs-a %.2f s; forwarded cs-a (holder) %.2f s, cs-b %.2f s" % (
             cpu_local[0], cpu_fwd[0], cpu_fwd[1]))
-        print("  system calls per GiB (reads/writes): local cs-a %d/%d; forwarded cs-a %d/%d, "
+        # /proc/PID/io counts the read() and write() families: a send() or recv() is not in it.
+        print("  read()/write() calls per GiB: local cs-a %d/%d; forwarded cs-a %d/%d, "
               "cs-b %d/%d" % (calls_local[0] + calls_fwd[0] + calls_fwd[1]))
         print("keep-alive GET of 4 KiB, %d on one connection: local p50 %.0f µs p99 %.0f µs; "
               "forwarded p50 %.0f µs p99 %.0f µs; the hop adds %.0f µs at p50, %.0f µs at "
