@@ -35,7 +35,7 @@
 #include "servecert.h"
 
 /* The most one WRITEABLE round writes to an apiserver connection (srv->tx holds 1 MiB). */
-#define CS_FRONT_WRITE_BYTES (64u * 1024u)
+#define CS_FRONT_WRITE_BYTES (128u * 1024u)
 
 #ifndef IP6T_SO_ORIGINAL_DST
 #define IP6T_SO_ORIGINAL_DST 80

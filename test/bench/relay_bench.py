@@ -96,6 +96,9 @@ def wait_port(port, proc, log):
         time.sleep(0.05)
 
 
+SYSCALLS = ("read", "write", "recvfrom", "sendto", "setsockopt", "epoll_wait")
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -130,6 +133,10 @@ def main():
                     help="a second build whose chain is measured alternately, for before/after")
     ap.add_argument("--perf", metavar="DIR",
                     help="record each daemon with `perf record` during the chain runs into DIR")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count each daemon's system calls by kind with `perf stat` during "
+                         "the chain runs (/proc/PID/io counts read() and write() only, not "
+                         "send() and recv())")
     args = ap.parse_args()
     os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
     import harness as h
@@ -188,6 +195,14 @@ def main():
                         ["perf", "record", "-g", "-q", "-o", os.path.join(args.perf, who + ".data"),
                          "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 time.sleep(0.5)
+            stats = []
+            if args.syscalls and pids:
+                for pid in pids:
+                    stats.append(subprocess.Popen(
+                        ["perf", "stat", "-x", ",", "-e", ",".join(
+                            "syscalls:sys_enter_" + c for c in SYSCALLS), "-p", str(pid)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                time.sleep(0.5)
             for _ in range(args.runs):
                 before = [cpu_seconds(p) for p in pids]
                 sys_before = [syscalls(p) for p in pids]
@@ -203,11 +218,26 @@ def main():
             for p in perfs:
                 p.send_signal(2)
                 p.wait()
+            counted = []
+            for p in stats:
+                p.send_signal(2)
+                err = p.communicate()[1]
+                counts = {}
+                for line in err.splitlines():
+                    f = line.split(",")
+                    if len(f) > 2 and f[2].startswith("syscalls:sys_enter_"):
+                        counts[f[2][len("syscalls:sys_enter_"):]] = int(f[0]) \
+                            if f[0].isdigit() else 0
+                counted.append(counts)
+            if counted:  # per MiB, the last call of each chain
+                measure.counted[name] = [{c: n / float(args.mib * args.runs)
+                                          for c, n in counts.items()} for counts in counted]
             t = statistics.median(times)
             cpu = [statistics.median(c[i] for c in cpus) for i in range(len(pids))]
             measure.calls = calls[len(calls) // 2] if calls else None
             return t, cpu
 
+        measure.counted = {}
         gib = nbytes / float(1 << 30)
         t_direct, _ = measure("direct", "https://127.0.0.1:%d%s" % (kport, target), kub)
         t_hop, _ = measure("nginx hop", "https://127.0.0.1:%d%s" % (pport, target), api)
@@ -280,6 +310,10 @@ def main():
         print("  system calls per MiB (reads/writes, one run): cloudstream %.0f/%.0f, "
               "edgestream %.0f/%.0f" % (cr / args.mib, cw / args.mib, er / args.mib,
                                         ew / args.mib))
+        for name, counted in sorted(measure.counted.items(), reverse=True):
+            for who, counts in zip(("cloudstream", "edgestream"), counted):
+                print("  %s, %s: system calls per MiB (perf stat): %s" % (name, who, ", ".join(
+                    "%s %.1f" % (c, counts.get(c, 0)) for c in SYSCALLS)))
         print("keep-alive GET of 4 KiB, %d on one connection: direct p50 %.0f µs p99 %.0f µs; "
               "chain p50 %.0f µs p99 %.0f µs; the chain adds %.0f µs at p50, %.0f µs at p99" %
               (args.requests, d50 * 1e6, d99 * 1e6, c50 * 1e6, c99 * 1e6, (c50 - d50) * 1e6,
