@@ -236,8 +236,7 @@ void cs_maybe_finish_drain(struct cs_server *srv);
 
 /* ---- vhosts.c: the listeners (main.c sequences them) ------------------------------------ */
 /* A listener's SSL_CTX, from LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS on the vhost
- * named @vhost_name ("tunnel", "stream" or "door"): where SIGHUP swaps new certificates in.
- * Also sets the listener's TLS 1.3 suite preference (st_tls_prefer_aes128). */
+ * named @vhost_name ("tunnel" or "stream"): where SIGHUP swaps new certificates in. */
 void cs_certs_note_ctx(struct cs_server *srv, const char *vhost_name, void *ssl_ctx);
 /* Start-up, once the context exists: the tunnel, stream, admin (when set) and aux vhosts, the
  * front door's (door.c) and the tunnel port's listening socket (listen.h). 0, or -EINVAL /

@@ -21,7 +21,6 @@
 #include <stream/certreload.h>
 #include <stream/log.h>
 #include <stream/loop.h>
-#include <stream/tlsctx.h>
 #include <stream/workq.h>
 
 #include "door.h"
@@ -49,9 +48,6 @@ static const char *const tls_vhosts[3] = {"tunnel", "stream", "door"};
 
 void cs_certs_note_ctx(struct cs_server *srv, const char *vhost_name, void *ssl_ctx)
 {
-	/* Every TLS listener: AES-128-GCM first, in our order (stream/tlsctx.h). The suites are
-	 * OpenSSL's own names: it cannot refuse them. */
-	(void)st_tls_prefer_aes128(ssl_ctx, true);
 	for (size_t i = 0; i < 3; i++)
 		if (strcmp(vhost_name, tls_vhosts[i]) == 0)
 			srv->ssl_ctx[i] = ssl_ctx;

@@ -1,7 +1,6 @@
 /* TLS client contexts we own instead of libwebsockets (stream/tlsctx.h). */
 #include <stream/tlsctx.h>
 
-#include <errno.h>
 #include <stdio.h>
 
 #include <openssl/err.h>
@@ -35,11 +34,6 @@ SSL_CTX *st_tls_client_ctx(const char *cert, const char *key, const char *ca, bo
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	if (st_tls_prefer_aes128(ctx, false) < 0) {
-		fail(err, errlen, "cannot set the TLS 1.3 cipher suites");
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
 	if (have_ca ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
 	            : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		char what[300];
@@ -60,20 +54,4 @@ SSL_CTX *st_tls_client_ctx(const char *cert, const char *key, const char *ca, bo
 		return NULL;
 	}
 	return ctx;
-}
-
-/* AES-128-GCM first: both relays decrypt and encrypt every byte they carry, and on this
- * machine's AES-NI/VAES it is the cheaper of the two AES suites (README, "Bulk relay cost"). It
- * is TLS 1.3's one mandatory suite and what Go's crypto/tls (kube-apiserver, KubeEdge's edge)
- * prefers on hardware with AES instructions; 128-bit keys are not the weak point of a
- * connection authenticated with P-256 or RSA-2048 certificates. */
-int st_tls_prefer_aes128(SSL_CTX *ctx, bool server)
-{
-	if (SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
-	                                  "TLS_CHACHA20_POLY1305_SHA256") != 1)
-		return -EINVAL;
-	if (server)
-		SSL_CTX_set_options(ctx,
-		                    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
-	return 0;
 }

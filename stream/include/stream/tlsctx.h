@@ -28,14 +28,4 @@
 SSL_CTX *st_tls_client_ctx(const char *cert, const char *key, const char *ca, bool system_ok,
                            char *err, size_t errlen);
 
-/*
- * st_tls_prefer_aes128() - TLS 1.3 suites in the order AES-128-GCM, AES-256-GCM,
- * ChaCha20-Poly1305 on @ctx (every suite TLS 1.3 defines for general use stays allowed; only
- * the preference moves). OpenSSL's default puts AES-256-GCM first. With @server, the server's
- * order decides (SSL_OP_CIPHER_SERVER_PREFERENCE), except for a client that puts
- * ChaCha20-Poly1305 first (one without AES instructions: SSL_OP_PRIORITIZE_CHACHA). TLS 1.2
- * suites are left as they are. Returns 0, or -EINVAL when OpenSSL refused the list.
- */
-int st_tls_prefer_aes128(SSL_CTX *ctx, bool server);
-
 #endif
