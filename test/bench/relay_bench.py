@@ -316,7 +316,7 @@ def main():
             for who, counts in zip(("cloudstream", "edgestream"), counted):
                 print("  %s, %s: system calls per MiB (perf stat): %s" % (name, who, ", ".join(
                     "%s %.1f" % (c, counts.get(c, 0)) for c in SYSCALLS)))
-        print("TLS 1.3 suite a client offering AES-256-GCM first gets: kubelet nginx %s, "
+        print("TLS suite a client offering AES-256-GCM first gets: kubelet nginx %s, "
               "cloudstream's stream port %s" % tuple(latency.suites))
         print("keep-alive GET of 4 KiB, %d on one connection: direct p50 %.0f µs p99 %.0f µs; "
               "chain p50 %.0f µs p99 %.0f µs; the chain adds %.0f µs at p50, %.0f µs at p99" %
