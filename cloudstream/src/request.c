@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include <stream/err.h>
 #include <stream/frame.h>
@@ -278,6 +279,15 @@ static void ep_cut(struct cs_endpoint *ep)
 	st_buf_cleanup(&f->out);
 	cs_endpoint_dropped(&f->ep, n);
 	f->state = CS_FRONT_CLOSING;
+	/* Reset, not close: a FIN queues behind the bytes in the socket that this client is not
+	 * reading, so it would never learn that its stream broke (it would see an end that looks
+	 * complete, if ever), and the kernel would keep the orphaned socket and its send buffer
+	 * probing a zero window for about a minute. What the client already received it still
+	 * reads, then the reset. */
+	struct linger abort_on_close = {.l_onoff = 1, .l_linger = 0};
+	int fd = lws_get_socket_fd(f->wsi);
+	if (fd >= 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
 	lws_set_timeout(f->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 

@@ -1111,7 +1111,8 @@ def stalled_reader_never_kills_node(chain, seconds=30):
     With --dead-peer-timeout 6s: one logs -f client that reads nothing while the backend floods
     (100 KB every 100 ms); for 30 s a second client asks /metrics every second and must get
     every answer in < 1 s; the tunnel is never closed; the stalled stream is cut (counted)
-    within moments: its buffered bytes, then the end."""
+    within moments: the client reads what it had received, then a reset (never an end that
+    looks complete)."""
     sessions0 = tunnel_sessions(chain)
     cuts0 = metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total")
     stalled = chain.api.connect()
