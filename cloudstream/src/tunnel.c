@@ -145,7 +145,12 @@ void cs_tunnel_close(struct cs_tunnel *t, const char *why)
 {
 	if (t->wsi == NULL || !t->registered)
 		return; /* closing already, or replaced (and closing) */
-	st_log(ST_LOG_WARN, t->node, 0, "tunnel closed: %s", why);
+	/* Our own decision, counted by its reason (cloudstream_tunnels_closed_total): info, not a
+	 * warning, and within the tunnel lines' budget, since one event can close thousands (a
+	 * draining replica's edges reconnecting here close their stale tunnels there; a deny-list
+	 * reload). */
+	if (cs__tunnel_warn_allowed())
+		st_info_ns(t->node, 0, "tunnel closed: %s", why);
 	t->registered = false;
 	cs_registry_remove_if(t->srv->reg, t->node, strlen(t->node), t);
 	cs__tunnel_end_streams(t, why);
