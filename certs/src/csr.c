@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stream/hex.h>
+
 #include "certs_int.h"
 
 #define MAX_BACKDATE_SECONDS 300L
@@ -251,23 +253,12 @@ int certs_spki_pin(X509 *x, char *out, size_t cap)
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 bool certs_pin_valid(const char *pin)
 {
 	if (pin == NULL || strncmp(pin, "sha256:", 7) != 0 || strlen(pin) != 7 + 64)
 		return false;
 	for (size_t i = 7; i < 7 + 64; i++)
-		if (hexval(pin[i]) < 0)
+		if (st_hex_value((unsigned char)pin[i]) < 0)
 			return false;
 	return true;
 }
@@ -277,7 +268,7 @@ bool certs_pin_equal(const char *a, const char *b)
 	if (!certs_pin_valid(a) || !certs_pin_valid(b))
 		return false;
 	for (size_t i = 7; i < 7 + 64; i++)
-		if (hexval(a[i]) != hexval(b[i]))
+		if (st_hex_value((unsigned char)a[i]) != st_hex_value((unsigned char)b[i]))
 			return false;
 	return true;
 }

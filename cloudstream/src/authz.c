@@ -13,21 +13,12 @@
 
 #include <json-c/json.h>
 
+#include <stream/hex.h>
+
 #define PATH_DECODE_MAX 8192u /* longer paths are mapped to proxy alone */
 #define JSON_DEPTH      8
 
 /* ---- request → attributes -------------------------------------------------------------- */
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Go's URL.Path: %XX decoded. -EBADMSG for a bad escape. */
 static int path_decode(const char *p, size_t len, char *out, size_t *out_len)
@@ -40,7 +31,8 @@ static int path_decode(const char *p, size_t len, char *out, size_t *out_len)
 		}
 		if (i + 2 >= len)
 			return -EBADMSG;
-		int hi = hexval(p[i + 1]), lo = hexval(p[i + 2]);
+		int hi = st_hex_value((unsigned char)p[i + 1]),
+		    lo = st_hex_value((unsigned char)p[i + 2]);
 		if (hi < 0 || lo < 0)
 			return -EBADMSG;
 		out[n++] = (char)(hi * 16 + lo);

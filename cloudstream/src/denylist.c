@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stream/hex.h>
+
 #include "registry.h"
 
 struct entry {
@@ -30,17 +32,6 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int cs_denylist_serial_canon(const char *in, size_t len, char *out, size_t cap)
 {
 	static const char digits[] = "0123456789ABCDEF";
@@ -52,7 +43,7 @@ int cs_denylist_serial_canon(const char *in, size_t len, char *out, size_t cap)
 	for (size_t i = 0; i < len; i++) {
 		if (in[i] == ':')
 			continue;
-		int v = hexval(in[i]);
+		int v = st_hex_value((unsigned char)in[i]);
 		if (v < 0)
 			return -EBADMSG;
 		seen++;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stream/hex.h>
+
 #include "denylist.h" /* cs_node_name_valid */
 
 static bool is_token_char(char c)
@@ -33,17 +35,6 @@ static bool id_syntax(const char *p, size_t len)
 		if (!is_token_char(p[i]))
 			return false;
 	return true;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 /* A decimal in [lo, hi] from @len bytes; false when it is not one. */
@@ -101,7 +92,8 @@ static const char *parse_line(const char *p, const char *end, struct cs_join_tok
 	if (!next_word(&p, end, &w, &n) || n != 7 + 64 || memcmp(w, "sha256:", 7) != 0)
 		return "expected sha256: and 64 hex digits";
 	for (size_t i = 0; i < 32; i++) {
-		int hi = hexval(w[7 + 2 * i]), lo = hexval(w[8 + 2 * i]);
+		int hi = st_hex_value((unsigned char)w[7 + 2 * i]),
+		    lo = st_hex_value((unsigned char)w[8 + 2 * i]);
 		if (hi < 0 || lo < 0)
 			return "expected sha256: and 64 hex digits";
 		t->hash[i] = (uint8_t)(hi << 4 | lo);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stream/hex.h>
+
 void cri_grpc_prefix(uint8_t out[CRI_GRPC_PREFIX_BYTES], size_t len)
 {
 	out[0] = 0; /* not compressed */
@@ -55,17 +57,6 @@ int cri_grpc_parse_status(const char *value, size_t len)
 	return code;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 size_t cri_grpc_decode_message(const char *value, size_t len, char *out, size_t cap)
 {
 	size_t w = 0;
@@ -73,8 +64,9 @@ size_t cri_grpc_decode_message(const char *value, size_t len, char *out, size_t 
 		return 0;
 	for (size_t i = 0; i < len && w + 1 < cap; i++) {
 		int hi, lo;
-		if (value[i] == '%' && i + 2 < len && (hi = hexval(value[i + 1])) >= 0 &&
-		    (lo = hexval(value[i + 2])) >= 0) {
+		if (value[i] == '%' && i + 2 < len &&
+		    (hi = st_hex_value((unsigned char)value[i + 1])) >= 0 &&
+		    (lo = st_hex_value((unsigned char)value[i + 2])) >= 0) {
 			char c = (char)(hi << 4 | lo);
 			out[w++] = c ? c : '?'; /* never an embedded NUL */
 			i += 2;

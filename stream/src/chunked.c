@@ -2,8 +2,7 @@
  * input gives the same result, with a fast path that hands out runs of data bytes whole. */
 #include <stream/chunked.h>
 #include <stream/err.h>
-
-#include "hex.h"
+#include <stream/hex.h>
 
 enum {
 	CH_SIZE = 0,    /* reading hex digits */
@@ -80,10 +79,10 @@ ssize_t st_chunked_decode(struct st_chunked_decoder *d, const uint8_t *in, size_
 				if (d->digits == 0)
 					return -EBADMSG;
 				size_line_done(d);
-			} else if (d->state == CH_SIZE && st__hex_value(c) >= 0) {
+			} else if (d->state == CH_SIZE && st_hex_value(c) >= 0) {
 				if (d->remaining >= CHUNK_SIZE_MAX >> 4)
 					return -EMSGSIZE;
-				d->remaining = d->remaining << 4 | (uint64_t)st__hex_value(c);
+				d->remaining = d->remaining << 4 | (uint64_t)st_hex_value(c);
 				d->digits++;
 			} else if (d->state != CH_EXT && (c == ';' || c == ' ' || c == '\t')) {
 				if (d->digits == 0)

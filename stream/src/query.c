@@ -1,8 +1,7 @@
 /* Query strings, Kubernetes parameters and kubelet paths (stream/query.h). */
 #include <stream/err.h>
+#include <stream/hex.h>
 #include <stream/query.h>
-
-#include "hex.h"
 
 #include <string.h>
 
@@ -39,8 +38,8 @@ ssize_t st_pct_decode(char *out, size_t cap, const char *in, size_t len, bool pl
 	for (size_t i = 0; i < len; i++) {
 		char c = in[i];
 		if (c == '%') {
-			int hi = i + 1 < len ? st__hex_value((unsigned char)in[i + 1]) : -1;
-			int lo = i + 2 < len ? st__hex_value((unsigned char)in[i + 2]) : -1;
+			int hi = i + 1 < len ? st_hex_value((unsigned char)in[i + 1]) : -1;
+			int lo = i + 2 < len ? st_hex_value((unsigned char)in[i + 2]) : -1;
 			if (hi < 0 || lo < 0)
 				return -EBADMSG;
 			c = (char)(hi << 4 | lo);

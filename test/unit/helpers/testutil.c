@@ -8,16 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int hex_nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include <stream/hex.h>
 
 long hex_decode(const char *hex, uint8_t *out, size_t cap)
 {
@@ -26,7 +17,7 @@ long hex_decode(const char *hex, uint8_t *out, size_t cap)
 	for (; *hex; hex++) {
 		if (*hex == ' ' || *hex == '\n' || *hex == ':')
 			continue;
-		int v = hex_nibble(*hex);
+		int v = st_hex_value((unsigned char)*hex);
 		if (v < 0)
 			return -1;
 		if (hi < 0) {
