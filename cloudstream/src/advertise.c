@@ -49,52 +49,28 @@ static void advertise_work(void *arg)
 {
 	struct advertise_job *j = arg;
 	const struct cs_config *c = &j->srv->cfg;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return;
-	}
-	char url[1024], errbuf[CURL_ERROR_SIZE] = "", body[128];
+	char url[1024], body[128];
 	snprintf(url, sizeof url, "%s/api/v1/nodes/%s/status", c->apiserver_url, j->node);
-	snprintf(body, sizeof body,
-	         "{\"status\":{\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":%u}}}}", j->port);
-	struct curl_slist *hdrs = NULL;
+	int n = snprintf(body, sizeof body,
+	                 "{\"status\":{\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":%u}}}}",
+	                 j->port);
+	struct cs_api_request req = {.method = "PATCH",
+	                             .content_type = "application/merge-patch+json",
+	                             .body = body,
+	                             .body_len = (size_t)n};
 	struct cs_api_body b = {.max = ADVERTISE_BODY_MAX};
-	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
-		goto out;
-	struct curl_slist *l =
-	        curl_slist_append(hdrs, "Content-Type: application/merge-patch+json");
-	if (l == NULL) {
-		snprintf(j->error, sizeof j->error, "out of memory");
-		goto out;
-	}
-	hdrs = l;
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		snprintf(j->error, sizeof j->error, "%s",
-		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		goto out;
-	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
-	if (j->http_status != 200 && b.p) {
+	j->http_status = cs_apiserver_call(c, url, &req, &b, j->error, sizeof j->error);
+	if (j->http_status != 0 && j->http_status != 200 && b.p) {
 		/* The Status's message, roughly: enough for the log line. */
 		const char *m = strstr(b.p, "\"message\":\"");
 		if (m) {
 			m += 11;
-			size_t n = strcspn(m, "\"");
-			snprintf(j->message, sizeof j->message, "%.*s", (int)(n < 190 ? n : 190),
-			         m);
+			size_t len = strcspn(m, "\"");
+			snprintf(j->message, sizeof j->message, "%.*s",
+			         (int)(len < 190 ? len : 190), m);
 		}
 	}
-out:
 	free(b.p);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 }
 
 static void advertise_done(void *arg, int status)

@@ -35,43 +35,23 @@ struct pod_job {
 	long http_status; /* 0 when the request itself failed */
 	char node[CS_NODE_NAME_MAX_BYTES + 1];
 	char error[CURL_ERROR_SIZE + 64];
-	struct cs_api_body body;
 };
 
 static void pod_work(void *arg)
 {
 	struct pod_job *j = arg;
 	const struct cs_config *c = &j->srv->cfg;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return;
-	}
 	char url[1024];
 	snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/pods/%s", c->apiserver_url, j->ns,
 	         j->pod);
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
-	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
-		goto out;
-	j->body.max = POD_BODY_MAX;
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		snprintf(j->error, sizeof j->error, "%s",
-		         j->body.overflow ? "answer over 1 MiB"
-		         : errbuf[0]      ? errbuf
-		                          : curl_easy_strerror(rc));
-		goto out;
-	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
+	struct cs_api_body body = {.max = POD_BODY_MAX};
+	j->http_status = cs_apiserver_call(c, url, &(struct cs_api_request){0}, &body, j->error,
+	                                   sizeof j->error);
 	if (j->http_status != 200)
 		goto out;
 	struct json_tokener *tok = json_tokener_new_ex(16);
 	struct json_object *pod =
-	        tok ? json_tokener_parse_ex(tok, j->body.p ? j->body.p : "", (int)j->body.len)
-	            : NULL;
+	        tok ? json_tokener_parse_ex(tok, body.p ? body.p : "", (int)body.len) : NULL;
 	json_tokener_free(tok);
 	struct json_object *spec, *node;
 	if (pod && json_object_object_get_ex(pod, "spec", &spec) &&
@@ -82,10 +62,7 @@ static void pod_work(void *arg)
 		snprintf(j->error, sizeof j->error, "the apiserver's answer is not JSON");
 	json_object_put(pod);
 out:
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
-	free(j->body.p);
-	j->body = (struct cs_api_body){0};
+	free(body.p);
 }
 
 static void pod_done(void *arg, int status)
@@ -143,49 +120,27 @@ struct pod_ip_job {
 	int found; /* cs_door_pod_node's answer */
 	char node[CS_NODE_NAME_MAX_BYTES + 1];
 	char error[CURL_ERROR_SIZE + 64];
-	struct cs_api_body body;
 };
 
 static void pod_ip_work(void *arg)
 {
 	struct pod_ip_job *j = arg;
 	const struct cs_config *c = &j->srv->cfg;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return;
-	}
 	char url[1024];
 	/* '=' of the selector percent-encoded; a dotted IPv4 needs nothing more */
 	snprintf(url, sizeof url, "%s/api/v1/pods?fieldSelector=status.podIP%%3D%s",
 	         c->apiserver_url, j->ip);
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
-	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
-		goto out;
-	j->body.max = POD_LIST_MAX;
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		snprintf(j->error, sizeof j->error, "%s",
-		         j->body.overflow ? "answer over 4 MiB"
-		         : errbuf[0]      ? errbuf
-		                          : curl_easy_strerror(rc));
-		goto out;
+	struct cs_api_body body = {.max = POD_LIST_MAX};
+	j->http_status = cs_apiserver_call(c, url, &(struct cs_api_request){0}, &body, j->error,
+	                                   sizeof j->error);
+	if (j->http_status == 200) {
+		j->found = cs_door_pod_node(body.p ? body.p : "", body.len, j->ip, j->node,
+		                            sizeof j->node);
+		if (j->found < 0)
+			snprintf(j->error, sizeof j->error,
+			         "the apiserver's answer is not a PodList");
 	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
-	if (j->http_status != 200)
-		goto out;
-	j->found = cs_door_pod_node(j->body.p ? j->body.p : "", j->body.len, j->ip, j->node,
-	                            sizeof j->node);
-	if (j->found < 0)
-		snprintf(j->error, sizeof j->error, "the apiserver's answer is not a PodList");
-out:
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
-	free(j->body.p);
-	j->body = (struct cs_api_body){0};
+	free(body.p);
 }
 
 static void pod_ip_done(void *arg, int status)

@@ -37,6 +37,28 @@ struct cs_api_body {
 size_t cs_apiserver_collect(char *p, size_t size, size_t n, void *body);
 
 /*
+ * What one call to the apiserver sends beyond cs_apiserver_setup()'s headers (all borrowed for
+ * the call): @method NULL is GET, or POST when there is a @body; @body (NULL: none) is sent as
+ * its @body_len bytes with Content-Type: @content_type.
+ */
+struct cs_api_request {
+	const char *method;
+	const char *content_type;
+	const char *body;
+	size_t body_len;
+};
+
+/*
+ * cs_apiserver_call() - one call to @url (cs_apiserver_setup()'s form, credentials and deadline)
+ * on a curl easy handle of its own, the answer gathered into @answer (set @answer->max first;
+ * the caller frees @answer->p, after a failure as well). Returns the HTTP status, or 0 when no
+ * answer came, with why in @err: the set-up's message, "answer over N KiB" (or MiB) past
+ * @answer->max, else curl's error. Worker threads only.
+ */
+long cs_apiserver_call(const struct cs_config *c, const char *url, const struct cs_api_request *req,
+                       struct cs_api_body *answer, char *err, size_t err_cap);
+
+/*
  * cs_pod_lookup_start() - look up pod @ns/@pod for the front with @front_ordinal. When the answer
  * is in (or the lookup failed), the front is resumed with cs_front_pod_resolved(). Returns 0, or
  * -EAGAIN when the worker pool is full, -ENOMEM.

@@ -1,7 +1,7 @@
 /*
  * cloudstream/src/apiserver_http.c — how every apiserver call is made (apiserver.h): the
- * credentials, CA, deadline and User-Agent on a curl easy handle, and the bounded collector
- * for answers. Shared by the daemon's jobs and the cloudstream-dnat controller (tool/dnat.c).
+ * credentials, CA, deadline and User-Agent on a curl easy handle, the bounded collector
+ * for answers, and the whole request/answer call the daemon's jobs make. Shared by the daemon's jobs and the cloudstream-dnat controller (tool/dnat.c).
  * Any thread; each handle belongs to one.
  */
 #include "apiserver.h"
@@ -95,4 +95,58 @@ int cs_apiserver_setup(void *curl, const struct cs_config *c, const char *url,
 		curl_easy_setopt(h, CURLOPT_SSLKEY, c->apiserver_key);
 	}
 	return 0;
+}
+
+/* Why an answer was cut at @max bytes: "answer over 64 KiB". */
+static void over_max(size_t max, char *err, size_t err_cap)
+{
+	if (max >= (1u << 20) && max % (1u << 20) == 0)
+		snprintf(err, err_cap, "answer over %zu MiB", max >> 20);
+	else
+		snprintf(err, err_cap, "answer over %zu KiB", max >> 10);
+}
+
+long cs_apiserver_call(const struct cs_config *c, const char *url, const struct cs_api_request *req,
+                       struct cs_api_body *answer, char *err, size_t err_cap)
+{
+	CURL *h = curl_easy_init();
+	if (h == NULL) {
+		snprintf(err, err_cap, "curl_easy_init failed");
+		return 0;
+	}
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = NULL;
+	long status = 0;
+	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, err, err_cap) < 0)
+		goto out;
+	if (req->body) {
+		char type[128];
+		snprintf(type, sizeof type, "Content-Type: %s", req->content_type);
+		struct curl_slist *l = curl_slist_append(hdrs, type);
+		if (l == NULL) {
+			snprintf(err, err_cap, "out of memory");
+			goto out;
+		}
+		hdrs = l;
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+	}
+	if (req->method)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+	CURLcode rc = curl_easy_perform(h);
+	if (rc != CURLE_OK) {
+		if (answer->overflow)
+			over_max(answer->max, err, err_cap);
+		else
+			snprintf(err, err_cap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+out:
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return status;
 }

@@ -212,11 +212,6 @@ void cs__authz_front_free(struct cs_front *f)
 static void job_work(void *arg)
 {
 	struct az_job *j = arg;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return;
-	}
 	const struct cs_config *c = &j->srv->cfg;
 	char url[1024];
 	if (j->sar)
@@ -225,31 +220,10 @@ static void job_work(void *arg)
 	else
 		snprintf(url, sizeof url, "%s/apis/authentication.k8s.io/v1/tokenreviews",
 		         c->apiserver_url);
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	if (hdrs == NULL ||
-	    cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0) {
-		if (hdrs == NULL)
-			snprintf(j->error, sizeof j->error, "out of memory");
-		goto out;
-	}
-	curl_easy_setopt(h, CURLOPT_POST, 1L);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, j->body);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)j->body_len);
+	struct cs_api_request req = {
+	        .content_type = "application/json", .body = j->body, .body_len = j->body_len};
 	j->answer.max = CS_AUTHZ_MAX_ANSWER_BYTES;
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->answer);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK)
-		snprintf(j->error, sizeof j->error, "%s",
-		         j->answer.overflow ? "answer over 64 KiB"
-		         : errbuf[0]        ? errbuf
-		                            : curl_easy_strerror(rc));
-	else
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
-out:
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
+	j->http_status = cs_apiserver_call(c, url, &req, &j->answer, j->error, sizeof j->error);
 }
 
 static void job_free(struct az_job *j)

@@ -49,36 +49,16 @@ static uint64_t wall_ns(void)
 static void ev_work(void *arg)
 {
 	struct ev_job *j = arg;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return;
-	}
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
+	struct cs_api_request req = {.method = j->create ? NULL : "PATCH",
+	                             .content_type =
+	                                     j->create ? "application/json"
+	                                               : "application/strategic-merge-patch+json",
+	                             .body = j->body,
+	                             .body_len = strlen(j->body)};
 	struct cs_api_body answer = {.max = 64 * 1024};
-	if (cs_apiserver_setup(h, &j->srv->cfg, j->url, &hdrs, errbuf, j->error, sizeof j->error) <
-	    0)
-		goto out;
-	hdrs = curl_slist_append(
-	        hdrs, j->create ? "Content-Type: application/json"
-	                        : "Content-Type: application/strategic-merge-patch+json");
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (!j->create)
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, j->body);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &answer);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK)
-		snprintf(j->error, sizeof j->error, "%s",
-		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
-	else
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
-out:
+	j->http_status =
+	        cs_apiserver_call(&j->srv->cfg, j->url, &req, &answer, j->error, sizeof j->error);
 	free(answer.p);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 }
 
 static void pump(struct cs_server *srv);

@@ -401,32 +401,13 @@ static void node_work(void *arg)
 {
 	struct node_job *j = arg;
 	const struct cs_config *c = &j->srv->cfg;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return;
-	}
-	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
+	char url[1024];
 	snprintf(url, sizeof url, "%s/api/v1/nodes/%s", c->apiserver_url, j->node);
-	struct curl_slist *hdrs = NULL;
-	/* The same set-up as every apiserver call (apiserver.h): token, CA, client certificate. */
-	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
-		goto out;
 	j->body.max = NODE_BODY_MAX;
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &j->body);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		snprintf(j->error, sizeof j->error, "%s",
-		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		goto out;
-	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &j->http_status);
+	j->http_status = cs_apiserver_call(c, url, &(struct cs_api_request){0}, &j->body, j->error,
+	                                   sizeof j->error);
 	if (j->http_status == 200 && j->body.p)
 		node_addresses(j);
-out:
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 	free(j->body.p);
 	j->body = (struct cs_api_body){0};
 }

@@ -261,42 +261,19 @@ void cs__join_give_back_use(struct cs_join_job *jb)
 static long kube_call(const struct cs_config *c, const char *method, const char *url,
                       const char *body, char **out, char *err, size_t cap)
 {
-	*out = NULL;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(err, cap, "curl_easy_init failed");
-		return 0;
-	}
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
+	struct cs_api_request req = {.method = method,
+	                             .content_type = "application/json",
+	                             .body = body,
+	                             .body_len = body ? strlen(body) : 0};
 	struct cs_api_body b = {.max = KUBE_BODY_MAX};
-	long status = 0;
-	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, err, cap) < 0)
-		goto out;
-	if (body) {
-		struct curl_slist *l = curl_slist_append(hdrs, "Content-Type: application/json");
-		if (l == NULL)
-			goto out;
-		hdrs = l;
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	char why[CURL_ERROR_SIZE];
+	long status = cs_apiserver_call(c, url, &req, &b, why, sizeof why);
+	if (status == 0) {
+		snprintf(err, cap, "%s certificatesigningrequests: %s", method, why);
+		free(b.p);
+		b.p = NULL;
 	}
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		snprintf(err, cap, "%s certificatesigningrequests: %s", method,
-		         errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		goto out;
-	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	*out = b.p;
-	b.p = NULL;
-out:
-	free(b.p);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 	return status;
 }
 

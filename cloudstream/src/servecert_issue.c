@@ -52,46 +52,19 @@ static long api_call(struct cs_sc_job *j, const char *method, const char *url, c
 	const struct cs_config *c = &j->srv->cfg;
 	size_t base = strlen(c->apiserver_url);
 	const char *path = strlen(url) > base ? url + base : url; /* for the log */
-	*out = NULL;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		snprintf(j->error, sizeof j->error, "curl_easy_init failed");
-		return 0;
-	}
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
+	struct cs_api_request req = {.method = method,
+	                             .content_type = "application/json",
+	                             .body = body,
+	                             .body_len = body ? strlen(body) : 0};
 	struct cs_api_body b = {.max = API_BODY_MAX};
-	long status = 0;
-	if (cs_apiserver_setup(h, c, url, &hdrs, errbuf, j->error, sizeof j->error) < 0)
-		goto out;
-	if (body) {
-		struct curl_slist *l = curl_slist_append(hdrs, "Content-Type: application/json");
-		if (l == NULL) {
-			snprintf(j->error, sizeof j->error, "out of memory");
-			goto out;
-		}
-		hdrs = l;
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	char why[CURL_ERROR_SIZE];
+	long status = cs_apiserver_call(c, url, &req, &b, why, sizeof why);
+	if (status == 0) {
+		snprintf(j->error, sizeof j->error, "%s %s: %s", method, path, why);
+		free(b.p);
+		b.p = NULL;
 	}
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cs_apiserver_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		snprintf(j->error, sizeof j->error, "%s %s: %s", method, path,
-		         b.overflow  ? "answer over 1 MiB"
-		         : errbuf[0] ? errbuf
-		                     : curl_easy_strerror(rc));
-		goto out;
-	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	*out = b.p;
-	b.p = NULL;
-out:
-	free(b.p);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 	return status;
 }
 
