@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include <stream/ext.h>
+#include <stream/ipv4.h>
 #include <stream/http.h>
 
 /* A DNS-1123-ish host byte: what a node name or a hostname address can hold. */
@@ -18,25 +19,6 @@ static bool name_byte(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 	       c == '.' || c == '-';
-}
-
-static bool ipv4_literal(const char *p, size_t len)
-{
-	size_t i = 0;
-	for (int part = 0; part < 4; part++) {
-		if (part > 0) {
-			if (i >= len || p[i] != '.')
-				return false;
-			i++;
-		}
-		size_t start = i;
-		unsigned n = 0;
-		while (i < len && p[i] >= '0' && p[i] <= '9' && i - start < 3)
-			n = n * 10 + (unsigned)(p[i++] - '0');
-		if (i == start || n > 255)
-			return false;
-	}
-	return i == len;
 }
 
 /* "host:port", "[v6]:port": the authority form of a CONNECT target (RFC 9110 §9.3.6). */
@@ -75,7 +57,7 @@ static int parse_target(const char *t, size_t len, struct cs_door_req *out)
 		for (size_t i = 0; i < out->host_len; i++)
 			if (!name_byte(t[i]))
 				return -EBADMSG;
-		out->host_is_ip = ipv4_literal(out->host, out->host_len);
+		out->host_is_ip = st_ipv4_parse(out->host, out->host_len, NULL);
 	}
 	const char *ps = colon + 1;
 	size_t plen = len - (size_t)(ps - t);
@@ -169,7 +151,7 @@ ssize_t cs_door_payload(uint8_t *out, size_t cap, enum cs_door_target target, ui
 		tc.target = "kubelet";
 		tc.target_len = 7;
 	} else if (target == CS_DOOR_TARGET_POD) {
-		if (pod_ip == NULL || !ipv4_literal(pod_ip, strlen(pod_ip)))
+		if (pod_ip == NULL || !st_ipv4_parse(pod_ip, strlen(pod_ip), NULL))
 			return -EINVAL; /* the edge takes dotted IPv4 targets only */
 		tc.target = pod_ip;
 		tc.target_len = strlen(pod_ip);

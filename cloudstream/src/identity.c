@@ -20,6 +20,7 @@
 #include <json-c/json.h>
 
 #include <stream/err.h>
+#include <stream/filestamp.h>
 #include <stream/log.h>
 #include <stream/workq.h>
 
@@ -39,16 +40,10 @@ struct node_answer {
 };
 
 /* What the deny-list file looked like: any change of these is a change of the file. */
-struct stamp {
-	int64_t mtime_ns, size;
-	uint64_t ino;
-	int err;
-};
-
 struct cs_identity {
-	struct cs_denylist *deny; /* NULL: nothing is denied */
-	struct stamp loaded;      /* the file the list in force came from */
-	struct stamp refused;     /* the last file that did not parse (logged once) */
+	struct cs_denylist *deny;     /* NULL: nothing is denied */
+	struct st_file_stamp loaded;  /* the file the list in force came from */
+	struct st_file_stamp refused; /* the last file that did not parse (logged once) */
 	bool reloading, reload_again;
 	lws_sorted_usec_list_t sul_check; /* --deny-list-check-interval */
 	struct cs_server *srv;
@@ -67,25 +62,6 @@ const char *cs_refusal_name(enum cs_refusal r)
 }
 
 /* ---- the deny list ------------------------------------------------------------------------ */
-
-static void stamp_of(const char *path, struct stamp *out)
-{
-	struct stat sb;
-	memset(out, 0, sizeof *out);
-	if (stat(path, &sb) < 0) {
-		out->err = errno;
-		return;
-	}
-	out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-	out->size = (int64_t)sb.st_size;
-	out->ino = (uint64_t)sb.st_ino;
-}
-
-static bool stamp_equal(const struct stamp *a, const struct stamp *b)
-{
-	return a->mtime_ns == b->mtime_ns && a->size == b->size && a->ino == b->ino &&
-	       a->err == b->err;
-}
 
 /* Reads and parses @path (any thread). Returns 0 with *@out, or a negative errno with @err. */
 static int deny_load(const char *path, struct cs_denylist **out, char *err, size_t cap)
@@ -146,10 +122,10 @@ static void deny_sweep(struct cs_server *srv)
 struct deny_job {
 	struct cs_server *srv;
 	char *path;
-	bool if_changed;  /* the periodic check: read nothing when the file is as loaded */
-	struct stamp old; /* the loaded file's, copied at submit */
+	bool if_changed;          /* the periodic check: read nothing when the file is as loaded */
+	struct st_file_stamp old; /* the loaded file's, copied at submit */
 	/* results (worker → loop) */
-	struct stamp now;
+	struct st_file_stamp now;
 	bool unchanged;
 	struct cs_denylist *list;
 	int rc;
@@ -159,8 +135,8 @@ struct deny_job {
 static void deny_work(void *arg)
 {
 	struct deny_job *j = arg;
-	stamp_of(j->path, &j->now);
-	if (j->if_changed && stamp_equal(&j->now, &j->old)) {
+	st_file_stamp_read(j->path, &j->now);
+	if (j->if_changed && st_file_stamp_equal(&j->now, &j->old)) {
 		j->unchanged = true;
 		return;
 	}
@@ -182,7 +158,7 @@ static void deny_done(void *arg, int status)
 		st_info("deny list reloaded: %zu serials, %zu nodes", cs_denylist_serials(id->deny),
 		        cs_denylist_nodes(id->deny));
 		deny_sweep(srv);
-	} else if (!j->if_changed || !stamp_equal(&j->now, &id->refused)) {
+	} else if (!j->if_changed || !st_file_stamp_equal(&j->now, &id->refused)) {
 		/* once per bad version of the file from the periodic check; at every SIGHUP */
 		id->refused = j->now;
 		st_err("deny list not reloaded, the old one stays: %s", j->err);
@@ -278,7 +254,7 @@ int cs_identity_new(struct cs_server *srv)
 	}
 	if (c->deny_list && c->deny_list[0]) {
 		char err[512];
-		stamp_of(c->deny_list, &id->loaded);
+		st_file_stamp_read(c->deny_list, &id->loaded);
 		int rc = deny_load(c->deny_list, &id->deny, err, sizeof err);
 		if (rc < 0) {
 			st_err("%s", err);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <stream/ext.h>
+#include <stream/ipv4.h>
 #include <stream/query.h>
 
 static bool name_char(char c)
@@ -34,7 +35,7 @@ int es_allow_add(struct es_allow *a, const char *entry, char *err, size_t errlen
 	uint32_t ip;
 	if ((nlen == sizeof ES_TCP_TARGET_KUBELET - 1 &&
 	     memcmp(entry, ES_TCP_TARGET_KUBELET, nlen) == 0) ||
-	    es_parse_ipv4(entry, nlen, &ip)) {
+	    st_ipv4_parse(entry, nlen, &ip)) {
 		snprintf(err, errlen, "\"%.80s\": \"kubelet\" and IPv4 addresses are not names",
 		         entry);
 		return -EINVAL;
@@ -145,30 +146,6 @@ int es_route_request(const struct es_allow *a, bool kubelet_enabled, bool cri_en
 	return 0;
 }
 
-bool es_parse_ipv4(const char *p, size_t len, uint32_t *out)
-{
-	uint32_t v = 0;
-	size_t i = 0;
-	for (int part = 0; part < 4; part++) {
-		if (part > 0) {
-			if (i >= len || p[i] != '.')
-				return false;
-			i++;
-		}
-		size_t start = i;
-		unsigned n = 0;
-		while (i < len && p[i] >= '0' && p[i] <= '9' && i - start < 3)
-			n = n * 10 + (unsigned)(p[i++] - '0');
-		if (i == start || n > 255 || (i - start > 1 && p[start] == '0'))
-			return false;
-		v = v << 8 | n;
-	}
-	if (i != len)
-		return false;
-	*out = v;
-	return true;
-}
-
 int es_allow_add_pod_port(struct es_allow *a, const char *entry, char *err, size_t errlen)
 {
 	char *end;
@@ -197,7 +174,7 @@ int es_allow_add_pod_cidr(struct es_allow *a, const char *entry, char *err, size
 	uint32_t ip;
 	char *end;
 	unsigned long bits = slash ? strtoul(slash + 1, &end, 10) : 99;
-	if (slash == NULL || !es_parse_ipv4(entry, (size_t)(slash - entry), &ip) ||
+	if (slash == NULL || !st_ipv4_parse(entry, (size_t)(slash - entry), &ip) ||
 	    slash[1] < '0' || slash[1] > '9' || *end != '\0' || bits < 8 || bits > 32) {
 		snprintf(err, errlen,
 		         "\"%.80s\": expected an IPv4 CIDR with /8../32, e.g. "
@@ -263,7 +240,7 @@ int es_route_tcp(const struct es_allow *a, bool kubelet_enabled, uint64_t port, 
 		return 0;
 	}
 	uint32_t ip;
-	if (target_len > 0 && es_parse_ipv4(target, target_len, &ip)) {
+	if (target_len > 0 && st_ipv4_parse(target, target_len, &ip)) {
 		route_pod(a, ip, target, target_len, port, out);
 		return 0;
 	}

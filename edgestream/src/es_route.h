@@ -46,10 +46,6 @@ int es_allow_add_pod_port(struct es_allow *a, const char *entry, char *err, size
 /* es_allow_add_pod_cidr() - "10.244.3.0/24": where pod IPs must lie. 0, -EINVAL, -ENOSPC. */
 int es_allow_add_pod_cidr(struct es_allow *a, const char *entry, char *err, size_t errlen);
 
-/* es_parse_ipv4() - a dotted quad (exactly four decimal parts 0..255, no leading zeros) of
- * @len bytes into *@out (host byte order). true when it is one. */
-bool es_parse_ipv4(const char *p, size_t len, uint32_t *out);
-
 /*
  * es_allow_add() - add an entry "name=port" (e.g. "node-exporter=9100"). Returns 0, -EINVAL
  * (malformed: the message is in @err), -EEXIST (name or port listed twice), -ENOSPC.

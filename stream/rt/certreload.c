@@ -23,6 +23,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <stream/filestamp.h>
 #include <stream/log.h>
 #include <stream/workq.h>
 
@@ -30,19 +31,12 @@
 
 enum { F_CERT = 0, F_KEY, F_CA, F_COUNT };
 
-/* What a file looked like: a change in any field is a change of the file. */
-struct stamp {
-	int64_t mtime_ns;
-	int64_t size;
-	uint64_t ino;
-	int err; /* 0, or the errno of stat */
-};
-
 struct context {
 	char name[32];
-	char *path[F_COUNT];           /* path[F_CA] may be NULL */
-	SSL_CTX *ctx;                  /* borrowed from lws */
-	struct stamp stamps[F_COUNT];  /* of the material in ctx: at new, then at each swap */
+	char *path[F_COUNT]; /* path[F_CA] may be NULL */
+	SSL_CTX *ctx;        /* borrowed from lws */
+	struct st_file_stamp
+	        stamps[F_COUNT];       /* of the material in ctx: at new, then at each swap */
 	int64_t not_before, not_after; /* of the certificate in ctx (unix s); 0: not known */
 };
 
@@ -64,7 +58,7 @@ struct material {
 	STACK_OF(X509) * chain;
 	EVP_PKEY *key;
 	X509_STORE *store; /* NULL when the context keeps its CAs */
-	struct stamp stamps[F_COUNT];
+	struct st_file_stamp stamps[F_COUNT];
 };
 
 struct job {
@@ -72,33 +66,12 @@ struct job {
 	unsigned flags;
 	size_t n;
 	const char *path[ST_CERTRELOAD_MAX_CONTEXTS][F_COUNT]; /* the helper's: never written */
-	struct stamp old[ST_CERTRELOAD_MAX_CONTEXTS][F_COUNT]; /* copied at submit */
+	struct st_file_stamp old[ST_CERTRELOAD_MAX_CONTEXTS][F_COUNT]; /* copied at submit */
 	struct material m[ST_CERTRELOAD_MAX_CONTEXTS];
 	bool unchanged;
 	int rc;
 	char reason[REASON_BYTES];
 };
-
-static void stamp_of(const char *path, struct stamp *out)
-{
-	struct stat sb;
-	memset(out, 0, sizeof *out);
-	if (path == NULL)
-		return;
-	if (stat(path, &sb) != 0) {
-		out->err = errno;
-		return;
-	}
-	out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-	out->size = (int64_t)sb.st_size;
-	out->ino = (uint64_t)sb.st_ino;
-}
-
-static bool stamp_equal(const struct stamp *a, const struct stamp *b)
-{
-	return a->mtime_ns == b->mtime_ns && a->size == b->size && a->ino == b->ino &&
-	       a->err == b->err;
-}
 
 static void material_free(struct material *m)
 {
@@ -198,12 +171,13 @@ static void reload_work(void *arg)
 	struct job *j = arg;
 	for (size_t i = 0; i < j->n; i++)
 		for (int k = 0; k < F_COUNT; k++)
-			stamp_of(j->path[i][k], &j->m[i].stamps[k]);
+			st_file_stamp_read(j->path[i][k], &j->m[i].stamps[k]);
 	if (j->flags & ST_CERTRELOAD_IF_CHANGED) {
 		bool same = true;
 		for (size_t i = 0; i < j->n; i++)
 			for (int k = 0; k < F_COUNT; k++)
-				same = same && stamp_equal(&j->m[i].stamps[k], &j->old[i][k]);
+				same = same &&
+				       st_file_stamp_equal(&j->m[i].stamps[k], &j->old[i][k]);
 		if (same) {
 			j->unchanged = true;
 			return;
@@ -371,7 +345,7 @@ int st_certreload_new(struct st_certreload **out, struct st_workq *wq,
 				free_now(r);
 				return -ENOMEM;
 			}
-			stamp_of(c->path[k], &c->stamps[k]);
+			st_file_stamp_read(c->path[k], &c->stamps[k]);
 		}
 	}
 	*out = r;

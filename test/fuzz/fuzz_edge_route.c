@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stream/ipv4.h>
+
 #include "es_route.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -21,7 +23,7 @@ static bool listed(const struct es_allow *a, uint16_t port)
 static bool pod_allowed(const struct es_allow *a, const struct es_target *t)
 {
 	uint32_t ip;
-	if (!es_parse_ipv4(t->host, strlen(t->host), &ip))
+	if (!st_ipv4_parse(t->host, strlen(t->host), &ip))
 		return false;
 	bool port = false, in = false;
 	for (size_t i = 0; i < a->n_pod_ports; i++)
