@@ -22,61 +22,26 @@ Clients: curl for logs; for exec a raw TLS reader that only walks the websocket 
 medians are printed with the ratio chain ÷ direct beside the target (≥ 0.9). A program, not a
 test: it asserts bytes and statuses, nothing about speed. Needs root (containerd).
 """
-import argparse
 import base64
 import os
 import socket
-import ssl
 import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "peers"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 
-KUBELET_CONF = """
-user root;
-worker_processes 1;
-daemon off;
-pid {d}/kubelet.pid;
-error_log {d}/kubelet-error.log;
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
-  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
-  server {{
-    listen 127.0.0.1:{port} ssl;
-    ssl_certificate {pki}/kubelet.crt;
-    ssl_certificate_key {pki}/kubelet.key;
-    ssl_client_certificate {pki}/kubelet-ca.crt;
-    ssl_verify_client on;
-    location /containerLogs/ {{ root {d}; default_type text/plain; rewrite ^ /logs.txt break; }}
-  }}
-}}
+KUBELET_LOCATIONS = """    location /containerLogs/ {{ root {d}; default_type text/plain; rewrite ^ /logs.txt break; }}
 """
 
 # The apiserver-like hop (settings as in peers/apiserver.py's NGINX_CONF).
-HOP_CONF = """
-user root;
-worker_processes 1;
-daemon off;
-pid {d}/hop.pid;
-error_log {d}/hop-error.log;
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
-  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
-  map $http_upgrade $connection_upgrade {{ default Upgrade; '' close; }}
+HOP_HTTP = """  map $http_upgrade $connection_upgrade {{ default Upgrade; '' close; }}
   proxy_http_version 1.1; proxy_buffering off; proxy_request_buffering off;
   proxy_read_timeout 600s; proxy_send_timeout 600s;
   proxy_ssl_protocols TLSv1.2 TLSv1.3;
-  server {{
-    listen 127.0.0.1:{port} ssl;
-    ssl_protocols TLSv1.2 TLSv1.3;
+"""
+HOP_SERVER = """    ssl_protocols TLSv1.2 TLSv1.3;
     ssl_certificate {pki}/cloudstream-stream.crt;
     ssl_certificate_key {pki}/cloudstream-stream.key;
     ssl_client_certificate {pki}/stream-ca.crt;
@@ -104,43 +69,13 @@ http {{
       proxy_set_header Host "edge-2:10350";
       proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection $connection_upgrade;
     }}
-  }}
-}}
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def start_nginx(d, name, conf, port, **kw):
-    path = os.path.join(d, name + ".conf")
-    with open(path, "w") as f:
-        f.write(conf.format(d=d, port=port, **kw))
-    p = subprocess.Popen(["nginx", "-c", path, "-p", d], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        if time.monotonic() > deadline or p.poll() is not None:
-            p.kill()
-            raise SystemExit("nginx (%s) did not start: %s" % (
-                name, open(os.path.join(d, name + "-error.log")).read()))
-        time.sleep(0.05)
-    return p
-
-
 def curl_logs(url, cert, key, nbytes):
-    argv = ["curl", "-sS", "-k", "--cert", cert, "--key", key, "-o", "/dev/null", "-w",
-            "%{http_code} %{size_download}", url]
-    t0 = time.perf_counter()
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
-    t = time.perf_counter() - t0
-    if out != ["200", str(nbytes)]:
-        raise SystemExit("%s: %s, want 200 and %d bytes" % (url, " ".join(out), nbytes))
+    t, status, size = bl.curl(url, ["--cert", cert, "--key", key])
+    if (status, size) != (200, nbytes):
+        raise SystemExit("%s: %d %d, want 200 and %d bytes" % (url, status, size, nbytes))
     return t
 
 
@@ -215,101 +150,69 @@ def ws_stdout(port, ctx, target, nbytes):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "release"))
-    ap.add_argument("--mib", type=int, default=100)
-    ap.add_argument("--runs", type=int, default=5)
+    ap = bl.parser(__doc__, "release", mib=100, runs=5)
     args = ap.parse_args()
-    os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
-    import harness as h
-    from containerd import Containerd
-    import images
+    h = bl.use_build(args.build)
 
     nbytes = args.mib << 20
-    env = h.Env("hop-bench", nodes=("edge-1", "edge-2"))
-    ctd = Containerd(os.path.join(env.dir, "ctd"))
-    procs, sandbox = [], None
-    tool = os.path.join(h.BIN, "cri", "stream-cri")
-    try:
-        d = os.path.join(env.dir, "www")
-        os.makedirs(os.path.join(d, "tmp"))
-        line = b"2026-11-24T10:00:00.000000000Z a log line of some typical length, " \
-               b"with a counter and a few words\n"
-        with open(os.path.join(d, "logs.txt"), "wb") as f:
-            f.write((line * (nbytes // len(line) + 1))[:nbytes])
+    with bl.run_env("hop-bench", nodes=("edge-1", "edge-2")) as env, bl.Pod(env) as pod:
+        run(args, h, env, pod, nbytes)
 
-        ctd.start()
-        images.import_into(ctd, images.build(os.path.join(env.dir, "images")))
-        logs = os.path.join(env.dir, "pods", "default_bench_bench-uid")
-        os.makedirs(logs)
 
-        def cri(*a):
-            return subprocess.run([tool, "--socket", ctd.socket] + list(a), check=True,
-                                  capture_output=True).stdout.decode().strip()
-        sandbox = cri("run-pod", "default", "bench", "bench-uid", logs)
-        cid = cri("create-container", "default", "bench", "bench-uid", logs, sandbox, "app",
-                  images.BUSYBOX_IMAGE, "--", "sleep", "3600")
+def run(args, h, env, pod, nbytes):
+    d = os.path.join(env.dir, "www")
+    os.makedirs(d)
+    bl.write_lines(os.path.join(d, "logs.txt"), nbytes)
+    pod.start()
+    cid = pod.container("sleep", "3600")
 
-        kport, hport = free_port(), free_port()
-        procs.append(start_nginx(d, "kubelet", KUBELET_CONF, kport, pki=env.pki))
-        cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
-        kubelet = type("K", (), {"port": kport})()
-        h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
-        h.start_edgestream(env, cloud, None, node="edge-2",
-                           extra=["--cri-socket", ctd.socket, "--log-level", "warn"])
-        sport = cloud.ports["stream"]
-        cport = int(cri("exec-url", cid, "true").split(":")[2].split("/")[0])
-        procs.append(start_nginx(d, "hop", HOP_CONF, hport, pki=env.pki, kport=kport,
-                                 sport=sport, cport=cport))
+    kubelet = bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS)
+    cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
+    h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
+    h.start_edgestream(env, cloud, None, node="edge-2",
+                       extra=["--cri-socket", pod.ctd.socket, "--log-level", "warn"])
+    sport = cloud.ports["stream"]
+    cport = int(pod.cri("exec-url", cid, "true").split(":")[2].split("/")[0])
+    hport = bl.start_nginx(env, d, "hop", HOP_SERVER, http=HOP_HTTP, kport=kubelet.port,
+                           sport=sport, cport=cport).port
 
-        cert, key = env.path("apiserver-kubelet-client.crt"), env.path(
-            "apiserver-kubelet-client.key")
-        ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
-        ctx.check_hostname = False
-        ctx.load_cert_chain(cert, key)
-        base = "https://127.0.0.1:%d" % hport
-        cmd = "command=head&command=-c&command=%d&command=/dev/zero&output=1" % nbytes
+    cert, key = env.path("apiserver-kubelet-client.crt"), env.path(
+        "apiserver-kubelet-client.key")
+    ctx = bl.client_ctx(env.pki)
+    base = "https://127.0.0.1:%d" % hport
+    cmd = "command=head&command=-c&command=%d&command=/dev/zero&output=1" % nbytes
 
-        def logs_direct():
-            return curl_logs(base + "/direct/logs", cert, key, nbytes)
+    def logs_direct():
+        return curl_logs(base + "/direct/logs", cert, key, nbytes)
 
-        def logs_chain():
-            return curl_logs(base + "/chain/logs", cert, key, nbytes)
+    def logs_chain():
+        return curl_logs(base + "/chain/logs", cert, key, nbytes)
 
-        def exec_direct():
-            url = cri("exec-url", cid, "head", "-c", str(nbytes), "/dev/zero")
-            return ws_stdout(hport, ctx, "/direct/exec/" + url.split("/exec/", 1)[1], nbytes)
+    def exec_direct():
+        url = pod.cri("exec-url", cid, "head", "-c", str(nbytes), "/dev/zero")
+        return ws_stdout(hport, ctx, "/direct/exec/" + url.split("/exec/", 1)[1], nbytes)
 
-        def exec_chain():
-            return ws_stdout(hport, ctx, "/chain/exec/default/bench/app?" + cmd, nbytes)
+    def exec_chain():
+        return ws_stdout(hport, ctx, "/chain/exec/default/bench/app?" + cmd, nbytes)
 
-        rows = []
-        for name, direct, chain in (("%d MiB of logs" % args.mib, logs_direct, logs_chain),
-                                    ("%d MiB of exec stdout (websocket v4, containerd)"
-                                     % args.mib, exec_direct, exec_chain)):
-            direct(), chain()  # warm both paths (TLS sessions, page cache, containerd)
-            td, tc = [], []
-            for _ in range(args.runs):  # alternated, so drift hits both alike
-                td.append(direct())
-                tc.append(chain())
-            rows.append((name, statistics.median(td), statistics.median(tc),
-                         statistics.median(a / b for a, b in zip(td, tc))))
-        print("through an apiserver-like nginx TLS hop: straight to the kubelet side vs through "
-              "cloudstream + edgestream, median of %d alternated runs (%s build)"
-              % (args.runs, os.path.basename(os.path.abspath(args.build))))
-        print("%-52s %12s %12s %7s %7s" % ("", "hop→kubelet", "hop→chain", "ratio", "target"))
-        for name, td, tc, ratio in rows:
-            print("%-52s %7.0f MB/s %7.0f MB/s %7.2f %7s" % (name, nbytes / td / 1e6,
-                                                          nbytes / tc / 1e6, ratio, "≥ 0.9"))
-    finally:
-        if sandbox:
-            subprocess.run([tool, "--socket", ctd.socket, "remove-pod", sandbox],
-                           capture_output=True)
-        for p in procs:
-            p.terminate()
-            p.wait()
-        ctd.stop()
-        env.close()
+    rows = []
+    for name, direct, chain in (("%d MiB of logs" % args.mib, logs_direct, logs_chain),
+                                ("%d MiB of exec stdout (websocket v4, containerd)"
+                                 % args.mib, exec_direct, exec_chain)):
+        direct(), chain()  # warm both paths (TLS sessions, page cache, containerd)
+        td, tc = [], []
+        for _ in range(args.runs):  # alternated, so drift hits both alike
+            td.append(direct())
+            tc.append(chain())
+        rows.append((name, statistics.median(td), statistics.median(tc),
+                     statistics.median(a / b for a, b in zip(td, tc))))
+    print("through an apiserver-like nginx TLS hop: straight to the kubelet side vs through "
+          "cloudstream + edgestream, median of %d alternated runs (%s build)"
+          % (args.runs, os.path.basename(os.path.abspath(args.build))))
+    print("%-52s %12s %12s %7s %7s" % ("", "hop→kubelet", "hop→chain", "ratio", "target"))
+    for name, td, tc, ratio in rows:
+        print("%-52s %7.0f MB/s %7.0f MB/s %7.2f %7s" % (name, nbytes / td / 1e6,
+                                                      nbytes / tc / 1e6, ratio, "≥ 0.9"))
 
 
 if __name__ == "__main__":

@@ -25,50 +25,13 @@ the run (it stays well under one core while the streams open).
 
 A program, not a test: it asserts nothing. Needs no root.
 """
-import argparse
 import asyncio
 import os
-import ssl
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
-import harness as h  # noqa: E402
-
-
-def status_kib(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def anon_kib(pid):
-    try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Anonymous:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def metric(port, name):
-    import urllib.request
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
-    for line in text.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 
 
 async def open_stream(ctx, port, target, ready, keep):
@@ -86,10 +49,7 @@ async def open_stream(ctx, port, target, ready, keep):
 
 
 async def run(args, env, cloud, edge, kubelet):
-    ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
-    ctx.check_hostname = False
-    ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
-                        env.path("apiserver-kubelet-client.key"))
+    ctx = bl.client_ctx(env.pki)
     port = cloud.ports["stream"]
     target = "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=%g" % args.interval
 
@@ -104,12 +64,12 @@ async def run(args, env, cloud, edge, kubelet):
     await asyncio.gather(*tasks, return_exceptions=True)
     await asyncio.sleep(2)
     pid = edge.pid
-    rss0, anon0 = status_kib(pid, "VmRSS"), anon_kib(pid)
-    crss0 = status_kib(cloud.pid, "VmRSS")
+    rss0, anon0 = bl.status_kib(pid, "VmRSS"), bl.anon_kib(pid)
+    crss0 = bl.status_kib(cloud.pid, "VmRSS")
 
     ready, keep = [], []
     t0 = time.monotonic()
-    k0 = cpu_seconds(kubelet.pid)
+    k0 = bl.cpu_seconds(kubelet.pid)
     tasks = []
     for i in range(args.streams):
         tasks.append(asyncio.create_task(open_stream(ctx, port, target, ready, keep)))
@@ -123,17 +83,17 @@ async def run(args, env, cloud, edge, kubelet):
             raise RuntimeError("only %d of %d streams up after 180 s" % (len(ready), args.streams))
         await asyncio.sleep(0.1)
     up = time.monotonic() - t0
-    k_up = cpu_seconds(kubelet.pid) - k0
+    k_up = bl.cpu_seconds(kubelet.pid) - k0
     await asyncio.sleep(args.settle)
-    open_now = metric(edge.ports["admin"], "edgestream_streams")
-    rss1, anon1 = status_kib(pid, "VmRSS"), anon_kib(pid)
-    hwm = status_kib(pid, "VmHWM")
-    crss1 = status_kib(cloud.pid, "VmRSS")
+    open_now = bl.metrics(edge.ports["admin"]).get("edgestream_streams")
+    rss1, anon1 = bl.status_kib(pid, "VmRSS"), bl.anon_kib(pid)
+    hwm = bl.status_kib(pid, "VmHWM")
+    crss1 = bl.status_kib(cloud.pid, "VmRSS")
     for w in keep:
         w.close()
     await asyncio.gather(*tasks, return_exceptions=True)
     await asyncio.sleep(2)
-    rss2 = status_kib(pid, "VmRSS")
+    rss2 = bl.status_kib(pid, "VmRSS")
     n = args.streams
     print("edgestream, %d quiet logs -f streams (kubelet backend, a line every %g s), opened "
           "at %g/s, up in %.1f s, %s open by its metric"
@@ -152,8 +112,7 @@ async def run(args, env, cloud, edge, kubelet):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build/h-edge-rel")
+    ap = bl.parser(__doc__, "h-edge-rel")
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--rate", type=float, default=1000.0, help="streams opened a second")
     ap.add_argument("--interval", type=float, default=5.0,
@@ -165,10 +124,8 @@ def main():
     ap.add_argument("--edge-arg", action="append", default=[],
                     help="an extra edgestream flag (repeatable), e.g. --edge-arg=--kubelet-http2=off")
     args = ap.parse_args()
-    h.BIN = os.path.abspath(args.build)
-    env = h.Env("edge-rss", nodes=("edge-1",))
-    ok = False
-    try:
+    h = bl.use_build(args.build)
+    with bl.run_env("edge-rss", keep=args.keep) as env:
         kubelet = h.start_kubelet(env, extra=["--h2"] if args.kubelet_h2 else [])
         cloud = h.start_cloudstream(env, ["--session-buffer-bytes", "64GiB",
                                           "--max-streams-per-node", "65536"])
@@ -176,11 +133,6 @@ def main():
                                   extra=["--max-streams", "65536", "--log-level", "warn"]
                                   + args.edge_arg)
         asyncio.run(run(args, env, cloud, edge, kubelet))
-        ok = True
-    finally:
-        h.close_env(env, not ok or args.keep)
-        if args.keep:
-            print("logs in", env.dir)
 
 
 if __name__ == "__main__":

@@ -17,92 +17,33 @@ A program, not a test: it asserts nothing (test/integration covers the behaviour
 root; opens --streams sockets in this process, cloudstream, edgestream and the fake kubelet each
 (the per-process open-file limit must allow it).
 """
-import argparse
 import asyncio
 import os
 import re
 import socket
-import ssl
-import subprocess
 import sys
 import time
-import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
-import harness as h  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 
-
-NGINX_CONF = """
-user root;
-worker_processes 1;
-worker_rlimit_nofile 20000;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/nginx-error.log;
-events {{ worker_connections 16384; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
-  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
-  server {{
-    listen 127.0.0.1:{port} ssl;
-    ssl_certificate {pki}/kubelet.crt;
-    ssl_certificate_key {pki}/kubelet.key;
-    ssl_client_certificate {pki}/kubelet-ca.crt;
-    ssl_verify_client on;
-    ssl_session_cache shared:bench:1m;
+DOWNLOAD_LOCATIONS = """    ssl_session_cache shared:bench:1m;
     location = /download {{ root {d}; default_type application/octet-stream; }}
     location = /metrics {{ return 200 "kubelet_up 1\n"; }}
-  }}
-}}
 """
 
 
-class Nginx:
-    """nginx as the kubelet, with a 1 GiB (sparse) file to download."""
-
-    def __init__(self, env):
-        self.dir = os.path.join(env.dir, "nginx")
-        os.makedirs(os.path.join(self.dir, "tmp"))
-        with open(os.path.join(self.dir, "download"), "wb") as f:
-            f.truncate(1 << 30)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(d=self.dir, port=self.port, pki=env.pki))
-        self.p = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", self.port)) != 0:
-            if time.monotonic() > deadline or self.p.poll() is not None:
-                raise SystemExit("nginx did not start: " +
-                                 open(os.path.join(self.dir, "nginx-error.log")).read())
-            time.sleep(0.05)
-
-    def stop(self):
-        self.p.terminate()
-        self.p.wait()
-
-
-def status_kib(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def metrics(port):
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
-    out = {}
-    for line in text.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+def start_download_nginx(env, nbytes=1 << 30):
+    """nginx as the kubelet, for thousands of connections, with a sparse file of @nbytes at
+    /download (its directory in .dir)."""
+    d = os.path.join(env.dir, "nginx")
+    os.makedirs(d)
+    with open(os.path.join(d, "download"), "wb") as f:
+        f.truncate(nbytes)
+    p = bl.start_kubelet_nginx(env, d, DOWNLOAD_LOCATIONS, name="nginx", connections=16384,
+                               main="worker_rlimit_nofile 20000;\n")
+    p.dir = d
+    return p
 
 
 def size(text):
@@ -145,14 +86,11 @@ async def probe(ctx, port):
 
 
 async def run(args, env, cloud, edge):
-    ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
-    ctx.check_hostname = False
-    ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
-                        env.path("apiserver-kubelet-client.key"))
+    ctx = bl.client_ctx(env.pki)
     port = cloud.ports["stream"]
     await probe(ctx, port)  # warm: the kubelet TLS context, the first buffers
     pid = edge.pid
-    rss0 = status_kib(pid, "VmRSS")
+    rss0 = bl.status_kib(pid, "VmRSS")
     statuses, keep, tasks = {}, [], []
     t0 = time.monotonic()
     for i in range(args.streams):
@@ -163,7 +101,7 @@ async def run(args, env, cloud, edge):
     # Settled: every stream answered, and the bytes from the edge stop growing.
     seen = None
     while True:
-        m = metrics(edge.ports["admin"])
+        m = bl.metrics(edge.ports["admin"])
         now = m.get('edgestream_stream_bytes_total{direction="to_cloud"}')
         if now == seen:
             break
@@ -175,8 +113,8 @@ async def run(args, env, cloud, edge):
         took, status = await probe(ctx, port)
         slowest = max(slowest, took)
         await asyncio.sleep(0.2)
-    rss1, hwm = status_kib(pid, "VmRSS"), status_kib(pid, "VmHWM")
-    m = metrics(edge.ports["admin"])
+    rss1, hwm = bl.status_kib(pid, "VmRSS"), bl.status_kib(pid, "VmHWM")
+    m = bl.metrics(edge.ports["admin"])
     with open(edge.logpath, "rb") as f:
         warned = f.read().count(b"a stream from the cloud refused")
     for w in keep:
@@ -198,20 +136,16 @@ async def run(args, env, cloud, edge):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build/rel")
+    ap = bl.parser(__doc__, "rel")
     ap.add_argument("--streams", type=int, default=5000)
     ap.add_argument("--rate", type=float, default=200.0, help="streams opened a second")
     ap.add_argument("--budget", default="256MiB", help="edgestream --process-buffer-bytes")
     ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs)")
     ap.add_argument("--debug", action="store_true", help="debug logs from both daemons")
     args = ap.parse_args()
-    h.BIN = os.path.abspath(args.build)
-    env = h.Env("edge-stalled", nodes=("edge-1",))
-    ok = False
-    nginx = None
-    try:
-        kubelet = nginx = Nginx(env)
+    h = bl.use_build(args.build)
+    with bl.run_env("edge-stalled", keep=args.keep) as env:
+        kubelet = start_download_nginx(env)
         cloud = h.start_cloudstream(env, ["--session-buffer-bytes", "64GiB",
                                           "--max-streams-per-node", "65536",
                                           "--log-level", "debug" if args.debug else "warn"])
@@ -220,13 +154,6 @@ def main():
                                          "--log-level", "debug" if args.debug else "warn",
                                          "--process-buffer-bytes", args.budget])
         asyncio.run(run(args, env, cloud, edge))
-        ok = True
-    finally:
-        if nginx:
-            nginx.stop()
-        h.close_env(env, not ok or args.keep)
-        if args.keep:
-            print("logs in", env.dir)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ nothing more (a handshake that never finishes). Throughout, a GET /metrics throu
 a kept-alive apiserver connection every 50 ms; its latency is printed (p50, max) beside the same
 request's before the flood. A program, not a test: it prints figures.
 """
-import argparse
 import multiprocessing
 import os
 import resource
@@ -20,11 +19,8 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "test", "integration", "lib"))
-sys.path.insert(0, os.path.join(ROOT, "test", "integration", "peers"))
-sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 
 
 def flooder(port, n, rate, payload, ready, done):
@@ -55,33 +51,16 @@ def flooder(port, n, rate, payload, ready, done):
         s.close()
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    ap = bl.parser(None, "release")
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--rate", type=float, default=2500.0,
                     help="connections opened a second, all flooders together (0: as fast as "
                          "they can; the target is stated at >= 2,000/s)")
     a = ap.parse_args()
-    os.environ["ST_BIN_DIR"] = os.path.abspath(a.build)
-    import harness as h
+    bl.use_build(a.build)
     import flood_test as ft
-    h.BIN = os.path.abspath(a.build)
     chain = ft.Chain("flood-bench", cloud_extra=("--log-level", "warn"))
     try:
         pid = chain.cloud.pid
@@ -99,12 +78,12 @@ def main():
 
         base = probe(2)
         print("before: request p50 %.2f ms, max %.2f ms; cloudstream RSS %.1f MiB, %d fds"
-              % (statistics.median(base), max(base), rss_kib(pid) / 1024,
-                 len(os.listdir("/proc/%d/fd" % pid))), flush=True)
+              % (statistics.median(base), max(base), bl.status_kib(pid) / 1024,
+                 bl.fds(pid)), flush=True)
         for name, payload in (("silent", b""), ("stalled", b"\x16\x03\x01")):
             with open(chain.cloud.logpath, "rb") as f:
                 log0 = len(f.read().splitlines())
-            rss0, c0, w0 = rss_kib(pid), cpu_s(pid), time.monotonic()
+            rss0, c0, w0 = bl.status_kib(pid), bl.cpu_seconds(pid), time.monotonic()
             ready = [multiprocessing.Event() for _ in range(a.procs)]
             done = multiprocessing.Event()
             t0 = time.monotonic()
@@ -119,9 +98,9 @@ def main():
                 lat += probe(0.2)
             rate = a.n / (time.monotonic() - t0)
             lat += probe(6)  # past the handshake deadline
-            peak = rss_kib(pid)
-            fds = len(os.listdir("/proc/%d/fd" % pid))
-            cpu = (cpu_s(pid) - c0) / (time.monotonic() - w0)
+            peak = bl.status_kib(pid)
+            fds = bl.fds(pid)
+            cpu = (bl.cpu_seconds(pid) - c0) / (time.monotonic() - w0)
             done.set()
             for p in ps:
                 p.join()

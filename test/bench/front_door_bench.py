@@ -18,7 +18,6 @@ Prints each run's MB/s, the medians, and front door / DNAT. The client is the sa
 process for all three (recv_into 1 MiB, no copy kept), so its own cost is in every figure.
 A program, not a test: it asserts nothing.
 """
-import argparse
 import os
 import socket
 import ssl
@@ -26,36 +25,25 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "rel"))
-    ap.add_argument("--mib", type=int, default=1024)
-    ap.add_argument("--runs", type=int, default=3)
+    ap = bl.parser(__doc__, "rel", mib=1024, runs=3)
     args = ap.parse_args()
-    os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
+    h = bl.use_build(args.build)
     os.environ.setdefault("ST_TEST_TMPDIR", "/tmp")
-    import harness as h
     import front_door_test as fd
-    from edge_stalled import Nginx
+    from edge_stalled import start_download_nginx
 
-    env = h.Env("door-bench", nodes=("edge-1",))
-    nginx = None
-    try:
+    with bl.run_env("door-bench") as env:
         fd.mint_pki(env)
         # nginx serves the kubelet certificate valid for the node's IP.
         env.mint("server", "--ca", env.path("kubelet-ca"), "--out", env.path("kubelet"),
                  "--cn", "edge-1", "--ip", "127.0.0.1,%s" % fd.NODE_IP, "--dns", "localhost",
                  "--force")
-        nginx = Nginx(env)
-        with open(os.path.join(nginx.dir, "download"), "wb") as f:
-            f.truncate(args.mib << 20)
-        kubelet = type("K", (), {"port": nginx.port})()
+        kubelet = start_download_nginx(env, args.mib << 20)
         sock_path = env.sock("front-door.sock")
         cloud = h.start_cloudstream(env, extra=[
             "--front-door-listen", "127.0.0.1:0", "--front-door-socket", sock_path,
@@ -98,10 +86,7 @@ def main():
                     raise SystemExit("cut at %d of %d bytes" % (got, n))
                 got += k
 
-        stream_ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
-        stream_ctx.check_hostname = False
-        stream_ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
-                                   env.path("apiserver-kubelet-client.key"))
+        stream_ctx = bl.client_ctx(env.pki)
         kubelet_ctx = ssl.create_default_context(cafile=env.path("kubelet-ca.crt"))
         kubelet_ctx.load_cert_chain(env.path("apiserver-kubelet.crt"),
                                     env.path("apiserver-kubelet.key"))
@@ -136,10 +121,6 @@ def main():
         print("median: dnat %.1f MB/s, front door uds %.1f MB/s (%.2fx), front door tls "
               "%.1f MB/s (%.2fx)" % (med["dnat"], med["door-uds"], med["door-uds"] / med["dnat"],
                                      med["door-tls"], med["door-tls"] / med["dnat"]))
-    finally:
-        if nginx:
-            nginx.stop()
-        h.close_env(env, False)
 
 
 if __name__ == "__main__":

@@ -24,34 +24,17 @@ deadline. The last lines sum up the largest N against the targets.
 is not the cloud's, and on a 2-core machine it otherwise competes with the transfer's own
 processes. The load tool's CPU is printed either way. A program, not a test: it prints figures.
 """
-import argparse
 import os
 import shlex
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TCK
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 
 
 class Cloud:
@@ -138,7 +121,7 @@ class Load:
         total = 0.0
         for pid in pids:
             try:
-                total += cpu_s(pid)
+                total += bl.cpu_seconds(pid)
             except OSError:
                 pass
         return total
@@ -150,12 +133,8 @@ class Load:
 
 def transfer(build, pki, port, mib):
     """M MiB of /bytes from the kubelet stand-in through cloudstream -> edgestream: MB/s."""
-    import ssl
     import socket as so
-    ctx = ssl.create_default_context(cafile=pki + "/stream-ca.crt")
-    ctx.check_hostname = False
-    ctx.load_cert_chain(pki + "/apiserver-kubelet-client.crt",
-                        pki + "/apiserver-kubelet-client.key")
+    ctx = bl.client_ctx(pki)
     n = mib << 20
     s = ctx.wrap_socket(so.create_connection(("127.0.0.1", port), timeout=60))
     s.sendall(b"GET /bytes?n=%d HTTP/1.1\r\nHost: edge-1:10350\r\n\r\n" % n)
@@ -181,8 +160,7 @@ def median(xs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    ap = bl.parser(None, "release")
     ap.add_argument("--tunnels", default="1000,5000,19000")
     ap.add_argument("--window", type=float, default=20.0, help="seconds per idle CPU window")
     ap.add_argument("--windows", type=int, default=3, help="idle CPU windows per N (median)")
@@ -199,10 +177,8 @@ def main():
                     "of its 30 s --dead-peer-timeout); 0: KubeEdge edges' requests, every PING "
                     "answered at once")
     a = ap.parse_args()
-    build = os.path.abspath(a.build)
-    os.environ["ST_BIN_DIR"] = build
-    sys.path.insert(0, os.path.join(ROOT, "test", "integration", "lib"))
-    import harness as h
+    h = bl.use_build(a.build)
+    build = h.BIN
     env = h.Env("loop-bench", nodes=("edge-1",))
     d, pki = env.dir, env.pki
     extra = shlex.split(a.extra)
@@ -216,7 +192,7 @@ def main():
     for i, n in enumerate(ns):
         r = res[n] = {}
         cloud = Cloud(build, pki, d, 0, extra)
-        rss0 = rss_kib(cloud.p.pid)
+        rss0 = bl.status_kib(cloud.p.pid)
         edge, alone = None, []
         if kubelet:
             cloud.ports = {"tunnel": cloud.port}
@@ -232,12 +208,12 @@ def main():
             time.sleep(6)  # every tunnel has pinged at least once
             cpus, loads = [], []
             for w in range(a.windows):
-                c0, l0, w0 = cpu_s(cloud.p.pid), load.cpu_s(), time.monotonic()
+                c0, l0, w0 = bl.cpu_seconds(cloud.p.pid), load.cpu_s(), time.monotonic()
                 time.sleep(a.window)
-                c1, l1, w1 = cpu_s(cloud.p.pid), load.cpu_s(), time.monotonic()
+                c1, l1, w1 = bl.cpu_seconds(cloud.p.pid), load.cpu_s(), time.monotonic()
                 cpus.append(100.0 * (c1 - c0) / (w1 - w0))
                 loads.append(100.0 * (l1 - l0) / (w1 - w0))
-            rss = rss_kib(cloud.p.pid)
+            rss = bl.status_kib(cloud.p.pid)
             r["cpu"], r["rss"] = median(cpus), (rss - rss0) / n
             print("tunnels=%d idle_cpu_pct=%.1f (target <= 5; windows %s) load_tool_cpu_pct=%.1f "
                   "rss_mib=%.1f rss_per_tunnel_kib=%.1f (target <= 24) connect_all_s=%.1f" %

@@ -12,59 +12,30 @@ Prints the median of --runs 1 GiB downloads per path and their ratio, and the p5
 keep-alive GETs of a 4 KiB answer on one connection per path (what the hop adds). A program,
 not a test: it asserts nothing about speed. Use a Release build.
 """
-import argparse
 import os
-import socket
-import ssl
 import statistics
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
 import relay_bench as rb  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "rel"))
-    ap.add_argument("--mib", type=int, default=1024)
-    ap.add_argument("--runs", type=int, default=3)
+    ap = bl.parser(__doc__, "rel", mib=1024, runs=3)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--perf", metavar="DIR",
                     help="record both replicas with `perf record -g` during the local runs "
                          "(DIR/local-cs-a.data, ...) and the forwarded ones (DIR/forwarded-...)")
     args = ap.parse_args()
-    os.environ["ST_BIN_DIR"] = os.path.abspath(args.build)
-    import harness as h
+    h = bl.use_build(args.build)
 
     nbytes = args.mib << 20
-    env = h.Env("replicas-bench")
-    procs = []
-    try:
-        d = os.path.join(env.dir, "www")
-        os.makedirs(os.path.join(d, "tmp"))
-        line = b"2026-11-22T10:00:00.000000000Z a log line of some typical length, " \
-               b"with a counter and a few words\n"
-        block = (line * (4 << 20 // len(line) + 1))[:4 << 20]
-        with open(os.path.join(d, "big.txt"), "wb") as f:
-            for _ in range(nbytes // len(block)):
-                f.write(block)
-            f.write(block[:nbytes % len(block)])
-        with open(os.path.join(d, "small.txt"), "wb") as f:
-            f.write((line * 64)[:4096])
-        kport = rb.free_port()
-        conf = os.path.join(d, "kubelet.conf")
-        with open(conf, "w") as f:
-            f.write(rb.KUBELET_CONF.format(d=d, port=kport, kport=kport, pki=env.pki))
-        p = subprocess.Popen(["nginx", "-c", conf, "-p", d], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        procs.append(p)
-        rb.wait_port(kport, p, os.path.join(d, "kubelet-error.log"))
-
-        tports = [rb.free_port(), rb.free_port()]
+    with bl.run_env("replicas-bench") as env:
+        kubelet = rb.start_kubelet(env, nbytes)
+        tports = [bl.free_port(), bl.free_port()]
         clouds = []
         for i, name in enumerate(("cs-a", "cs-b")):
             def fixed(argv, port=tports[i]):
@@ -78,7 +49,6 @@ def main():
                 "--peer-ca", env.path("peer-ca.crt"),
                 "--peer-server-ca", env.path("tunnel-ca.crt"),
                 "--peer-server-name", "localhost"]))
-        kubelet = type("K", (), {"port": kport})()
         h.start_edgestream(env, clouds[0], kubelet, extra=["--log-level", "warn"])
         target = "/containerLogs/default/x/y"
         api = ["--cert", env.path("apiserver-kubelet-client.crt"),
@@ -86,7 +56,7 @@ def main():
         # cs-b knows edge-1 once its link to cs-a synced: wait until a request goes through.
         deadline = time.monotonic() + 10
         while True:
-            _, status, _ = rb.curl("https://127.0.0.1:%d/metrics" % clouds[1].ports["stream"],
+            _, status, _ = bl.curl("https://127.0.0.1:%d/metrics" % clouds[1].ports["stream"],
                                    api, "edge-1:10350")
             if status == 200:
                 break
@@ -97,49 +67,23 @@ def main():
         def measure(name, port):
             times, cpus, calls = [], [], []
             for _ in range(args.runs):
-                before = [rb.cpu_seconds(c.pid) for c in clouds]
-                sys_before = [rb.syscalls(c.pid) for c in clouds]
-                t, status, size = rb.curl("https://127.0.0.1:%d%s" % (port, target), api,
+                before = [bl.cpu_seconds(c.pid) for c in clouds]
+                sys_before = [bl.syscalls(c.pid) for c in clouds]
+                t, status, size = bl.curl("https://127.0.0.1:%d%s" % (port, target), api,
                                           "edge-1:10350")
                 if status != 200 or size != nbytes:
                     raise SystemExit("%s: status %d, %d bytes of %d" % (name, status, size,
                                                                       nbytes))
                 times.append(t)
-                cpus.append([rb.cpu_seconds(c.pid) - b for c, b in zip(clouds, before)])
+                cpus.append([bl.cpu_seconds(c.pid) - b for c, b in zip(clouds, before)])
                 calls.append([(a[0] - b[0], a[1] - b[1]) for a, b in
-                              zip([rb.syscalls(c.pid) for c in clouds], sys_before)])
+                              zip([bl.syscalls(c.pid) for c in clouds], sys_before)])
             measure.cpu = [statistics.median(c[i] for c in cpus) / (nbytes / float(1 << 30))
                            for i in range(2)]
             gib = nbytes / float(1 << 30)
             measure.calls = [tuple(statistics.median(c[i][k] for c in calls) / gib
                                    for k in range(2)) for i in range(2)]
             return statistics.median(times), min(times), max(times)
-
-        def latency(port):
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
-                                env.path("apiserver-kubelet-client.key"))
-            raw = socket.create_connection(("127.0.0.1", port), timeout=30)
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s = ctx.wrap_socket(raw)
-            req = b"GET /metrics HTTP/1.1\r\nHost: edge-1:10350\r\n\r\n"
-            times = []
-            for i in range(args.requests + 50):
-                t0 = time.perf_counter()
-                s.sendall(req)
-                status, hdrs, rest = h.read_head(s)
-                body = h.read_body(s, hdrs, rest)
-                dt = time.perf_counter() - t0
-                if status != 200 or len(body) != 4096:
-                    raise SystemExit("GET /metrics on %d: %d, %d bytes" % (port, status,
-                                                                          len(body)))
-                if i >= 50:
-                    times.append(dt)
-            s.close()
-            times.sort()
-            return times[len(times) // 2], times[int(len(times) * 0.99)]
 
         def record(phase):
             """perf record of both replicas until stop() (--perf DIR: PHASE-NAME.data)."""
@@ -169,8 +113,11 @@ def main():
         cpu_fwd = measure.cpu
         calls_fwd = measure.calls
         stop()
-        l50, l99 = latency(clouds[0].ports["stream"])
-        f50, f99 = latency(clouds[1].ports["stream"])
+        ctx = bl.client_ctx(env.pki, ca=None)
+        l50, l99, _ = bl.keepalive_latency(clouds[0].ports["stream"], ctx, "edge-1:10350",
+                                           args.requests)
+        f50, f99, _ = bl.keepalive_latency(clouds[1].ports["stream"], ctx, "edge-1:10350",
+                                           args.requests)
         mbps = lambda t: nbytes / t / 1e6  # noqa: E731
         print("%d MiB, median of %d runs, curl as the client" % (args.mib, args.runs))
         print("  local       %8.1f MB/s (runs %.1f..%.1f)" % (mbps(t_local), mbps(hi_l),
@@ -186,11 +133,6 @@ def main():
               "forwarded p50 %.0f µs p99 %.0f µs; the hop adds %.0f µs at p50, %.0f µs at "
               "p99" % (args.requests, l50 * 1e6, l99 * 1e6, f50 * 1e6, f99 * 1e6,
                        (f50 - l50) * 1e6, (f99 - l99) * 1e6))
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
-        env.close()
 
 
 if __name__ == "__main__":

@@ -23,41 +23,18 @@ streams; --kubelet-http1: one per stream), each process under its own 20,000 lim
 
 A program, not a test: it asserts nothing. Needs no root.
 """
-import argparse
 import os
 import signal
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "lib"))
-import harness as h  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
+h = bl.h
 
 CLOUD_TARGET_KIB = 12.0
 EDGE_TARGET_KIB = 20.0
-
-
-def status_kib(pid, key="VmRSS"):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def metrics(port):
-    import urllib.request
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
-    out = {}
-    for line in text.decode().splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            try:
-                out[k] = float(v)
-            except ValueError:
-                pass
-    return out
 
 
 def burst(args, env, cloud, n, hold=False):
@@ -84,15 +61,15 @@ def run(args, env, cloud, edge, kubelet):
     if "answered=20 " not in line:
         raise RuntimeError("warm-up: %s" % line)
     time.sleep(args.settle)
-    c0, e0 = status_kib(cloud.pid), status_kib(edge.pid)
+    c0, e0 = bl.status_kib(cloud.pid), bl.status_kib(edge.pid)
     n = args.streams
     line, client = burst(args, env, cloud, n, hold=True)
     try:
         time.sleep(args.settle)
-        c1, e1 = status_kib(cloud.pid), status_kib(edge.pid)
-        chwm, ehwm = status_kib(cloud.pid, "VmHWM"), status_kib(edge.pid, "VmHWM")
-        em = metrics(edge.ports["admin"])
-        cm = metrics(cloud.ports["admin"])
+        c1, e1 = bl.status_kib(cloud.pid), bl.status_kib(edge.pid)
+        chwm, ehwm = bl.status_kib(cloud.pid, "VmHWM"), bl.status_kib(edge.pid, "VmHWM")
+        em = bl.metrics(edge.ports["admin"])
+        cm = bl.metrics(cloud.ports["admin"])
     finally:
         client.send_signal(signal.SIGTERM)
         client.wait(timeout=60)
@@ -128,8 +105,8 @@ def run(args, env, cloud, edge, kubelet):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build/rel")
+    ap = bl.parser(__doc__)
+    ap.set_defaults(build="build/rel")  # printed as given
     ap.add_argument("--streams", type=int, default=10000)
     ap.add_argument("--interval", type=float, default=5.0,
                     help="seconds between the fake kubelet's log lines")
@@ -145,10 +122,8 @@ def main():
     ap.add_argument("--cloud-prefix", default="",
                     help="run cloudstream under this command, e.g. 'heaptrack -o /tmp/cs'")
     args = ap.parse_args()
-    h.BIN = os.path.abspath(args.build)
-    env = h.Env("stream-burst", nodes=("edge-1",))
-    ok = False
-    try:
+    bl.use_build(args.build)
+    with bl.run_env("stream-burst", keep=args.keep) as env:
         kubelet = h.start_kubelet(env, extra=[] if args.kubelet_http1 else ["--h2"])
         n = str(max(args.streams, 1024))
         cloud = h.start_cloudstream(env, ["--max-streams-per-node", n,
@@ -159,11 +134,6 @@ def main():
                                   extra=["--max-streams", n, "--log-level", "warn"]
                                   + args.edge_arg)
         run(args, env, cloud, edge, kubelet)
-        ok = True
-    finally:
-        h.close_env(env, not ok or args.keep)
-        if args.keep:
-            print("logs in", env.dir)
 
 
 if __name__ == "__main__":
