@@ -22,7 +22,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -32,13 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+
+#include "benchutil.h"
 
 enum cst { C_IDLE, C_TCP, C_TLS, C_REQ, C_HEAD, C_BODY, C_OPEN, C_DONE };
 
@@ -70,21 +70,6 @@ static unsigned answered, s504, other, failed;
 static unsigned failed_in[C_DONE + 1]; /* failures by the state they happened in */
 static char req[1024];
 static size_t req_len;
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void want(struct conn *c, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = c};
@@ -254,86 +239,35 @@ static void step(struct conn *c)
 	}
 }
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: follow_burst --port P --ca CA --cert CRT --key KEY [--host H] "
-	                "[--n N] [--target T] [--host-header H] [--expect S] [--timeout S] "
-	                "[--max-connecting N] [--hold S]\n");
-	exit(2);
-}
+static const struct bench_opt opts[] = {
+        {"port", BENCH_INT, &o.port, "P", true},
+        {"ca", BENCH_STR, &o.ca, "CA", true},
+        {"cert", BENCH_STR, &o.cert, "CRT", true},
+        {"key", BENCH_STR, &o.key, "KEY", true},
+        {"host", BENCH_STR, &o.host, "H", false},
+        {"n", BENCH_INT, &o.n, "N", false},
+        {"target", BENCH_STR, &o.target, "T", false},
+        {"host-header", BENCH_STR, &o.host_header, "H", false},
+        {"expect", BENCH_STR, &o.expect, "S", false},
+        {"timeout", BENCH_INT, &o.timeout_s, "S", false},
+        {"max-connecting", BENCH_INT, &o.max_connecting, "N", false},
+        {"hold", BENCH_INT, &o.hold_s, "S", false},
+};
+static const struct bench_cli cli = {"follow_burst", opts, sizeof opts / sizeof opts[0]};
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"host", 1, 0, 'h'},
-	                                   {"port", 1, 0, 'p'},
-	                                   {"ca", 1, 0, 'a'},
-	                                   {"cert", 1, 0, 'c'},
-	                                   {"key", 1, 0, 'k'},
-	                                   {"n", 1, 0, 'n'},
-	                                   {"target", 1, 0, 't'},
-	                                   {"host-header", 1, 0, 'H'},
-	                                   {"expect", 1, 0, 'e'},
-	                                   {"timeout", 1, 0, 'T'},
-	                                   {"max-connecting", 1, 0, 'm'},
-	                                   {"hold", 1, 0, 'o'},
-	                                   {0, 0, 0, 0}};
-	int ch;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (ch) {
-		case 'h':
-			o.host = optarg;
-			break;
-		case 'p':
-			o.port = (int)strtol(optarg, NULL, 10);
-			break;
-		case 'a':
-			o.ca = optarg;
-			break;
-		case 'c':
-			o.cert = optarg;
-			break;
-		case 'k':
-			o.key = optarg;
-			break;
-		case 'n':
-			o.n = (int)strtol(optarg, NULL, 10);
-			break;
-		case 't':
-			o.target = optarg;
-			break;
-		case 'H':
-			o.host_header = optarg;
-			break;
-		case 'e':
-			o.expect = optarg;
-			break;
-		case 'T':
-			o.timeout_s = (int)strtol(optarg, NULL, 10);
-			break;
-		case 'm':
-			o.max_connecting = (int)strtol(optarg, NULL, 10);
-			break;
-		case 'o':
-			o.hold_s = (int)strtol(optarg, NULL, 10);
-			break;
-		default:
-			usage();
-		}
-	}
+	bench_parse_args(&cli, argc, argv);
 	if (o.port <= 0 || !o.ca || !o.cert || !o.key || o.n <= 0)
-		usage();
-	struct rlimit rl;
-	getrlimit(RLIMIT_NOFILE, &rl);
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_cur < (rlim_t)o.n + 16) {
+		bench_usage(&cli);
+	rlim_t nofile = bench_raise_nofile();
+	if (nofile < (rlim_t)o.n + 16) {
 		fprintf(stderr, "RLIMIT_NOFILE %llu is too low for %d connections\n",
-		        (unsigned long long)rl.rlim_cur, o.n);
+		        (unsigned long long)nofile, o.n);
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
+	bench_catch_stop();
 	ctx = SSL_CTX_new(TLS_client_method());
 	if (SSL_CTX_load_verify_locations(ctx, o.ca, NULL) != 1 ||
 	    SSL_CTX_use_certificate_chain_file(ctx, o.cert) != 1 ||
@@ -347,17 +281,17 @@ int main(int argc, char **argv)
 	int rn = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", o.target,
 	                  o.host_header);
 	if (rn < 0 || (size_t)rn >= sizeof req)
-		usage();
+		bench_usage(&cli);
 	req_len = (size_t)rn;
 	ep = epoll_create1(0);
 	conns = calloc((size_t)o.n, sizeof *conns);
 	if (conns == NULL)
 		return 1;
-	uint64_t t0 = now_ms();
+	uint64_t t0 = bench_now_ms();
 	bool reported = false;
 	uint64_t hold_until = 0;
 	struct epoll_event evs[512];
-	while (!stop) {
+	while (!bench_stop) {
 		while (started < o.n && (o.max_connecting <= 0 || connecting < o.max_connecting))
 			start(&conns[started]);
 		unsigned settled = answered + s504 + other + failed;
@@ -365,7 +299,7 @@ int main(int argc, char **argv)
 			printf("burst n=%d answered=%u status504=%u other=%u failed=%u "
 			       "seconds=%.2f\n",
 			       o.n, answered, s504, other, failed,
-			       (double)(now_ms() - t0) / 1000.0);
+			       (double)(bench_now_ms() - t0) / 1000.0);
 			if (failed)
 				fprintf(stderr,
 				        "failed in: connect %u, TLS %u, request %u, head %u, body "
@@ -376,20 +310,20 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			reported = true;
 			if (o.hold_s > 0)
-				hold_until = now_ms() + (uint64_t)o.hold_s * 1000u;
+				hold_until = bench_now_ms() + (uint64_t)o.hold_s * 1000u;
 		}
-		if (!reported && now_ms() - t0 > (uint64_t)o.timeout_s * 1000u) {
+		if (!reported && bench_now_ms() - t0 > (uint64_t)o.timeout_s * 1000u) {
 			unsigned pending = (unsigned)o.n - settled;
 			printf("burst n=%d answered=%u status504=%u other=%u failed=%u "
 			       "seconds=%.2f "
 			       "unsettled=%u\n",
 			       o.n, answered, s504, other, failed + pending,
-			       (double)(now_ms() - t0) / 1000.0, pending);
+			       (double)(bench_now_ms() - t0) / 1000.0, pending);
 			printf("holding\n");
 			fflush(stdout);
 			reported = true;
 		}
-		if (hold_until && now_ms() >= hold_until)
+		if (hold_until && bench_now_ms() >= hold_until)
 			break;
 		int k = epoll_wait(ep, evs, 512, 200);
 		for (int i = 0; i < k; i++)

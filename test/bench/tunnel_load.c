@@ -22,7 +22,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -34,7 +33,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,6 +45,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+
+#include "benchutil.h"
 
 enum st { S_IDLE, S_TCP, S_TLS, S_REQ, S_RESP, S_OPEN };
 
@@ -83,7 +83,6 @@ static struct opts {
        .spread_ms = 2000,
        .timeout_ms = 30000};
 
-static volatile sig_atomic_t stop;
 static SSL_CTX *ctx;
 static X509 *ca;
 static EVP_PKEY *ca_key, *node_key;
@@ -93,25 +92,12 @@ static int dialing;
 static struct sockaddr_in dst;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint64_t rnd(uint64_t bound)
 {
 	rng ^= rng >> 12;
 	rng ^= rng << 25;
 	rng ^= rng >> 27;
 	return bound ? (rng * 0x2545f4914f6cdd1dull) % bound : 0;
-}
-
-static void on_signal(int s)
-{
-	(void)s;
-	stop = 1;
 }
 
 static void die(const char *what)
@@ -187,7 +173,7 @@ static void arm(struct conn *c, uint32_t events)
 /* Close and schedule the redial: the first one within the spread, then backoff. */
 static void drop(struct conn *c, uint64_t *counter)
 {
-	uint64_t now = now_ms();
+	uint64_t now = bench_now_ms();
 	if (counter)
 		(*counter)++;
 	if (c->st == S_OPEN) {
@@ -228,7 +214,7 @@ static void dial(struct conn *c)
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		c->st = S_IDLE;
-		c->due_ms = now_ms() + 1000;
+		c->due_ms = bench_now_ms() + 1000;
 		return;
 	}
 	int one = 1;
@@ -237,7 +223,7 @@ static void dial(struct conn *c)
 	cnt->dials++;
 	cnt->dialing++;
 	dialing++;
-	c->due_ms = now_ms() + o.timeout_ms;
+	c->due_ms = bench_now_ms() + o.timeout_ms;
 	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
 	epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
 	if (connect(c->fd, (struct sockaddr *)&dst, sizeof dst) < 0 && errno != EINPROGRESS)
@@ -399,7 +385,7 @@ static void read_response(struct conn *c)
 		cnt->dialing--;
 		dialing--;
 		cnt->open++;
-		c->due_ms = now_ms() + rnd(o.ping_ms);
+		c->due_ms = bench_now_ms() + rnd(o.ping_ms);
 		read_open(c);
 		return;
 	}
@@ -455,7 +441,7 @@ static void on_event(struct conn *c, uint32_t ev)
 /* Every 50 ms: dial the due ones (within --max-dialing), ping, enforce deadlines. */
 static void tick(struct conn *cs, int n)
 {
-	uint64_t now = now_ms();
+	uint64_t now = bench_now_ms();
 	for (int i = 0; i < n; i++) {
 		struct conn *c = &cs[i];
 		if (c->due_ms > now)
@@ -484,7 +470,7 @@ static void run_worker(int first, int n)
 	tls_setup();
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	struct conn *cs = calloc((size_t)n, sizeof *cs);
-	uint64_t now = now_ms();
+	uint64_t now = bench_now_ms();
 	for (int i = 0; i < n; i++) {
 		cs[i].fd = -1;
 		cs[i].idx = (uint32_t)(first + i);
@@ -492,13 +478,13 @@ static void run_worker(int first, int n)
 	}
 	struct epoll_event evs[512];
 	uint64_t next_tick = 0;
-	while (!stop && getppid() != 1) {
+	while (!bench_stop && getppid() != 1) {
 		int k = epoll_wait(ep, evs, 512, 50);
 		for (int i = 0; i < k; i++)
 			on_event(evs[i].data.ptr, evs[i].events);
-		if (now_ms() >= next_tick) {
+		if (bench_now_ms() >= next_tick) {
 			tick(cs, n);
-			next_tick = now_ms() + 50;
+			next_tick = bench_now_ms() + 50;
 		}
 	}
 	for (int i = 0; i < n; i++)
@@ -509,113 +495,41 @@ static void run_worker(int first, int n)
 
 /* ---- the parent ------------------------------------------------------------------------ */
 
-static void usage(void)
-{
-	fprintf(stderr,
-	        "usage: tunnel_load --port P --ca-cert F --ca-key F --server-ca F [--host H] "
-	        "[--n N] [--procs P] [--ping-interval MS] [--pong-within MS] [--redial-spread MS] "
-	        "[--max-dialing K] [--connect-timeout MS] [--duration S] [--prefix P] "
-	        "[--quiet]\n");
-	exit(2);
-}
-
-/* A whole non-negative decimal number, or the usage error it is. */
-static int int_arg(const char *s)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end != '\0' || v < 0 || v > INT_MAX) {
-		fprintf(stderr, "tunnel_load: \"%s\" is not a number\n", s);
-		exit(2);
-	}
-	return (int)v;
-}
+static const struct bench_opt opts[] = {{"port", BENCH_INT, &o.port, "P", true},
+                                        {"ca-cert", BENCH_STR, &o.ca_cert, "F", true},
+                                        {"ca-key", BENCH_STR, &o.ca_key, "F", true},
+                                        {"server-ca", BENCH_STR, &o.server_ca, "F", true},
+                                        {"host", BENCH_STR, &o.host, "H", false},
+                                        {"n", BENCH_INT, &o.n, "N", false},
+                                        {"procs", BENCH_INT, &o.procs, "P", false},
+                                        {"ping-interval", BENCH_U64, &o.ping_ms, "MS", false},
+                                        {"pong-within", BENCH_U64, &o.pong_within_ms, "MS", false},
+                                        {"redial-spread", BENCH_U64, &o.spread_ms, "MS", false},
+                                        {"max-dialing", BENCH_INT, &o.max_dialing, "K", false},
+                                        {"connect-timeout", BENCH_U64, &o.timeout_ms, "MS", false},
+                                        {"duration", BENCH_INT, &o.duration_s, "S", false},
+                                        {"prefix", BENCH_STR, &o.prefix, "P", false},
+                                        {"quiet", BENCH_FLAG, &o.quiet, NULL, false}};
+static const struct bench_cli cli = {"tunnel_load", opts, sizeof opts / sizeof opts[0]};
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	        {"host", 1, 0, 'h'},        {"port", 1, 0, 'p'},
-	        {"ca-cert", 1, 0, 'c'},     {"ca-key", 1, 0, 'k'},
-	        {"server-ca", 1, 0, 's'},   {"n", 1, 0, 'n'},
-	        {"procs", 1, 0, 'P'},       {"ping-interval", 1, 0, 'i'},
-	        {"pong-within", 1, 0, 'w'}, {"redial-spread", 1, 0, 'r'},
-	        {"max-dialing", 1, 0, 'm'}, {"connect-timeout", 1, 0, 't'},
-	        {"duration", 1, 0, 'd'},    {"prefix", 1, 0, 'x'},
-	        {"quiet", 0, 0, 'q'},       {0, 0, 0, 0}};
-	int ch;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (ch) {
-		case 'h':
-			o.host = optarg;
-			break;
-		case 'p':
-			o.port = int_arg(optarg);
-			break;
-		case 'c':
-			o.ca_cert = optarg;
-			break;
-		case 'k':
-			o.ca_key = optarg;
-			break;
-		case 's':
-			o.server_ca = optarg;
-			break;
-		case 'n':
-			o.n = int_arg(optarg);
-			break;
-		case 'P':
-			o.procs = int_arg(optarg);
-			break;
-		case 'i':
-			o.ping_ms = strtoull(optarg, NULL, 10);
-			break;
-		case 'w':
-			o.pong_within_ms = strtoull(optarg, NULL, 10);
-			break;
-		case 'r':
-			o.spread_ms = strtoull(optarg, NULL, 10);
-			break;
-		case 'm':
-			o.max_dialing = int_arg(optarg);
-			break;
-		case 't':
-			o.timeout_ms = strtoull(optarg, NULL, 10);
-			break;
-		case 'd':
-			o.duration_s = int_arg(optarg);
-			break;
-		case 'x':
-			o.prefix = optarg;
-			break;
-		case 'q':
-			o.quiet = true;
-			break;
-		default:
-			usage();
-		}
-	}
+	bench_parse_args(&cli, argc, argv);
 	if (!o.port || !o.ca_cert || !o.ca_key || !o.server_ca || o.n < 1 || o.procs < 1 ||
 	    o.ping_ms < 1)
-		usage();
+		bench_usage(&cli);
 	memset(&dst, 0, sizeof dst);
 	dst.sin_family = AF_INET;
 	dst.sin_port = htons((uint16_t)o.port);
 	if (inet_pton(AF_INET, o.host, &dst.sin_addr) != 1)
-		usage();
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
+		bench_usage(&cli);
+	bench_raise_nofile();
 	struct counters *all = mmap(NULL, sizeof *all * (size_t)o.procs, PROT_READ | PROT_WRITE,
 	                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (all == MAP_FAILED)
 		die("mmap");
 	memset(all, 0, sizeof *all * (size_t)o.procs);
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	bench_catch_stop();
 	pid_t *kids = calloc((size_t)o.procs, sizeof *kids);
 	int per = (o.n + o.procs - 1) / o.procs, first = 0;
 	for (int p = 0; p < o.procs; p++) {
@@ -627,9 +541,10 @@ int main(int argc, char **argv)
 		}
 		first += n;
 	}
-	uint64_t t0 = now_ms(), up_since = 0, down_at = t0;
+	uint64_t t0 = bench_now_ms(), up_since = 0, down_at = t0;
 	bool all_up = false;
-	while (!stop && (o.duration_s == 0 || now_ms() - t0 < (uint64_t)o.duration_s * 1000)) {
+	while (!bench_stop &&
+	       (o.duration_s == 0 || bench_now_ms() - t0 < (uint64_t)o.duration_s * 1000)) {
 		usleep(100000);
 		struct counters s = {0};
 		for (int p = 0; p < o.procs; p++) {
@@ -638,7 +553,7 @@ int main(int argc, char **argv)
 			for (size_t k = 0; k < sizeof s / sizeof(uint64_t); k++)
 				d[k] += src[k];
 		}
-		uint64_t now = now_ms();
+		uint64_t now = bench_now_ms();
 		if (!all_up && s.open == (uint64_t)o.n) {
 			all_up = true;
 			printf("all-up n=%d after_s=%.2f dials=%llu handshakes=%llu "
