@@ -5,8 +5,8 @@
  * capability and the other's replica id (our own id: the address is this replica, never dialled
  * again). On such a link this replica is the edge role: the in_link's st_session announces our
  * nodes (peer_directory.c) and carries the streams the other replica opens to them
- * (peer_forward.c); its bytes, PINGs and close are handled here, as is the liveness sweep over
- * every link. lws glue. Loop thread only.
+ * (peer_forward.c); its bytes, PINGs (stream/wsctl.h) and close are handled here, as is the
+ * liveness sweep over every link. lws glue. Loop thread only.
  */
 #include "peer_int.h"
 
@@ -48,24 +48,12 @@ void cs__peers_live_sweep(lws_sorted_usec_list_t *sul)
 	uint64_t now = cs_now_ms(), dead = srv->cfg.peer_dead_timeout_ms, ping = dead / 3;
 	for (struct accepted_link *a = p->acc; a; a = a->next)
 		cs_tunnel_link_liveness(a->t, now, ping, dead); /* a tunnel: the tunnel module's */
-	for (struct in_link *l = p->in; l; l = l->next) {
-		if (l->wsi == NULL)
-			continue;
-		switch (st_liveness_check(&l->live, now, ping, dead)) {
-		case ST_LIVENESS_PING:
-			l->want_ping = true;
-			lws_callback_on_writable(l->wsi);
-			break;
-		case ST_LIVENESS_DEAD:
+	for (struct in_link *l = p->in; l; l = l->next)
+		if (l->wsi && st_tunnel_liveness(&l->live, &l->ctl, l->wsi, now, ping, dead) ==
+		                      ST_LIVENESS_DEAD)
 			st_warn("peers: link to %s silent for %llu ms (--peer-dead-timeout): "
 			        "dropped",
 			        l->replica, (unsigned long long)(now - l->live.last_rx_ms));
-			lws_set_timeout(l->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-			break;
-		case ST_LIVENESS_OK:
-			break;
-		}
-	}
 	lws_sul_schedule(srv->ctx, 0, &p->sul_live, cs__peers_live_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(ping) * LWS_US_PER_MS);
 }
@@ -110,6 +98,7 @@ static struct in_link *edge_side_new(struct cs_server *srv, struct lws *wsi,
 	snprintf(l->replica, sizeof l->replica, "%s", echo->replica_id);
 	l->sync_pending = true;
 	st_liveness_init(&l->live, cs_now_ms());
+	st_wsctl_init(&l->ctl, "cloudstream-peer", cs_now_ms());
 	st_session_hello(l->sess, srv->replica);
 	l->next = p->in;
 	if (p->in)
@@ -156,27 +145,13 @@ static int own_message(void *user, const uint8_t *msg, size_t len)
 	return 0;
 }
 
-static void own_ping(void *user, const uint8_t *payload, size_t len)
+/* The other replica's PING, PONG or CLOSE (stream/wsctl.h): a PONG is owed at once. */
+static void own_control(void *user, enum st_ws_opcode op, const uint8_t *payload, size_t len)
 {
 	struct in_link *l = user;
-	st_liveness_rx(&l->live, cs_now_ms());
-	memcpy(l->pong, payload, len); /* <= 125: the reader refuses longer control frames */
-	l->pong_len = (uint8_t)len;
-	l->want_pong = true;
-	if (l->wsi)
+	if (st_wsctl_recv(&l->ctl, &l->live, op, payload, len, cs_now_ms(), 0) == ST_WSCTL_WRITE &&
+	    l->wsi)
 		lws_callback_on_writable(l->wsi);
-}
-
-static void own_pong(void *user)
-{
-	in_pong(user);
-}
-
-static void own_close(void *user, const uint8_t *payload, size_t len)
-{
-	(void)user;
-	(void)payload;
-	(void)len;
 }
 
 static void own_end(void *user, const char *why)
@@ -190,9 +165,7 @@ static void own_end(void *user, const char *why)
 
 static const struct st_tunnel_reader_cbs own_cbs = {
         .on_message = own_message,
-        .on_ping = own_ping,
-        .on_pong = own_pong,
-        .on_close = own_close,
+        .on_control = own_control,
         .on_end = own_end,
 };
 
@@ -200,26 +173,10 @@ static int in_writeable(struct in_link *l)
 {
 	if (l->kill)
 		return -1;
-	if (l->want_pong) { /* the other replica's PING, when we read its frames */
-		l->want_pong = false;
-		memcpy(l->srv->tx + LWS_PRE, l->pong, l->pong_len);
-		if (lws_write(l->wsi, l->srv->tx + LWS_PRE, l->pong_len, LWS_WRITE_PONG) < 0)
-			return -1;
-		cs__peer_in_kick(l);
-		return 0;
-	}
-	if (l->want_ping) {
-		static const char ping[] = "cloudstream-peer";
-		l->want_ping = false;
-		memcpy(l->srv->tx + LWS_PRE, ping, sizeof ping - 1);
-		if (lws_write(l->wsi, l->srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
-			return -1;
-		cs__peer_in_kick(l);
-		lws_callback_on_writable(l->wsi);
-		return 0;
-	}
 	cs__peer_in_fill(l);
-	ssize_t n = st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess); /* key 0 */
+	/* The PONG and PING owed head the batch, masked with the key 0 like the rest. */
+	ssize_t n =
+	        st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess, &l->ctl, cs_now_ms());
 	if (n < 0)
 		return -1;
 	cs__peer_in_kick(l);

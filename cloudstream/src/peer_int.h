@@ -32,6 +32,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <stream/wsctl.h>
+
 /* How many replicas the links and the directory know at most. */
 #define PEER_ADDRS_MAX CS_PEERDIR_MAX_PEERS
 
@@ -73,14 +75,11 @@ struct in_link {
 	bool in_sync;             /* between our SYNC and SYNC_END */
 	struct cs_tunnel *cursor; /* the next local tunnel the list names */
 	bool kill;
-	bool want_ping;          /* the sweep asked for a PING: the next WRITEABLE sends it */
 	struct st_liveness live; /* any frame received counts (a PONG too) */
 	/* Our own reading of the other replica's frames (stream/tunnelread.h; NULL: lws reads,
 	 * on its poll loop): a forwarded upload's bytes come this way. Its PINGs reach us: */
 	struct st_tunnel_reader *reader;
-	bool want_pong;          /* the next WRITEABLE sends a PONG with @pong */
-	uint8_t pong_len;        /* bytes of @pong */
-	uint8_t pong[125];       /* the PING's payload, a control frame's most */
+	struct st_wsctl ctl;     /* the PING the sweep asks for, the PONG we owe (stream/wsctl.h) */
 	struct pstream *streams; /* relayed to our nodes' tunnels (peer_forward.c) */
 	struct in_link *next, *prev;
 };

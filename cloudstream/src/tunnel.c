@@ -221,7 +221,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	t->next_stream_id = 1;
 	st_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
 	t->connected_ms = cs_now_ms();
-	t->last_tx_ms = t->connected_ms;
+	st_wsctl_init(&t->ctl, CS_TUNNEL_PING, t->connected_ms);
 	t->pong_within_ms = a.has_offer ? a.offer.pong_within_ms : 0;
 	memcpy(t->node, a.node, node_len + 1);
 	memcpy(t->serial, a.serial, sizeof t->serial);

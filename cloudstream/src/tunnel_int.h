@@ -14,6 +14,7 @@
 #include "cs.h"
 #include <certs/certs.h>
 #include <stream/ext.h>
+#include <stream/wsctl.h>
 
 #include "denylist.h"
 
@@ -39,22 +40,17 @@ struct cs_tunnel {
 	bool revoked;            /* closed by cs_tunnel_revoke: no wait for its redial */
 	struct st_liveness live; /* any frame received counts; paused = our silence */
 	size_t live_slot;        /* its slot in srv->tun.live (edges' tunnels only) */
-	bool want_ping;          /* the sweep asked for a PING: next WRITEABLE sends it */
 	bool kill;               /* cs_tunnel_close: the next WRITEABLE closes it */
 	/* Our own reading of the edge's frames (stream/tunnelread.h; NULL: lws reads, on its
 	 * poll loop). Then PINGs and CLOSE reach us, not lws, and we answer them: */
 	struct st_tunnel_reader *reader;
-	bool want_pong;    /* the next WRITEABLE sends a PONG with @pong */
-	bool close_echo;   /* the edge sent CLOSE: @kill writes ours (@pong holds its payload) */
-	bool pong_owed;    /* @pong answers a PING whose PONG waits until @pong_due_ms */
-	uint8_t pong_len;  /* bytes of @pong */
-	uint8_t pong[125]; /* the latest PING's (or CLOSE's) payload, a control frame's most */
+	/* The PING the sweep asks for, the PONG we owe, the edge's CLOSE (stream/wsctl.h; its
+	 * clock is cs_now_ms). The next WRITEABLE sends what is owed; with @kill, the echo. */
+	struct st_wsctl ctl;
 	/* The edge's pong-within (PROTOCOL.md §5.1): it hears from us at least this often, so a
 	 * PING may wait for its PONG until then, coalesced with the next ones. 0: answered at
 	 * once (a KubeEdge edge, or an edge that offered none). */
 	uint32_t pong_within_ms;
-	uint64_t last_tx_ms;  /* when we last wrote a frame to the edge (cs_now_ms clock) */
-	uint64_t pong_due_ms; /* while @pong_owed */
 	struct cs_tunnel *all_next, *all_prev; /* in srv->tun.all */
 	uint64_t connected_ms;
 	uint64_t bytes_in, bytes_out;
@@ -82,6 +78,8 @@ struct cs_tunnel {
 };
 
 #define CS_TUNNEL_PATH "/v1/kubeedge/connect"
+/* Our PING's payload on edge tunnels and accepted peer links (stream/wsctl.h: not empty). */
+#define CS_TUNNEL_PING "cloudstream"
 
 /* What admission found out about a websocket upgrade (admission.c). */
 struct cs_admission {

@@ -1,7 +1,7 @@
 /*
  * cloudstream/src/tunnel_io.c — a tunnel's bytes: websocket fragments reassembled into whole
- * messages and fed to its st_session, whatever the session packs written back one message per
- * WRITEABLE (a PING first when the sweep asked for one), and the liveness sweep that serves
+ * messages and fed to its st_session, whatever the session packs written back in batches per
+ * WRITEABLE (the PONG or PING owed first, stream/wsctl.h), and the liveness sweep that serves
  * every tunnel (any frame received counts as life). Split from tunnel.c, which calls these from
  * its protocol callback, so the hot path reads on its own. Loop thread only.
  */
@@ -20,7 +20,6 @@
 #include <stream/loop.h>
 #include <stream/reasm.h>
 #include <stream/tunnelread.h>
-#include <stream/wsframe.h>
 
 /* Feeds one whole message to the session. Returns 0, or -1 to drop the tunnel. */
 static int tunnel_message(struct cs_tunnel *t, const uint8_t *msg, size_t len)
@@ -62,55 +61,33 @@ static int own_message(void *user, const uint8_t *msg, size_t len)
 
 /*
  * An edge that offered pong-within hears from us at least that often, whatever it pings: its
- * PING is answered once that time since our last frame is near (less the sweep's lateness),
- * by the next PING's round or by the sweep, with the latest PING's payload (RFC 6455 §5.5.3
- * lets one PONG answer the most recent PING). An edge pinging every 5 s with a 30 s dead-peer
- * timeout (it offers 20 s) gets about one PONG in four: at 19,000 idle tunnels the PONG writes
- * were most of the cloud's idle CPU (their loopback receive work is charged to the writer).
- * Returns when the PONG is due; 0: at once.
+ * PING's PONG is held (stream/wsctl.h) until that time since our last frame is near (less the
+ * sweep's lateness), and goes by the next PING's round or by the sweep, with the latest PING's
+ * payload. An edge pinging every 5 s with a 30 s dead-peer timeout (it offers 20 s) gets about
+ * one PONG in four: at 19,000 idle tunnels the PONG writes were most of the cloud's idle CPU
+ * (their loopback receive work is charged to the writer). Returns the hold; 0: at once.
  */
-static uint64_t pong_due_ms(const struct cs_tunnel *t)
+static uint64_t pong_hold_ms(const struct cs_tunnel *t)
 {
-	if (t->pong_within_ms == 0)
-		return 0;
 	uint64_t late = st_liveness_sweep_interval_ms(t->srv->cfg.ping_interval_ms);
-	return t->pong_within_ms > late ? t->last_tx_ms + t->pong_within_ms - late : 0;
+	return t->pong_within_ms > late ? t->pong_within_ms - late : 0;
 }
 
-static void own_ping(void *user, const uint8_t *payload, size_t len)
+/* The edge's PING, PONG or CLOSE: what it calls for is stream/wsctl.h's. */
+static void own_control(void *user, enum st_ws_opcode op, const uint8_t *payload, size_t len)
 {
 	struct cs_tunnel *t = user;
-	uint64_t now = cs_now_ms();
-	st_liveness_rx(&t->live, now);
-	memcpy(t->pong, payload, len); /* <= 125: the reader refuses longer control frames */
-	t->pong_len = (uint8_t)len;
-	uint64_t due = pong_due_ms(t);
-	if (due > now) {
-		t->pong_owed = true;
-		t->pong_due_ms = due;
-		cs__tunnel_live_due(t, due);
-		return;
+	switch (st_wsctl_recv(&t->ctl, &t->live, op, payload, len, cs_now_ms(), pong_hold_ms(t))) {
+	case ST_WSCTL_WRITE:
+		if (t->wsi)
+			lws_callback_on_writable(t->wsi);
+		break;
+	case ST_WSCTL_LATER:
+		cs__tunnel_live_due(t, t->ctl.pong_due_ms); /* the sweep sends it then */
+		break;
+	case ST_WSCTL_NONE:
+		break;
 	}
-	t->pong_owed = false;
-	t->want_pong = true;
-	if (t->wsi)
-		lws_callback_on_writable(t->wsi);
-}
-
-static void own_pong(void *user)
-{
-	struct cs_tunnel *t = user;
-	st_liveness_rx(&t->live, cs_now_ms());
-}
-
-static void own_close(void *user, const uint8_t *payload, size_t len)
-{
-	struct cs_tunnel *t = user;
-	/* Echo the status code only (RFC 6455 §5.5.1), as lws does. */
-	size_t n = len < 2 ? len : 2;
-	memcpy(t->pong, payload, n);
-	t->pong_len = (uint8_t)n;
-	t->close_echo = true;
 }
 
 /* An edge that goes away is fleet life (a node rebooted, a load tool stopped: 19,000 at once):
@@ -139,7 +116,7 @@ static void own_end(void *user, const char *why)
 {
 	struct cs_tunnel *t = user;
 	struct cs_metrics *m = &t->srv->m;
-	bool closed = t->close_echo || strcmp(why, "close_notify") == 0;
+	bool closed = t->ctl.closed || strcmp(why, "close_notify") == 0;
 	bool gone = strcmp(why, "the connection closed") == 0;
 	uint64_t *count = closed ? &m->tunnels_closed_edge_closed
 	                  : gone ? &m->tunnels_closed_edge_gone
@@ -160,9 +137,7 @@ static void own_end(void *user, const char *why)
 
 static const struct st_tunnel_reader_cbs own_cbs = {
         .on_message = own_message,
-        .on_ping = own_ping,
-        .on_pong = own_pong,
-        .on_close = own_close,
+        .on_control = own_control,
         .on_end = own_end,
 };
 
@@ -177,42 +152,16 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 {
 	struct cs_server *srv = t->srv;
 	if (t->kill) {
-		if (t->close_echo) { /* framed by us (lws 4.1.6 has no public CLOSE write); best
-		                      * effort: the socket closes right after */
-			uint8_t *f = srv->tx + LWS_PRE;
-			size_t hl = st_ws_header_encode(f, ST_WS_CLOSE, t->pong_len, NULL);
-			memcpy(f + hl, t->pong, t->pong_len);
-			lws_write(t->wsi, f, hl + t->pong_len, LWS_WRITE_HTTP);
-		}
+		if (t->ctl.closed) /* the edge's CLOSE, echoed; best effort */
+			st_tunnel_write_close(&srv->tunnel_writer, t->wsi, &t->ctl);
 		return -1;
 	}
 	if (st_lws_write_pending(t->wsi))
-		return 0;   /* the last batch is still going out (stream/tunnelwrite.h) */
-	if (t->want_pong) { /* the edge's PING, when we read its frames (cs__tunnel_read_own) */
-		t->want_pong = false;
-		t->pong_owed = false;
-		memcpy(srv->tx + LWS_PRE, t->pong, t->pong_len);
-		if (lws_write(t->wsi, srv->tx + LWS_PRE, t->pong_len, LWS_WRITE_PONG) < 0)
-			return -1;
-		t->last_tx_ms = cs_now_ms();
-		cs__tunnel_kick(t);
-		return 0;
-	}
-	if (t->want_ping) {
-		/* Its PONG, like any frame, counts as life (st_liveness_rx). Not empty: lws 4.1.6
-		 * gives no RECEIVE_PONG for an empty PONG (ops-ws.c, "goto already_done"). */
-		static const char ping[] = "cloudstream";
-		t->want_ping = false;
-		memcpy(srv->tx + LWS_PRE, ping, sizeof ping - 1);
-		if (lws_write(t->wsi, srv->tx + LWS_PRE, sizeof ping - 1, LWS_WRITE_PING) < 0)
-			return -1;
-		t->last_tx_ms = cs_now_ms();
-		cs__tunnel_kick(t);
-		return 0;
-	}
-	if (!st_session_want_write(t->sess))
+		return 0; /* the last batch is still going out (stream/tunnelwrite.h) */
+	if (!st_session_want_write(t->sess) && !st_wsctl_want_write(&t->ctl))
 		return 0; /* lws's own frame went out (a PONG), or the loop's second feed (evloop.c) */
-	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess);
+	/* A PING the sweep asked for goes too: its PONG, like any frame, counts as life. */
+	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess, &t->ctl, cs_now_ms());
 	if (n == -EIO)
 		return -1;
 	if (n < 0) {
@@ -221,8 +170,6 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		return -1;
 	}
 	t->bytes_out += (uint64_t)n;
-	if (n > 0)
-		t->last_tx_ms = cs_now_ms();
 	cs__tunnel_kick(t);
 	return 0;
 }
@@ -310,16 +257,13 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 		struct cs_tunnel *t = slot->t;
 		if (t->wsi == NULL)
 			continue;
-		if (t->pong_owed && t->pong_due_ms <= now) { /* no PING came to take it along */
-			t->pong_owed = false;
-			t->want_pong = true;
+		if (st_wsctl_due(&t->ctl, now)) /* a held PONG no PING came to take along */
 			st_loop_write_soon(srv->loop, t->wsi);
-		}
 		switch (st_liveness_check(&t->live, now, ping, dead)) {
 		case ST_LIVENESS_PING:
 			if (peer_spoke(t, now))
 				break;
-			t->want_ping = true;
+			t->ctl.want_ping = true;
 			st_loop_write_soon(srv->loop, t->wsi);
 			break;
 		case ST_LIVENESS_DEAD:
@@ -337,8 +281,8 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 			break;
 		}
 		slot->due_ms = st_liveness_next_check_ms(&t->live, now, ping, dead);
-		if (t->pong_owed && t->pong_due_ms < slot->due_ms)
-			slot->due_ms = t->pong_due_ms;
+		if (t->ctl.pong_held && t->ctl.pong_due_ms < slot->due_ms)
+			slot->due_ms = t->ctl.pong_due_ms;
 	}
 	lws_sul_schedule(srv->ctx, 0, &srv->tun.sul_liveness, on_liveness_sweep,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(srv->cfg.ping_interval_ms) *

@@ -68,6 +68,7 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
 	memcpy(t->node, replica, node_len);
 	t->node[node_len] = '\0';
 	st_liveness_init(&t->live, t->connected_ms);
+	st_wsctl_init(&t->ctl, CS_TUNNEL_PING, t->connected_ms);
 	st_session_hello(t->sess, srv->replica);
 	cs__tunnel_kick(t);
 	cs__tunnel_read_own(t); /* a forwarded transfer's bytes come this way (issue 13) */
@@ -112,20 +113,8 @@ void cs__tunnel_link_closed(struct cs_tunnel *t)
 void cs_tunnel_link_liveness(struct cs_tunnel *t, uint64_t now_ms, uint64_t ping_ms,
                              uint64_t dead_ms)
 {
-	if (t->wsi == NULL)
-		return;
-	switch (st_liveness_check(&t->live, now_ms, ping_ms, dead_ms)) {
-	case ST_LIVENESS_PING:
-		t->want_ping = true;
-		lws_callback_on_writable(t->wsi);
-		break;
-	case ST_LIVENESS_DEAD:
-		st_warn("peers: link from %s silent for %llu ms (--peer-dead-timeout): "
-		        "dropped",
+	if (t->wsi && st_tunnel_liveness(&t->live, &t->ctl, t->wsi, now_ms, ping_ms, dead_ms) ==
+	                      ST_LIVENESS_DEAD)
+		st_warn("peers: link from %s silent for %llu ms (--peer-dead-timeout): dropped",
 		        t->node, (unsigned long long)(now_ms - t->live.last_rx_ms));
-		lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-		break;
-	case ST_LIVENESS_OK:
-		break;
-	}
 }

@@ -1,8 +1,9 @@
 /*
  * edgestream/src/tunnel.c — a tunnel to the cloud (tunnel.h), lws glue: the websocket's
  * callback (the upgrade, messages in, writes out), the session (edge role) and its callbacks
- * toward the streams, the tunnel coming up, pings and dead-peer detection, the base protocol's
- * pause, and the streams' access to the session. Loop thread only.
+ * toward the streams, the tunnel coming up, pings (stream/wsctl.h) and dead-peer detection
+ * (stream/liveness.h), the base protocol's pause, and the streams' access to the session. Loop
+ * thread only.
  *
  * The seam: this file is what happens on a websocket that exists. Getting one (dialling the
  * --cloud-url list, DNS on a worker, down and redial) and the tunnel's allocation are in
@@ -89,7 +90,8 @@ static const struct st_session_callbacks session_cbs = {
 
 void es_tunnel_kick(struct es_tunnel *t)
 {
-	if (t->wsi && t->connected && (t->want_ping || (t->sess && st_session_want_write(t->sess))))
+	if (t->wsi && t->connected &&
+	    (st_wsctl_want_write(&t->ctl) || (t->sess && st_session_want_write(t->sess))))
 		lws_callback_on_writable(t->wsi);
 }
 
@@ -198,21 +200,13 @@ static void on_ping_timer(lws_sorted_usec_list_t *sul)
 	if (t->wsi == NULL || !t->connected)
 		return;
 	uint64_t now = es_now_ms();
-	switch (st_liveness_check(&t->live, now, es->cfg.ping_interval_ms,
-	                          es->cfg.dead_peer_timeout_ms)) {
-	case ST_LIVENESS_DEAD: {
-		char why[128];
+	if (st_tunnel_liveness(&t->live, &t->ctl, t->wsi, now, es->cfg.ping_interval_ms,
+	                       es->cfg.dead_peer_timeout_ms) == ST_LIVENESS_DEAD) {
+		char why[128]; /* closing already: the reason for the log and the callback */
 		snprintf(why, sizeof why, "nothing from the cloud for %llu ms (dead peer)",
 		         (unsigned long long)(now - t->live.last_rx_ms));
 		es_tunnel_close(t, -ETIMEDOUT, why);
 		return;
-	}
-	case ST_LIVENESS_PING:
-		t->want_ping = true;
-		es_tunnel_kick(t);
-		break;
-	case ST_LIVENESS_OK:
-		break;
 	}
 	lws_sul_schedule(es->ctx, 0, &t->sul_ping, on_ping_timer,
 	                 (lws_usec_t)st_liveness_sweep_interval_ms(es->cfg.ping_interval_ms) *
@@ -268,6 +262,7 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	t->bytes_in = t->bytes_out = 0;
 	snprintf(t->replica, sizeof t->replica, "%s", agreed->replica_id);
 	st_liveness_init(&t->live, t->connected_ms);
+	st_wsctl_init(&t->ctl, "ping you", t->connected_ms); /* what KubeEdge's edge sends */
 	es->m.connects_total++;
 	if (t->caps)
 		st_session_hello(t->sess, es->node);
@@ -351,30 +346,15 @@ static int own_message(void *user, const uint8_t *msg, size_t len)
 	return t->sess ? tunnel_message(t, msg, len) : -1; /* it closes on an error */
 }
 
-static void own_ping(void *user, const uint8_t *payload, size_t len)
+/* The cloud's PING, PONG or CLOSE (stream/wsctl.h): a PONG is owed at once. */
+static void own_control(void *user, enum st_ws_opcode op, const uint8_t *payload, size_t len)
 {
 	struct es_tunnel *t = user;
-	st_liveness_rx(&t->live, es_now_ms());
-	memcpy(t->pong, payload, len); /* <= 125: the reader refuses longer control frames */
-	t->pong_len = (uint8_t)len;
-	t->want_pong = true;
-	if (t->wsi)
-		lws_callback_on_writable(t->wsi);
-}
-
-static void own_pong(void *user)
-{
-	struct es_tunnel *t = user;
-	st_liveness_rx(&t->live, es_now_ms());
-}
-
-static void own_close(void *user, const uint8_t *payload, size_t len)
-{
-	(void)payload;
-	(void)len;
-	struct es_tunnel *t = user;
-	if (t->close_reason[0] == '\0')
+	if (op == ST_WS_CLOSE && t->close_reason[0] == '\0')
 		snprintf(t->close_reason, sizeof t->close_reason, "the cloud closed the websocket");
+	if (st_wsctl_recv(&t->ctl, &t->live, op, payload, len, es_now_ms(), 0) == ST_WSCTL_WRITE &&
+	    t->wsi)
+		lws_callback_on_writable(t->wsi);
 }
 
 static void own_end(void *user, const char *why)
@@ -387,35 +367,14 @@ static void own_end(void *user, const char *why)
 
 static const struct st_tunnel_reader_cbs own_cbs = {
         .on_message = own_message,
-        .on_ping = own_ping,
-        .on_pong = own_pong,
-        .on_close = own_close,
+        .on_control = own_control,
         .on_end = own_end,
 };
 
 static int tunnel_writeable(struct es_tunnel *t)
 {
-	uint8_t *tx = t->es->tx + LWS_PRE;
-	if (st_lws_write_pending(t->wsi))
-		return 0;   /* the last batch is still going out (stream/tunnelwrite.h) */
-	if (t->want_pong) { /* the cloud's PING, when we read its frames */
-		t->want_pong = false;
-		memcpy(tx, t->pong, t->pong_len);
-		if (lws_write(t->wsi, tx, t->pong_len, LWS_WRITE_PONG) < 0)
-			return -1;
-		es_tunnel_kick(t);
-		return 0;
-	}
-	if (t->want_ping) {
-		t->want_ping = false;
-		static const char ping[] = "ping you"; /* what KubeEdge's edge sends */
-		memcpy(tx, ping, sizeof ping - 1);
-		if (lws_write(t->wsi, tx, sizeof ping - 1, LWS_WRITE_PING) < 0)
-			return -1;
-		es_tunnel_kick(t);
-		return 0;
-	}
-	ssize_t n = st_tunnel_write(&t->es->tunnel_writer, t->wsi, t->sess);
+	/* The PONG and PING owed head the batch (stream/wsctl.h). */
+	ssize_t n = st_tunnel_write(&t->es->tunnel_writer, t->wsi, t->sess, &t->ctl, es_now_ms());
 	if (n == -EIO)
 		return -1;
 	if (n < 0) {

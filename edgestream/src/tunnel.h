@@ -26,6 +26,7 @@
 #include <stream/liveness.h>
 #include <stream/reasm.h>
 #include <stream/session.h>
+#include <stream/wsctl.h>
 
 #include "backoff.h"
 #include "es.h"
@@ -62,13 +63,10 @@ struct es_tunnel {
 	bool extended;
 	struct st_reasm rx; /* reassembly of a fragmented message */
 	struct st_liveness live;
-	bool want_ping;
 	/* Our own reading of the cloud's frames (stream/tunnelread.h; NULL: lws reads, on its
 	 * poll loop). Then the cloud's PINGs reach us, not lws, and we answer them: */
 	struct st_tunnel_reader *reader;
-	bool want_pong;            /* the next WRITEABLE sends a PONG with @pong */
-	uint8_t pong_len;          /* bytes of @pong */
-	uint8_t pong[125];         /* the PING's payload, a control frame's most */
+	struct st_wsctl ctl;       /* the PING the timer asks for, the PONG owed (stream/wsctl.h) */
 	bool rx_paused;            /* base protocol: reading paused for blocking streams */
 	bool refusal_logged;       /* the session's first refusal of a stream was logged */
 	unsigned blocking_streams; /* streams whose queue toward the backend is over its mark */

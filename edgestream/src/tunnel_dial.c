@@ -221,9 +221,8 @@ void es__tunnel_down(struct es_tunnel *t, int err, const char *why)
 	t->wsi = NULL;
 	t->connected = false;
 	t->dialing = false;
-	t->want_ping = false;
-	t->want_pong = false;
-	st_tunnel_reader_free(t->reader); /* the socket is going: no more reading */
+	memset(&t->ctl, 0, sizeof t->ctl); /* nothing is owed on a connection that is gone */
+	st_tunnel_reader_free(t->reader);  /* the socket is going: no more reading */
 	t->reader = NULL;
 	lws_sul_cancel(&t->sul_ping);
 	lws_sul_cancel(&t->sul_stable);

@@ -134,13 +134,11 @@ static int frame(struct st_tunnel_reader *r, const struct st_ws_header *h)
 		return 0;
 	}
 	case ST_WS_PING:
-		r->cbs->on_ping(r->user, p, len);
-		return 0;
 	case ST_WS_PONG:
-		r->cbs->on_pong(r->user);
+		r->cbs->on_control(r->user, (enum st_ws_opcode)h->opcode, p, len);
 		return 0;
 	case ST_WS_CLOSE:
-		r->cbs->on_close(r->user, p, len);
+		r->cbs->on_control(r->user, (enum st_ws_opcode)h->opcode, p, len);
 		end(r, "the peer's close frame");
 		return -1;
 	default:

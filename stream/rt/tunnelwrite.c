@@ -15,6 +15,7 @@
 
 #include <stream/limits.h>
 #include <stream/session.h>
+#include <stream/wsctl.h>
 #include <stream/wsframe.h>
 
 /* A message is packed behind room for the header a 126..65535-byte payload has (every full
@@ -297,13 +298,70 @@ int st_lws_write_corked(struct lws *wsi, uint8_t *buf, size_t len, int wp)
 	return r < 0 ? -EIO : 0;
 }
 
-ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess)
+/* One control frame of @len (<= 125) bytes framed at @out, masked on a client. Returns its
+ * length, or 0 when no mask key could be drawn. */
+static size_t control_frame(struct st_tunnel_writer *w, uint8_t *out, enum st_ws_opcode op,
+                            const uint8_t *payload, size_t len)
+{
+	const uint8_t *key = NULL;
+	if (w->mask && (key = next_key(w)) == NULL)
+		return 0;
+	size_t hl = st_ws_header_encode(out, op, len, key);
+	if (len > 0)
+		memcpy(out + hl, payload, len);
+	if (key)
+		st_ws_mask(out + hl, len, key);
+	return hl + len;
+}
+
+int st_tunnel_write_close(struct st_tunnel_writer *w, struct lws *wsi, const struct st_wsctl *ctl)
+{
+	uint8_t *f = w->buf + LWS_PRE;
+	size_t n = control_frame(w, f, ST_WS_CLOSE, ctl->close, ctl->close_len);
+	if (n == 0)
+		return -ENOMEM;
+	return lws_write(wsi, f, n, LWS_WRITE_HTTP) < 0 ? -EIO : 0;
+}
+
+enum st_liveness_verdict st_tunnel_liveness(struct st_liveness *live, struct st_wsctl *ctl,
+                                            struct lws *wsi, uint64_t now_ms, uint64_t ping_ms,
+                                            uint64_t dead_ms)
+{
+	enum st_liveness_verdict v = st_liveness_check(live, now_ms, ping_ms, dead_ms);
+	switch (v) {
+	case ST_LIVENESS_PING:
+		ctl->want_ping = true;
+		lws_callback_on_writable(wsi);
+		break;
+	case ST_LIVENESS_DEAD:
+		lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		break;
+	case ST_LIVENESS_OK:
+		break;
+	}
+	return v;
+}
+
+ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess,
+                        struct st_wsctl *ctl, uint64_t now_ms)
 {
 	if (st_lws_write_pending(wsi))
 		return 0; /* the last batch is still going out: called again when writable */
 	uint8_t *base = w->buf + LWS_PRE;
 	size_t room = st_ws_header_len(126, w->mask);
 	size_t off = 0, payload_total = 0, frames = 0;
+	/* The control frames first (at most two of 131 bytes): the peer may be waiting for the
+	 * PONG, and they are no message (between two messages, RFC 6455 §5.4). */
+	enum st_ws_opcode op;
+	const uint8_t *cp;
+	size_t clen;
+	while (ctl && st_wsctl_take(ctl, &op, &cp, &clen)) {
+		size_t n = control_frame(w, base + off, op, cp, clen);
+		if (n == 0)
+			return -ENOMEM;
+		off += n;
+		frames++;
+	}
 	while (off < ST_TUNNEL_BATCH_BYTES) {
 		uint8_t *payload = base + off + room;
 		bool binary;
@@ -337,6 +395,8 @@ ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_s
 	/* LWS_WRITE_HTTP: lws's websocket role sends it as it is (no framing, no masking). */
 	if (st_lws_write_corked(wsi, base, off, LWS_WRITE_HTTP) < 0)
 		return -EIO;
+	if (ctl)
+		st_wsctl_sent(ctl, now_ms);
 	w->frames_out += frames;
 	w->writes_out++;
 	return (ssize_t)payload_total;

@@ -548,7 +548,7 @@ def sighup_reload(chain):
 # ---- groups -----------------------------------------------------------------------------------
 
 def control_frame(op, payload):
-    """A masked client control frame (PING 0x9, PONG 0xA)."""
+    """A masked client control frame (PING 0x9, PONG 0xA, CLOSE 0x8)."""
     key = os.urandom(4)
     return (bytes([0x80 | op, 0x80 | len(payload)]) + key
             + bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
@@ -665,6 +665,29 @@ def pings_coalesced_within_offer(chain, within_ms=3000, seconds=5.0):
         t.join(5)
 
 
+def close_echoed(chain):
+    """An edge's CLOSE (status 1000 and a reason) is echoed before the tunnel closes, with the
+    status code alone (RFC 6455 §5.5.1, as lws does; stream/wsctl.h keeps it), after a PONG
+    that shows the tunnel was read by us."""
+    s, next_frame = raw_tunnel(chain, "edge-2")
+    try:
+        s.sendall(control_frame(0x9, b"before-close"))
+        op, got = next_frame()
+        check(op == 0xA and got == b"before-close", "PING: got op %d %r" % (op, got))
+        s.sendall(control_frame(0x8, b"\x03\xe8bye"))
+        op, got = next_frame()
+        check(op == 0x8 and got == b"\x03\xe8", "CLOSE echo: got op %d %r" % (op, got))
+        s.settimeout(5)
+        try:
+            rest = s.recv(4096)
+        except (ConnectionError, ssl.SSLError):
+            rest = b""
+        check(rest == b"", "after the echo: %r" % rest[:40])
+        print("     CLOSE 1000 \"bye\" echoed as %r, then the connection closed" % got)
+    finally:
+        s.close()
+
+
 def group_base():
     chain = Chain("cs-base", "base", edge_extra=("--send-remove", "4242"))
     rc = 1
@@ -685,6 +708,7 @@ def group_base():
             ("upload_only", lambda: upload_only(chain, 8 << 20)),
             ("pings_answered_at_once", lambda: pings_answered_at_once(chain)),
             ("pings_coalesced_within_offer", lambda: pings_coalesced_within_offer(chain)),
+            ("close_echoed", lambda: close_echoed(chain)),
         ]))
         check_clean_exit(chain)
         return rc

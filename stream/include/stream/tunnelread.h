@@ -10,8 +10,9 @@
  * good (lws_rx_flow_control), an ev_io of ours on the same socket calls SSL_read with OpenSSL's
  * read-ahead on (one read() brings several records), reads each frame exactly (its header,
  * then its payload, so no bytes of the next frame need moving), unmasks 32 bytes per step
- * and hands each whole message to the caller from its buffer. lws still does the handshake,
- * every write (PONGs included) and the close.
+ * and hands each whole message to the caller from its buffer. lws still does the handshake
+ * and the close; every write is the tunnel writer's (stream/tunnelwrite.h; the PONGs owed,
+ * stream/wsctl.h, included).
  *
  * Only on the epoll loop (stream/loop.h), and taken over where no frame can have reached lws yet:
  * in LWS_CALLBACK_ESTABLISHED (server) or LWS_CALLBACK_CLIENT_ESTABLISHED (client). The upgrade
@@ -31,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stream/wsframe.h>
+
 struct lws;
 struct st_loop;
 struct st_tunnel_reader;
@@ -43,13 +46,12 @@ struct st_tunnel_reader_cbs {
 	/* a whole TEXT or BINARY message (gathered when it came fragmented); @msg is valid for the
 	 * call. 0 to go on, < 0 to stop reading (the caller closes the connection). */
 	int (*on_message)(void *user, const uint8_t *msg, size_t len);
-	/* a PING (@len <= 125): the caller answers with a PONG carrying the same bytes. */
-	void (*on_ping)(void *user, const uint8_t *payload, size_t len);
-	/* a PONG. */
-	void (*on_pong)(void *user);
-	/* the peer's CLOSE frame (@len <= 125: a status code and reason, or nothing), just before
+	/* a control frame: @opcode is ST_WS_PING, ST_WS_PONG or ST_WS_CLOSE (stream/wsframe.h),
+	 * @len <= 125, @payload valid for the call. What it calls for (the PONG, a sign of life,
+	 * the CLOSE's echo) is st_wsctl_recv()'s (stream/wsctl.h). A CLOSE comes just before
 	 * on_end: the caller may echo it (RFC 6455 §5.5.1) before it closes. */
-	void (*on_close)(void *user, const uint8_t *payload, size_t len);
+	void (*on_control)(void *user, enum st_ws_opcode opcode, const uint8_t *payload,
+	                   size_t len);
 	/* the reading ended and will not start again: the peer's CLOSE frame, close_notify or
 	 * EOF, a TLS error, a malformed or oversized frame. @why is static text: "the peer's close
 	 * frame" and "close_notify" for a peer that closed, "the connection closed" for one gone

@@ -14,8 +14,10 @@
  * as their tx_packet_size, so lws sends a batch in one go and copies nothing to its output list
  * unless the socket is full. (With tx_packet_size at ST_TUNNEL_BATCH_BYTES, lws cut the bytes
  * of every batch past it into its output list and sent them in a writable round of their own:
- * one more TLS record, write(), TCP segment and loop round per batch.) Control frames lws makes
- * itself (PING, PONG, CLOSE) still go through lws: they are rare and tiny.
+ * one more TLS record, write(), TCP segment and loop round per batch.) The PONG and PING a
+ * tunnel owes (stream/wsctl.h) head the batch: they are tiny, and written alone each cost a
+ * writable callback and a TLS record of its own. Only where lws reads the tunnel itself (its
+ * poll loop) does lws answer the peer's PINGs.
  *
  * Thread-safety: none; the loop thread owns the writer.
  */
@@ -27,8 +29,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <stream/liveness.h>
+
 struct lws;
 struct st_session;
+struct st_wsctl;
 
 #define ST_TUNNEL_BATCH_BYTES (128u * 1024u) /* a batch ends with the message that reaches it */
 #define ST_TLS_RECORD_BYTES   16384u         /* TLS plaintext per full record */
@@ -56,13 +61,35 @@ int st_tunnel_writer_init(struct st_tunnel_writer *w, bool mask);
 void st_tunnel_writer_free(struct st_tunnel_writer *w);
 
 /*
- * st_tunnel_write() - pack, frame and write what @sess has to send on @wsi (in its writable
- * callback). Returns the message bytes written (frame headers not counted; 0 when there was
- * nothing to send), or a negative errno: what st_session_pack returned (the session cannot go
- * on), -EIO when lws refused the write (the connection is going), -ENOMEM when no mask key
- * could be drawn.
+ * st_tunnel_write() - frame and write, in @wsi's writable callback, the control frames @ctl
+ * owes (st_wsctl_take: a PONG, a PING; @ctl may be NULL) and then what @sess has to send, in
+ * one batch; @ctl hears that a frame went out at @now_ms (st_wsctl_sent). Returns the message
+ * bytes written (frame headers and control frames not counted; 0 when there was no message to
+ * send), or a negative errno: what st_session_pack returned (the session cannot go on), -EIO
+ * when lws refused the write (the connection is going), -ENOMEM when no mask key could be
+ * drawn.
  */
-ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess);
+ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_session *sess,
+                        struct st_wsctl *ctl, uint64_t now_ms);
+
+/*
+ * st_tunnel_write_close() - echo the peer's CLOSE that @ctl holds (@ctl->closed; its status
+ * code) on @wsi, in its writable callback, just before the caller closes it: lws 4.1.6 has no
+ * public CLOSE write. Best effort: the socket closes right after. Returns 0, or -EIO when lws
+ * refused the write, -ENOMEM when no mask key could be drawn.
+ */
+int st_tunnel_write_close(struct st_tunnel_writer *w, struct lws *wsi, const struct st_wsctl *ctl);
+
+/*
+ * st_tunnel_liveness() - st_liveness_check(@live, @now_ms, @ping_ms, @dead_ms) acted on for the
+ * tunnel @wsi: PING asks @ctl for a PING (the writer sends it) and @wsi for a writable
+ * callback; DEAD closes @wsi (lws_set_timeout ... LWS_TO_KILL_ASYNC). Returns the verdict,
+ * for the caller to log a dead tunnel (the quiet time is @now_ms - @live->last_rx_ms) or keep
+ * a reason. Loop thread, @wsi not NULL.
+ */
+enum st_liveness_verdict st_tunnel_liveness(struct st_liveness *live, struct st_wsctl *ctl,
+                                            struct lws *wsi, uint64_t now_ms, uint64_t ping_ms,
+                                            uint64_t dead_ms);
 
 /*
  * st_lws_write_corked() - one lws_write(@wsi, @buf, @len, @wp) (@wp: an enum
