@@ -108,6 +108,21 @@ bool certs_identity_has_ip(const struct certs_identity *id, const char *ip)
 	return false;
 }
 
+bool certs_identity_listed(const struct certs_identity *id, char *const *allow, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *a = allow[i];
+		if (strncmp(a, "O=", 2) == 0) {
+			for (size_t k = 0; k < id->num_orgs; k++)
+				if (strcmp(id->orgs[k], a + 2) == 0)
+					return true;
+		} else if (strcmp(id->cn, strncmp(a, "CN=", 3) == 0 ? a + 3 : a) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 bool certs_valid_node_name(const char *name, size_t len)
 {
 	if (len == 0 || len > CERTS_MAX_NAME_BYTES)

@@ -132,21 +132,6 @@ static void user_put(struct cs_authz *az, struct cs_authz_user *u)
 	free(s);
 }
 
-static bool subject_listed(const struct st_strlist *allow, const struct certs_identity *id)
-{
-	for (size_t i = 0; i < allow->n; i++) {
-		const char *a = allow->v[i];
-		if (strncmp(a, "O=", 2) == 0) {
-			for (size_t k = 0; k < id->num_orgs; k++)
-				if (strcmp(id->orgs[k], a + 2) == 0)
-					return true;
-		} else if (strcmp(id->cn, strncmp(a, "CN=", 3) == 0 ? a + 3 : a) == 0) {
-			return true;
-		}
-	}
-	return false;
-}
-
 bool cs__authz_on_tls(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
@@ -166,7 +151,7 @@ bool cs__authz_on_tls(struct cs_front *f)
 	if (rc < 0)
 		return false;
 	const struct st_strlist *allow = &srv->cfg.stream_allowed_subjects;
-	if (allow->n > 0 && !subject_listed(allow, &id)) {
+	if (allow->n > 0 && !certs_identity_listed(&id, allow->v, allow->n)) {
 		char peer[64] = "";
 		lws_get_peer_simple(f->wsi, peer, sizeof peer);
 		st_log(ST_LOG_WARN, NULL, 0,

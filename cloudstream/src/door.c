@@ -26,21 +26,6 @@
 
 /* ---- the connection ---------------------------------------------------------------------- */
 
-static bool subject_listed(const struct st_strlist *allow, const struct certs_identity *id)
-{
-	for (size_t i = 0; i < allow->n; i++) {
-		const char *a = allow->v[i];
-		if (strncmp(a, "O=", 2) == 0) {
-			for (size_t k = 0; k < id->num_orgs; k++)
-				if (strcmp(id->orgs[k], a + 2) == 0)
-					return true;
-		} else if (strcmp(id->cn, strncmp(a, "CN=", 3) == 0 ? a + 3 : a) == 0) {
-			return true;
-		}
-	}
-	return false;
-}
-
 /* The TLS client on its first bytes: false to close (no certificate, or one that did not
  * verify; lws requires one, this is the belt to its braces). */
 static bool check_client(struct door *d)
@@ -62,7 +47,7 @@ static bool check_client(struct door *d)
 		return false;
 	snprintf(d->caller, sizeof d->caller, "%s", id.cn);
 	const struct st_strlist *allow = &d->srv->cfg.front_door_allowed_subjects;
-	d->refused = allow->n > 0 && !subject_listed(allow, &id);
+	d->refused = allow->n > 0 && !certs_identity_listed(&id, allow->v, allow->n);
 	return true;
 }
 

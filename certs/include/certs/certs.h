@@ -127,6 +127,13 @@ int certs_x509_identity(X509 *x, struct certs_identity *id);
 /* certs_identity_has_ip() - does one of the IP SANs equal @ip (any text form)? */
 bool certs_identity_has_ip(const struct certs_identity *id, const char *ip);
 
+/*
+ * certs_identity_listed() - does @id match one of the @n entries of @allow (borrowed)? An entry
+ * "O=<org>" matches one of its O values, "CN=<name>" or a bare "<name>" its CN; every
+ * comparison is exact. An empty list matches nothing (the caller decides what no list means).
+ */
+bool certs_identity_listed(const struct certs_identity *id, char *const *allow, size_t n);
+
 /* How a node name is taken from a client certificate's CN. */
 enum certs_cn_mode {
 	CERTS_CN_NODE = 0,  /* "system:node:<name>" required (Kubernetes node credentials) */

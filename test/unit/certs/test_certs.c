@@ -240,6 +240,30 @@ static void test_node_names(void **state)
 	assert_int_equal(certs_node_name_from_cn(name, CERTS_CN_PLAIN, out, sizeof out), -EACCES);
 }
 
+/* O= entries match an O value, CN= and bare entries the CN; exactly, never by prefix. */
+static void test_certs_identity_listed__entries(void **state)
+{
+	(void)state;
+	struct certs_identity id = {.cn = "kube-apiserver", .num_orgs = 2};
+	snprintf(id.orgs[0], sizeof id.orgs[0], "system:masters");
+	snprintf(id.orgs[1], sizeof id.orgs[1], "egress");
+	/* char *[] as in a parsed flag list (struct st_strlist) */
+	char o_nobody[] = "O=nobody", o_egress[] = "O=egress", cn[] = "CN=kube-apiserver",
+	     other[] = "other", plain[] = "kube-apiserver", prefix[] = "kube",
+	     cn_longer[] = "CN=kube-apiserver-x", o_short[] = "O=egres",
+	     o_empty[] = "O=", org_bare[] = "egress", org_as_cn[] = "CN=egress";
+	char *by_org[] = {o_nobody, o_egress};
+	char *by_cn[] = {cn};
+	char *bare[] = {other, plain};
+	char *none[] = {prefix, cn_longer, o_short, o_empty, org_bare, org_as_cn};
+	assert_true(certs_identity_listed(&id, by_org, 2));
+	assert_false(certs_identity_listed(&id, by_org, 1)); /* only the first @n entries */
+	assert_true(certs_identity_listed(&id, by_cn, 1));
+	assert_true(certs_identity_listed(&id, bare, 2));
+	assert_false(certs_identity_listed(&id, none, sizeof none / sizeof none[0]));
+	assert_false(certs_identity_listed(&id, NULL, 0));
+}
+
 static void test_identity_limits(void **state)
 {
 	(void)state;
@@ -383,6 +407,7 @@ int main(void)
 	        cmocka_unit_test(test_node_client_and_rsa),
 	        cmocka_unit_test(test_node_names),
 	        cmocka_unit_test(test_identity_limits),
+	        cmocka_unit_test(test_certs_identity_listed__entries),
 	        cmocka_unit_test(test_sign_csr_exact),
 	        cmocka_unit_test(test_spki_pin),
 	};
