@@ -14,14 +14,10 @@
 #include "front.h"
 #include "listen.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <linux/netfilter_ipv4.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -36,10 +32,6 @@
 
 /* The most one WRITEABLE round writes to an apiserver connection (srv->tx holds 1 MiB). */
 #define CS_FRONT_WRITE_BYTES (128u * 1024u)
-
-#ifndef IP6T_SO_ORIGINAL_DST
-#define IP6T_SO_ORIGINAL_DST 80
-#endif
 
 /* Input kept while a head is incomplete or the stream is full: a whole head plus the one read
  * lws may still deliver after we pause. */
@@ -181,34 +173,6 @@ static int front_rx(struct cs_front *f, const uint8_t *p, size_t len)
 
 /* ---- connection ------------------------------------------------------------------------ */
 
-static void find_orig_dst(struct cs_front *f)
-{
-	int fd = lws_get_socket_fd(f->wsi);
-	struct sockaddr_storage orig, local;
-	socklen_t olen = sizeof orig, llen = sizeof local;
-	memset(&orig, 0, sizeof orig);
-	bool got = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &olen) == 0;
-	if (!got) {
-		olen = sizeof orig;
-		got = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &olen) == 0;
-	}
-	if (!got || getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
-		return; /* no conntrack entry: not DNAT'd (or no netfilter) */
-	char o[INET6_ADDRSTRLEN] = "", l[INET6_ADDRSTRLEN] = "";
-	if (orig.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, o, sizeof o);
-	else if (orig.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, o, sizeof o);
-	if (local.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&local)->sin_addr, l, sizeof l);
-	else if (local.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&local)->sin6_addr, l, sizeof l);
-	/* An IPv4 peer on a dual-stack socket shows up as ::ffff:a.b.c.d. */
-	const char *lp = strncmp(l, "::ffff:", 7) == 0 ? l + 7 : l;
-	if (o[0] && strcmp(o, lp) != 0)
-		snprintf(f->orig_dst, sizeof f->orig_dst, "%s", o);
-}
-
 static void front_closed(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
@@ -348,7 +312,7 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 				return -1;
 			}
 			f->verified = true;
-			find_orig_dst(f);
+			cs_socket_orig_dst(lws_get_socket_fd(wsi), f->orig_dst, sizeof f->orig_dst);
 			/* lws arms a 5 s timer at the handshake; ours is the idle/head timeout. */
 			lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE,
 			                (int)(srv->cfg.idle_timeout_ms / 1000));

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter_ipv4.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,6 +20,10 @@
 #include <stream/err.h>
 #include <stream/log.h>
 #include <stream/loop.h>
+
+#ifndef IP6T_SO_ORIGINAL_DST
+#define IP6T_SO_ORIGINAL_DST 80 /* linux/netfilter_ipv6/ip6_tables.h */
+#endif
 
 #define EMFILE_PAUSE_MS      250
 #define ACCEPTS_PER_WAKEUP   64
@@ -405,4 +410,34 @@ int cs_lws_log_allowed(uint32_t *dropped)
 {
 	static struct cs_logbudget b; /* lws logs from the loop thread only */
 	return cs_logbudget_take(&b, cs_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS, dropped);
+}
+
+void cs_socket_orig_dst(int fd, char *out, size_t cap)
+{
+	struct sockaddr_storage orig, local;
+	socklen_t olen = sizeof orig, llen = sizeof local;
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	memset(&orig, 0, sizeof orig);
+	bool got = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &olen) == 0;
+	if (!got) {
+		olen = sizeof orig;
+		got = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &olen) == 0;
+	}
+	if (!got || getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
+		return; /* no conntrack entry: not DNAT'd (or no netfilter) */
+	char o[INET6_ADDRSTRLEN] = "", l[INET6_ADDRSTRLEN] = "";
+	if (orig.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, o, sizeof o);
+	else if (orig.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, o, sizeof o);
+	if (local.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&local)->sin_addr, l, sizeof l);
+	else if (local.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&local)->sin6_addr, l, sizeof l);
+	/* An IPv4 peer on a dual-stack socket shows up as ::ffff:a.b.c.d. */
+	const char *lp = strncmp(l, "::ffff:", 7) == 0 ? l + 7 : l;
+	if (o[0] && strcmp(o, lp) != 0)
+		snprintf(out, cap, "%s", o);
 }

@@ -81,4 +81,10 @@ void cs_listener_free(struct cs_server *srv);
  * lines were dropped in the previous window (write it as one line). */
 int cs_lws_log_allowed(uint32_t *dropped);
 
+/* cs_socket_orig_dst() - the original destination address of accepted socket @fd when
+ * netfilter DNAT'd it (SO_ORIGINAL_DST, IPv4 or IPv6) to another address than the one it
+ * reached, as text into @out (@cap bytes, INET6_ADDRSTRLEN is enough); "" when it was not DNAT'd
+ * or @fd < 0. Any thread. */
+void cs_socket_orig_dst(int fd, char *out, size_t cap);
+
 #endif /* CLOUDSTREAM_LISTEN_H */

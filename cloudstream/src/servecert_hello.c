@@ -13,12 +13,8 @@
  */
 #include "servecert.h"
 
-#include <arpa/inet.h>
-#include <linux/netfilter_ipv4.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -28,11 +24,8 @@
 #include <stream/log.h>
 
 #include "cs.h"
+#include "listen.h"
 #include "servecert_int.h"
-
-#ifndef IP6T_SO_ORIGINAL_DST
-#define IP6T_SO_ORIGINAL_DST 80
-#endif
 
 /* a valid certificate that does not cover the address: issued again at most this often */
 #define SC_UNCOVERED_GAP_MS (10u * 60u * 1000u)
@@ -61,36 +54,6 @@ static void client_hello_sni(SSL *ssl, char *out, size_t cap)
 	out[n] = '\0';
 }
 
-/* The DNAT'd original destination of socket @fd, or "" when it was not DNAT'd. */
-static void orig_dst(int fd, char *out, size_t cap)
-{
-	struct sockaddr_storage orig, local;
-	socklen_t olen = sizeof orig, llen = sizeof local;
-	out[0] = '\0';
-	if (fd < 0)
-		return;
-	memset(&orig, 0, sizeof orig);
-	bool got = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &olen) == 0;
-	if (!got) {
-		olen = sizeof orig;
-		got = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &olen) == 0;
-	}
-	if (!got || getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
-		return;
-	char o[INET6_ADDRSTRLEN] = "", l[INET6_ADDRSTRLEN] = "";
-	if (orig.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, o, sizeof o);
-	else if (orig.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, o, sizeof o);
-	if (local.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&local)->sin_addr, l, sizeof l);
-	else if (local.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&local)->sin6_addr, l, sizeof l);
-	const char *lp = strncmp(l, "::ffff:", 7) == 0 ? l + 7 : l;
-	if (o[0] && strcmp(o, lp) != 0)
-		snprintf(out, cap, "%s", o);
-}
-
 static bool usable(const struct cs_sc_entry *e, const char *ip, const char *sni)
 {
 	if (e->cert == NULL || X509_cmp_time(X509_get0_notAfter(e->cert), NULL) <= 0)
@@ -111,7 +74,7 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
 		return SSL_CLIENT_HELLO_SUCCESS;
 	char sni[256], ip[INET6_ADDRSTRLEN];
 	client_hello_sni(ssl, sni, sizeof sni);
-	orig_dst(SSL_get_fd(ssl), ip, sizeof ip);
+	cs_socket_orig_dst(SSL_get_fd(ssl), ip, sizeof ip);
 	const char *node = NULL;
 	if (sni[0] && cs_registry_get(srv->reg, sni, strlen(sni)))
 		node = sni;
