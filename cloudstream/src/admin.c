@@ -54,8 +54,7 @@ static void render_metrics(struct st_text *t, void *user)
 	struct cs_server *srv = user;
 	const struct cs_metrics *m = &srv->m;
 	st_text_build_info(t, "cloudstream", cs_config_spec.version);
-	st_text_metric(t, "cloudstream_sessions", "gauge", "Edge tunnel sessions connected now.");
-	st_text_put(t, "cloudstream_sessions %zu\n", srv->tun.n);
+	st_text_gauge(t, "cloudstream_sessions", "Edge tunnel sessions connected now.", srv->tun.n);
 	st_text_metric(
 	        t, "cloudstream_sessions_total", "counter",
 	        "Edge tunnel sessions accepted, by protocol (base = unmodified KubeEdge edge).");
@@ -63,10 +62,8 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->sessions_total[0]);
 	st_text_put(t, "cloudstream_sessions_total{protocol=\"extended\"} %llu\n",
 	            (unsigned long long)m->sessions_total[1]);
-	st_text_metric(t, "cloudstream_sessions_replaced_total", "counter",
-	               "Sessions replaced by a reconnect of the same node.");
-	st_text_put(t, "cloudstream_sessions_replaced_total %llu\n",
-	            (unsigned long long)m->sessions_replaced);
+	st_text_counter(t, "cloudstream_sessions_replaced_total",
+	                "Sessions replaced by a reconnect of the same node.", m->sessions_replaced);
 	st_text_metric(t, "cloudstream_drain_moves_total", "counter",
 	               "Edges asked to move to another replica while draining (RECONNECT: a new "
 	               "tunnel first; CLOSE_CONNECT: KubeEdge edges, once their streams ended).");
@@ -74,13 +71,12 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->drain_moves[1]);
 	st_text_put(t, "cloudstream_drain_moves_total{how=\"close_connect\"} %llu\n",
 	            (unsigned long long)m->drain_moves[0]);
-	st_text_metric(t, "cloudstream_drain_edges_moving", "gauge",
-	               "Draining: edges whose move is not over (their tunnel still here).");
-	st_text_put(t, "cloudstream_drain_edges_moving %zu\n", srv->tun.moving);
-	st_text_metric(t, "cloudstream_sessions_rejected_total", "counter",
-	               "Tunnel upgrades refused (identity, path, limits, draining).");
-	st_text_put(t, "cloudstream_sessions_rejected_total %llu\n",
-	            (unsigned long long)m->sessions_rejected);
+	st_text_gauge(t, "cloudstream_drain_edges_moving",
+	              "Draining: edges whose move is not over (their tunnel still here).",
+	              srv->tun.moving);
+	st_text_counter(t, "cloudstream_sessions_rejected_total",
+	                "Tunnel upgrades refused (identity, path, limits, draining).",
+	                m->sessions_rejected);
 	st_text_metric(t, "cloudstream_tunnel_refusals_total", "counter",
 	               "Tunnel upgrades refused, by reason (denied = the deny list).");
 	for (int r = 0; r < CS_REFUSE_COUNT; r++)
@@ -108,18 +104,17 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->tunnels_closed_edge_error);
 	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"dead\"} %llu\n",
 	            (unsigned long long)m->tunnels_closed_dead);
-	st_text_metric(t, "cloudstream_shared_ips_total", "counter",
-	               "Times an IP became verified for two or more connected nodes at once.");
-	st_text_put(t, "cloudstream_shared_ips_total %llu\n", (unsigned long long)m->shared_ips);
-	st_text_metric(
-	        t, "cloudstream_shared_ip_refusals_total", "counter",
-	        "Requests addressed only by an IP two connected nodes share, refused (409).");
-	st_text_put(t, "cloudstream_shared_ip_refusals_total %llu\n",
-	            (unsigned long long)m->shared_ip_refusals);
-	st_text_metric(t, "cloudstream_node_reconnect_waiting", "gauge",
-	               "Requests waiting now for their node, connected nowhere, to redial "
-	               "(--node-reconnect-grace).");
-	st_text_put(t, "cloudstream_node_reconnect_waiting %zu\n", srv->n_reconnect_waiting);
+	st_text_counter(t, "cloudstream_shared_ips_total",
+	                "Times an IP became verified for two or more connected nodes at once.",
+	                m->shared_ips);
+	st_text_counter(
+	        t, "cloudstream_shared_ip_refusals_total",
+	        "Requests addressed only by an IP two connected nodes share, refused (409).",
+	        m->shared_ip_refusals);
+	st_text_gauge(t, "cloudstream_node_reconnect_waiting",
+	              "Requests waiting now for their node, connected nowhere, to redial "
+	              "(--node-reconnect-grace).",
+	              srv->n_reconnect_waiting);
 	st_text_metric(t, "cloudstream_node_reconnect_waits_total", "counter",
 	               "Requests that waited for their node's redial, by how it ended: back_local "
 	               "(its tunnel came up here), back_peer (a peer announced it: forwarded), "
@@ -168,65 +163,53 @@ static void render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)m->stream_stalls);
 	st_text_put(t, "cloudstream_flow_stalls_total{scope=\"tunnel\"} %llu\n",
 	            (unsigned long long)m->tunnel_pauses);
-	st_text_metric(t, "cloudstream_stream_stall_cuts_total", "counter",
-	               "Streams to base-protocol edges cut because their apiserver connection "
-	               "took nothing for --stall-timeout while the tunnel was paused for them.");
-	st_text_put(t, "cloudstream_stream_stall_cuts_total %llu\n",
-	            (unsigned long long)m->stall_cuts);
-	st_text_metric(
-	        t, "cloudstream_buffered_bytes", "gauge",
-	        "The process budget's use: credit windows of streams to edges with flow "
-	        "control (what they may hold) plus bytes queued toward apiservers otherwise.");
-	st_text_put(t, "cloudstream_buffered_bytes %llu\n",
-	            (unsigned long long)srv->tun.budget.used_bytes);
-	st_text_metric(t, "cloudstream_buffered_bytes_peak", "gauge",
-	               "The most cloudstream_buffered_bytes has been since start.");
-	st_text_put(t, "cloudstream_buffered_bytes_peak %llu\n",
-	            (unsigned long long)srv->tun.budget.peak_bytes);
-	st_text_metric(t, "cloudstream_budget_refusals_total", "counter",
-	               "Streams refused because their first credit window did not fit the node's "
-	               "or the process's budget (503).");
-	st_text_put(t, "cloudstream_budget_refusals_total %llu\n",
-	            (unsigned long long)m->budget_refusals);
-	st_text_metric(t, "cloudstream_apiserver_connections", "gauge",
-	               "Connections on the stream port now.");
-	st_text_put(t, "cloudstream_apiserver_connections %zu\n", srv->n_fronts);
-	st_text_metric(t, "cloudstream_apiserver_connections_total", "counter",
-	               "Connections accepted on the stream port.");
-	st_text_put(t, "cloudstream_apiserver_connections_total %llu\n",
-	            (unsigned long long)m->fronts_total);
-	st_text_metric(t, "cloudstream_apiserver_refused_total", "counter",
-	               "Stream-port connections closed at their first bytes: a client certificate "
-	               "that did not verify (refused subjects and users are answered 403: "
-	               "cloudstream_request_errors_total{reason=\"forbidden\"}).");
-	st_text_put(t, "cloudstream_apiserver_refused_total %llu\n",
-	            (unsigned long long)m->fronts_refused_tls);
-	st_text_metric(t, "cloudstream_apiserver_certificates_shared_total", "counter",
-	               "Client certificates received on the stream port that were swapped for "
-	               "an identical copy kept from an earlier connection (certshare.h).");
-	st_text_put(t, "cloudstream_apiserver_certificates_shared_total %llu\n",
-	            (unsigned long long)cs_certshare_hits(srv->certshare));
+	st_text_counter(t, "cloudstream_stream_stall_cuts_total",
+	                "Streams to base-protocol edges cut because their apiserver connection "
+	                "took nothing for --stall-timeout while the tunnel was paused for them.",
+	                m->stall_cuts);
+	st_text_gauge(t, "cloudstream_buffered_bytes",
+	              "The process budget's use: credit windows of streams to edges with flow "
+	              "control (what they may hold) plus bytes queued toward apiservers otherwise.",
+	              srv->tun.budget.used_bytes);
+	st_text_gauge(t, "cloudstream_buffered_bytes_peak",
+	              "The most cloudstream_buffered_bytes has been since start.",
+	              srv->tun.budget.peak_bytes);
+	st_text_counter(t, "cloudstream_budget_refusals_total",
+	                "Streams refused because their first credit window did not fit the node's "
+	                "or the process's budget (503).",
+	                m->budget_refusals);
+	st_text_gauge(t, "cloudstream_apiserver_connections", "Connections on the stream port now.",
+	              srv->n_fronts);
+	st_text_counter(t, "cloudstream_apiserver_connections_total",
+	                "Connections accepted on the stream port.", m->fronts_total);
+	st_text_counter(t, "cloudstream_apiserver_refused_total",
+	                "Stream-port connections closed at their first bytes: a client certificate "
+	                "that did not verify (refused subjects and users are answered 403: "
+	                "cloudstream_request_errors_total{reason=\"forbidden\"}).",
+	                m->fronts_refused_tls);
+	st_text_counter(t, "cloudstream_apiserver_certificates_shared_total",
+	                "Client certificates received on the stream port that were swapped for "
+	                "an identical copy kept from an earlier connection (certshare.h).",
+	                cs_certshare_hits(srv->certshare));
 	struct cs_listener_stats ls;
 	cs_listener_stats(srv, &ls);
-	st_text_metric(t, "cloudstream_tunnel_accepts_total", "counter",
-	               "Connections accepted on the tunnel port (after TCP_DEFER_ACCEPT: the peer "
-	               "sent its first bytes).");
-	st_text_put(t, "cloudstream_tunnel_accepts_total %llu\n", (unsigned long long)ls.accepted);
-	st_text_metric(
-	        t, "cloudstream_tunnel_handshakes_in_flight", "gauge",
-	        "TLS handshakes under way on the tunnel port (--tunnel-handshakes-max bounds "
-	        "them; the rest wait in the kernel's accept queue).");
-	st_text_put(t, "cloudstream_tunnel_handshakes_in_flight %u\n", ls.handshakes_inflight);
-	st_text_metric(t, "cloudstream_tunnel_refused_per_source_total", "counter",
-	               "Tunnel-port connections closed at accept: their source address already had "
-	               "--tunnel-handshakes-per-source handshakes under way.");
-	st_text_put(t, "cloudstream_tunnel_refused_per_source_total %llu\n",
-	            (unsigned long long)ls.refused_per_source);
-	st_text_metric(t, "cloudstream_tunnel_accept_pauses_total", "counter",
-	               "Times accepting on the tunnel port paused for 250 ms because the process "
-	               "was out of file descriptors (EMFILE/ENFILE).");
-	st_text_put(t, "cloudstream_tunnel_accept_pauses_total %llu\n",
-	            (unsigned long long)ls.emfile_pauses);
+	st_text_counter(t, "cloudstream_tunnel_accepts_total",
+	                "Connections accepted on the tunnel port (after TCP_DEFER_ACCEPT: the peer "
+	                "sent its first bytes).",
+	                ls.accepted);
+	st_text_gauge(t, "cloudstream_tunnel_handshakes_in_flight",
+	              "TLS handshakes under way on the tunnel port (--tunnel-handshakes-max bounds "
+	              "them; the rest wait in the kernel's accept queue).",
+	              ls.handshakes_inflight);
+	st_text_counter(
+	        t, "cloudstream_tunnel_refused_per_source_total",
+	        "Tunnel-port connections closed at accept: their source address already had "
+	        "--tunnel-handshakes-per-source handshakes under way.",
+	        ls.refused_per_source);
+	st_text_counter(t, "cloudstream_tunnel_accept_pauses_total",
+	                "Times accepting on the tunnel port paused for 250 ms because the process "
+	                "was out of file descriptors (EMFILE/ENFILE).",
+	                ls.emfile_pauses);
 	cs_authz_metrics(t, srv);
 	cs_servecert_metrics(t, srv);
 	cs_advertise_metrics(t, srv);

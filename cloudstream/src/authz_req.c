@@ -580,13 +580,10 @@ void cs_authz_metrics(struct st_text *t, const struct cs_server *srv)
 	            (unsigned long long)az->token_reviews);
 	st_text_put(t, "cloudstream_authz_reviews_total{kind=\"subject_access_review\"} %llu\n",
 	            (unsigned long long)az->sars);
-	st_text_metric(t, "cloudstream_authz_review_errors_total", "counter",
-	               "Reviews that got no usable answer (not cached: 401 or 500).");
-	st_text_put(t, "cloudstream_authz_review_errors_total %llu\n",
-	            (unsigned long long)az->errors);
-	st_text_metric(t, "cloudstream_authz_cache_hits_total", "counter",
-	               "Authentication and authorization answers taken from the cache.");
-	st_text_put(t, "cloudstream_authz_cache_hits_total %llu\n", (unsigned long long)az->hits);
+	st_text_counter(t, "cloudstream_authz_review_errors_total",
+	                "Reviews that got no usable answer (not cached: 401 or 500).", az->errors);
+	st_text_counter(t, "cloudstream_authz_cache_hits_total",
+	                "Authentication and authorization answers taken from the cache.", az->hits);
 }
 
 void cs_authz_stop(struct cs_server *srv)

@@ -332,15 +332,12 @@ void cs_door_metrics(struct st_text *t, const struct cs_server *srv)
 	               "Front-door (HTTPConnect) connections now: all, and those relaying.");
 	st_text_put(t, "cloudstream_front_door_connections{state=\"all\"} %zu\n", ds->open);
 	st_text_put(t, "cloudstream_front_door_connections{state=\"relaying\"} %zu\n", ds->relays);
-	st_text_metric(t, "cloudstream_front_door_accepted_total", "counter",
-	               "Front-door connections accepted (TLS and unix socket).");
-	st_text_put(t, "cloudstream_front_door_accepted_total %llu\n",
-	            (unsigned long long)ds->accepted);
-	st_text_metric(t, "cloudstream_front_door_refused_total", "counter",
-	               "Front-door TLS connections closed at their first bytes: a client "
-	               "certificate that did not verify.");
-	st_text_put(t, "cloudstream_front_door_refused_total %llu\n",
-	            (unsigned long long)ds->refused_tls);
+	st_text_counter(t, "cloudstream_front_door_accepted_total",
+	                "Front-door connections accepted (TLS and unix socket).", ds->accepted);
+	st_text_counter(t, "cloudstream_front_door_refused_total",
+	                "Front-door TLS connections closed at their first bytes: a client "
+	                "certificate that did not verify.",
+	                ds->refused_tls);
 	st_text_metric(t, "cloudstream_front_door_connects_total", "counter",
 	               "CONNECTs answered, by result (ok = 200 after the edge's dial).");
 	for (int r = 0; r < DOOR_R_COUNT; r++)

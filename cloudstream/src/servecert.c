@@ -472,14 +472,11 @@ void cs_servecert_metrics(struct st_text *t, const struct cs_server *srv)
 	            (unsigned long long)sc->handshakes_node);
 	st_text_put(t, "cloudstream_serving_cert_handshakes_total{certificate=\"default\"} %llu\n",
 	            (unsigned long long)sc->handshakes_default);
-	st_text_metric(t, "cloudstream_serving_certs_issued_total", "counter",
-	               "Node serving certificates issued (signed here or by the CSR's signer).");
-	st_text_put(t, "cloudstream_serving_certs_issued_total %llu\n",
-	            (unsigned long long)sc->issued);
-	st_text_metric(t, "cloudstream_serving_cert_failures_total", "counter",
-	               "Issues that failed (apiserver errors, refused or expired CSRs).");
-	st_text_put(t, "cloudstream_serving_cert_failures_total %llu\n",
-	            (unsigned long long)sc->failures);
-	st_text_metric(t, "cloudstream_serving_certs", "gauge", "Nodes with a cache entry.");
-	st_text_put(t, "cloudstream_serving_certs %llu\n", (unsigned long long)sc->n);
+	st_text_counter(t, "cloudstream_serving_certs_issued_total",
+	                "Node serving certificates issued (signed here or by the CSR's signer).",
+	                sc->issued);
+	st_text_counter(t, "cloudstream_serving_cert_failures_total",
+	                "Issues that failed (apiserver errors, refused or expired CSRs).",
+	                sc->failures);
+	st_text_gauge(t, "cloudstream_serving_certs", "Nodes with a cache entry.", sc->n);
 }

@@ -57,50 +57,38 @@ void es_render_metrics(struct st_text *t, void *user)
 	               "1 while the tunnel to the cloud is up.");
 	st_text_put(t, "edgestream_tunnel_connected{protocol=\"%s\"} %d\n",
 	            m->extended ? "extended" : "base", m->connected ? 1 : 0);
-	st_text_metric(t, "edgestream_tunnel_dials_total", "counter",
-	               "Attempts to reach the cloud.");
-	st_text_put(t, "edgestream_tunnel_dials_total %llu\n", (unsigned long long)m->dials_total);
-	st_text_metric(t, "edgestream_tunnel_connects_total", "counter", "Tunnels that came up.");
-	st_text_put(t, "edgestream_tunnel_connects_total %llu\n",
-	            (unsigned long long)m->connects_total);
-	st_text_metric(t, "edgestream_tunnel_disconnects_total", "counter",
-	               "Tunnels that went down.");
-	st_text_put(t, "edgestream_tunnel_disconnects_total %llu\n",
-	            (unsigned long long)m->disconnects_total);
-	st_text_metric(t, "edgestream_tunnel_reconnects_asked_total", "counter",
-	               "RECONNECTs from a draining cloud replica: the edge moved to a new tunnel.");
-	st_text_put(t, "edgestream_tunnel_reconnects_asked_total %llu\n",
-	            (unsigned long long)m->reconnects_asked);
-	st_text_metric(t, "edgestream_tunnels_retired_total", "counter",
-	               "Tunnels closed after their successor was up (make before break).");
-	st_text_put(t, "edgestream_tunnels_retired_total %llu\n",
-	            (unsigned long long)m->tunnels_retired);
-	st_text_metric(t, "edgestream_streams", "gauge", "Streams open now.");
-	st_text_put(t, "edgestream_streams %llu\n", (unsigned long long)m->streams_open);
-	st_text_metric(t, "edgestream_streams_total", "counter", "Streams the cloud opened.");
-	st_text_put(t, "edgestream_streams_total %llu\n", (unsigned long long)m->streams_total);
-	st_text_metric(t, "edgestream_streams_refused_total", "counter",
-	               "Streams refused: outside the allow-list, malformed, over a limit.");
-	st_text_put(t, "edgestream_streams_refused_total %llu\n",
-	            (unsigned long long)m->streams_refused);
-	st_text_metric(t, "edgestream_backend_failures_total", "counter",
-	               "Backends unreachable, timed out or failing TLS.");
-	st_text_put(t, "edgestream_backend_failures_total %llu\n",
-	            (unsigned long long)m->backend_failures);
+	st_text_counter(t, "edgestream_tunnel_dials_total", "Attempts to reach the cloud.",
+	                m->dials_total);
+	st_text_counter(t, "edgestream_tunnel_connects_total", "Tunnels that came up.",
+	                m->connects_total);
+	st_text_counter(t, "edgestream_tunnel_disconnects_total", "Tunnels that went down.",
+	                m->disconnects_total);
+	st_text_counter(t, "edgestream_tunnel_reconnects_asked_total",
+	                "RECONNECTs from a draining cloud replica: the edge moved to a new tunnel.",
+	                m->reconnects_asked);
+	st_text_counter(t, "edgestream_tunnels_retired_total",
+	                "Tunnels closed after their successor was up (make before break).",
+	                m->tunnels_retired);
+	st_text_gauge(t, "edgestream_streams", "Streams open now.", m->streams_open);
+	st_text_counter(t, "edgestream_streams_total", "Streams the cloud opened.",
+	                m->streams_total);
+	st_text_counter(t, "edgestream_streams_refused_total",
+	                "Streams refused: outside the allow-list, malformed, over a limit.",
+	                m->streams_refused);
+	st_text_counter(t, "edgestream_backend_failures_total",
+	                "Backends unreachable, timed out or failing TLS.", m->backend_failures);
 	st_text_metric(t, "edgestream_stream_bytes_total", "counter",
 	               "Stream bytes relayed, by direction.");
 	st_text_put(t, "edgestream_stream_bytes_total{direction=\"to_cloud\"} %llu\n",
 	            (unsigned long long)m->bytes_to_cloud);
 	st_text_put(t, "edgestream_stream_bytes_total{direction=\"from_cloud\"} %llu\n",
 	            (unsigned long long)m->bytes_from_cloud);
-	st_text_metric(t, "edgestream_cert_reloads_total", "counter",
-	               "Certificate files re-read after they changed.");
-	st_text_put(t, "edgestream_cert_reloads_total %llu\n", (unsigned long long)m->cert_reloads);
+	st_text_counter(t, "edgestream_cert_reloads_total",
+	                "Certificate files re-read after they changed.", m->cert_reloads);
 	es_certs_render_metrics(es, t);
-	st_text_metric(t, "edgestream_tunnel_pauses_total", "counter",
-	               "Base protocol only: tunnel reading paused for a slow backend.");
-	st_text_put(t, "edgestream_tunnel_pauses_total %llu\n",
-	            (unsigned long long)m->tunnel_pauses);
+	st_text_counter(t, "edgestream_tunnel_pauses_total",
+	                "Base protocol only: tunnel reading paused for a slow backend.",
+	                m->tunnel_pauses);
 	st_text_metric(
 	        t, "edgestream_streams_refused_by_session_total", "counter",
 	        "Streams refused before any backend: past --max-streams (limit), or their first "
@@ -110,25 +98,21 @@ void es_render_metrics(struct st_text *t, void *user)
 	            (unsigned long long)es->session_totals.refused_limit);
 	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"budget\"} %llu\n",
 	            (unsigned long long)es->session_totals.refused_budget);
-	st_text_metric(t, "edgestream_buffered_bytes", "gauge",
-	               "--process-buffer-bytes in use: every stream's credit window, the bytes "
-	               "its queues toward the cloud hold, and CRI log followers' output buffers.");
-	st_text_put(t, "edgestream_buffered_bytes %llu\n",
-	            (unsigned long long)es->budget.used_bytes);
-	st_text_metric(t, "edgestream_buffered_bytes_peak", "gauge",
-	               "The most edgestream_buffered_bytes has been since start.");
-	st_text_put(t, "edgestream_buffered_bytes_peak %llu\n",
-	            (unsigned long long)es->budget.peak_bytes);
-	st_text_metric(t, "edgestream_kubelet_tls_resumption_refused_total", "counter",
-	               "Kubelet TLS handshakes the kubelet failed instead of resuming the offered "
-	               "session; the request went again with a full handshake.");
-	st_text_put(t, "edgestream_kubelet_tls_resumption_refused_total %llu\n",
-	            (unsigned long long)m->kubelet_resumption_refused);
-	st_text_metric(t, "edgestream_stream_stall_cuts_total", "counter",
-	               "Streams from base-protocol clouds cut because their backend took nothing "
-	               "for --stall-timeout while the tunnel was paused for them.");
-	st_text_put(t, "edgestream_stream_stall_cuts_total %llu\n",
-	            (unsigned long long)m->stall_cuts);
+	st_text_gauge(t, "edgestream_buffered_bytes",
+	              "--process-buffer-bytes in use: every stream's credit window, the bytes "
+	              "its queues toward the cloud hold, and CRI log followers' output buffers.",
+	              es->budget.used_bytes);
+	st_text_gauge(t, "edgestream_buffered_bytes_peak",
+	              "The most edgestream_buffered_bytes has been since start.",
+	              es->budget.peak_bytes);
+	st_text_counter(t, "edgestream_kubelet_tls_resumption_refused_total",
+	                "Kubelet TLS handshakes the kubelet failed instead of resuming the offered "
+	                "session; the request went again with a full handshake.",
+	                m->kubelet_resumption_refused);
+	st_text_counter(t, "edgestream_stream_stall_cuts_total",
+	                "Streams from base-protocol clouds cut because their backend took nothing "
+	                "for --stall-timeout while the tunnel was paused for them.",
+	                m->stall_cuts);
 	st_text_session_totals(t, "edgestream", &es->session_totals);
 	st_text_metric(t, "edgestream_request_ttfb_seconds", "histogram",
 	               "Time from a stream's open on the tunnel to the first byte of its answer "

@@ -44,6 +44,23 @@ void st_text_metric(struct st_text *t, const char *name, const char *type, const
 	st_text_put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static void text_single(struct st_text *t, const char *name, const char *type, const char *help,
+                        uint64_t value)
+{
+	st_text_metric(t, name, type, help);
+	st_text_put(t, "%s %llu\n", name, (unsigned long long)value);
+}
+
+void st_text_counter(struct st_text *t, const char *name, const char *help, uint64_t value)
+{
+	text_single(t, name, "counter", help, value);
+}
+
+void st_text_gauge(struct st_text *t, const char *name, const char *help, uint64_t value)
+{
+	text_single(t, name, "gauge", help, value);
+}
+
 /* The first word of @v, with nothing a label value would need escaped. */
 static void label_word(char *out, size_t cap, const char *v)
 {

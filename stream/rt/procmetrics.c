@@ -84,10 +84,9 @@ void st_text_process(struct st_text *t)
 		            (unsigned long long)(ticks / (uint64_t)tick),
 		            (unsigned long long)((ticks % (uint64_t)tick) * 100u / (uint64_t)tick));
 		if (page > 0) {
-			st_text_metric(t, "process_resident_memory_bytes", "gauge",
-			               "Resident memory size in bytes.");
-			st_text_put(t, "process_resident_memory_bytes %llu\n",
-			            (unsigned long long)(ps.rss_pages * (uint64_t)page));
+			st_text_gauge(t, "process_resident_memory_bytes",
+			              "Resident memory size in bytes.",
+			              ps.rss_pages * (uint64_t)page);
 		}
 	}
 	long fds = open_fds();
@@ -97,9 +96,8 @@ void st_text_process(struct st_text *t)
 	}
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-		st_text_metric(t, "process_max_fds", "gauge",
-		               "Maximum number of open file descriptors.");
-		st_text_put(t, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+		st_text_gauge(t, "process_max_fds", "Maximum number of open file descriptors.",
+		              rl.rlim_cur);
 	}
 	/* Start time = now - (time since boot - start ticks), on clocks that need no syscall (no
 	 * /proc/stat: its btime line follows per-CPU and interrupt lines of unbounded length).

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct lws_protocols;
 
@@ -29,6 +30,11 @@ struct st_text {
 void st_text_put(struct st_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append the # HELP and # TYPE lines of one metric family. */
 void st_text_metric(struct st_text *t, const char *name, const char *type, const char *help);
+
+/* Append a whole family that has one sample and no labels: st_text_metric()'s lines, then
+ * "@name @value". A family with labels is st_text_metric() followed by its samples. */
+void st_text_counter(struct st_text *t, const char *name, const char *help, uint64_t value);
+void st_text_gauge(struct st_text *t, const char *name, const char *help, uint64_t value);
 
 /* Append <@daemon>_build_info{version,libwebsockets,openssl} 1: what this process runs, the
  * same family in both daemons (Prometheus' build_info convention). */
