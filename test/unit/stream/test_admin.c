@@ -11,18 +11,22 @@
 
 #include <stream/admin.h>
 
+/* @t holds exactly @want and has not overflowed. */
+static void assert_text(const struct st_text *t, const char *want)
+{
+	assert_false(t->overflow);
+	assert_int_equal(t->len, strlen(want));
+	assert_memory_equal(t->p, want, t->len);
+}
+
 static void test_st_text_counter__family(void **state)
 {
 	(void)state;
 	char buf[256];
 	struct st_text t = {.p = buf, .cap = sizeof buf};
 	st_text_counter(&t, "x_total", "Things done.", UINT64_MAX);
-	static const char want[] = "# HELP x_total Things done.\n"
-	                           "# TYPE x_total counter\n"
-	                           "x_total 18446744073709551615\n";
-	assert_false(t.overflow);
-	assert_int_equal(t.len, sizeof want - 1);
-	assert_memory_equal(buf, want, sizeof want - 1);
+	assert_text(&t, "# HELP x_total Things done.\n# TYPE x_total counter\n"
+	                "x_total 18446744073709551615\n");
 }
 
 static void test_st_text_gauge__family(void **state)
@@ -31,12 +35,7 @@ static void test_st_text_gauge__family(void **state)
 	char buf[256];
 	struct st_text t = {.p = buf, .cap = sizeof buf};
 	st_text_gauge(&t, "x_bytes", "Bytes held now.", 0);
-	static const char want[] = "# HELP x_bytes Bytes held now.\n"
-	                           "# TYPE x_bytes gauge\n"
-	                           "x_bytes 0\n";
-	assert_false(t.overflow);
-	assert_int_equal(t.len, sizeof want - 1);
-	assert_memory_equal(buf, want, sizeof want - 1);
+	assert_text(&t, "# HELP x_bytes Bytes held now.\n# TYPE x_bytes gauge\nx_bytes 0\n");
 }
 
 /* The same bytes as st_text_metric() followed by its sample line, which it replaces. */
