@@ -12,6 +12,9 @@
 
 #define TAIL_BLOCK 4096u
 #define BLOCK      (CRI_LOGFILE_MAX_LINE + 1u) /* the longest record and its '\n' */
+/* The most cri_log_format() writes for a record of a line of @len bytes (its content is
+ * part of the line). */
+#define OUTPUT_MAX(len) (CRI_LOG_PREFIX_BYTES + (size_t)(len) + 1u)
 
 off_t cri_log_tail_offset(int fd, off_t size, uint64_t n)
 {
@@ -108,8 +111,14 @@ ssize_t cri_log_cursor_read(struct cri_log_cursor *c, char *out, size_t cap, boo
                             bool *at_eof)
 {
 	size_t used = 0;
+	bool full = false;
 	*at_eof = false;
-	while (!c->complete && cap - used >= CRI_LOGFILE_MIN_OUT) {
+	/* Records go in while each fits (a record of a line of L bytes formats to at most
+	 * OUTPUT_MAX(L)), so a buffer fills: asking for room for the longest possible record
+	 * before each one wrote a single line per call (one 64 KiB pread and one worker job per
+	 * ~100-byte line, 3 MB/s). The first record always fits (@cap >= CRI_LOGFILE_MIN_OUT and
+	 * no line with its '\n' in a block is longer than CRI_LOGFILE_MAX_LINE). */
+	while (!c->complete && !full && cap - used >= OUTPUT_MAX(0)) {
 		ssize_t r = pread(c->fd, c->block, BLOCK, c->pos);
 		if (r < 0)
 			return -errno;
@@ -119,17 +128,21 @@ ssize_t cri_log_cursor_read(struct cri_log_cursor *c, char *out, size_t cap, boo
 		}
 		size_t start = 0;
 		const char *nl;
-		while (!c->complete && cap - used >= CRI_LOGFILE_MIN_OUT &&
+		while (!c->complete &&
 		       (nl = memchr(c->block + start, '\n', (size_t)r - start)) != NULL) {
 			size_t len = (size_t)(nl - (c->block + start));
-			if (c->skipping)
+			if (c->skipping) {
 				c->skipping = false; /* the end of an overlong record */
-			else
+			} else if (cap - used < OUTPUT_MAX(len)) {
+				full = true; /* the next call starts with this record */
+				break;
+			} else {
 				used += emit(c, c->block + start, len, out + used);
+			}
 			start += len + 1;
 			c->pos += (off_t)(len + 1);
 		}
-		if (start == (size_t)r || start > 0)
+		if (full || start == (size_t)r || start > 0)
 			continue; /* read on from the next record (or stop: full or complete) */
 		/* No '\n' in what is left of the file. */
 		if ((size_t)r == BLOCK || c->skipping) {
@@ -138,7 +151,10 @@ ssize_t cri_log_cursor_read(struct cri_log_cursor *c, char *out, size_t cap, boo
 			c->pos += r;
 			continue;
 		}
-		*at_eof = true; /* an unterminated last record: the runtime is still writing it */
+		/* An unterminated last record: the runtime is still writing it. */
+		if (final && cap - used < OUTPUT_MAX((size_t)r))
+			break; /* the next call writes it (r < BLOCK: it fits an empty buffer) */
+		*at_eof = true;
 		if (final) {
 			used += emit(c, c->block, (size_t)r, out + used);
 			c->pos += r;
