@@ -158,7 +158,7 @@ void cs__tunnel_admit_cert(struct lws *wsi, struct cs_server *srv, struct cs_adm
 		return;
 	}
 	enum certs_cn_mode mode =
-	        srv->cfg.node_name_from == CS_NODE_NAME_FROM_CN ? CERTS_CN_PLAIN : CERTS_CN_NODE;
+	        srv->cfg.node_name_from == ST_NODE_NAME_FROM_CN ? CERTS_CN_PLAIN : CERTS_CN_NODE;
 	if (certs_node_name_from_cn(a->id.cn, mode, a->node, sizeof a->node) < 0) {
 		REFUSE(a, 403, CS_REFUSE_CERT,
 		       "certificate CN \"%.80s\" does not name a node (%s expected)", a->id.cn,

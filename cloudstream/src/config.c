@@ -17,7 +17,6 @@
 #define KIB        1024ull
 #define MIB        (1024ull * 1024ull)
 
-static const char *const node_name_from_names[] = {"system-node-cn", "cn", NULL};
 static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", "node-address",
                                               NULL};
 static const char *const event_loop_names[] = {"epoll", "poll", NULL}; /* enum st_loop_kind */

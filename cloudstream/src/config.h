@@ -11,11 +11,6 @@
 
 #include <stream/config.h>
 
-enum cs_node_name_from {
-	CS_NODE_NAME_FROM_SYSTEM_NODE_CN = 0, /* CN=system:node:<name> */
-	CS_NODE_NAME_FROM_CN = 1,             /* the CN is the node name */
-};
-
 enum cs_ip_policy {
 	CS_IP_POLICY_CERT = 0,         /* SessionInternalIP must be an IP SAN of the node cert */
 	CS_IP_POLICY_TRUST_HEADER = 1, /* accept it and route on it (trusted edge networks) */
@@ -32,7 +27,7 @@ struct cs_config {
 	/* tunnel server */
 	char *tunnel_listen;
 	char *tunnel_cert, *tunnel_key, *tunnel_ca;
-	int node_name_from;     /* enum cs_node_name_from */
+	int node_name_from;     /* enum st_node_name_from */
 	int internal_ip_policy; /* enum cs_ip_policy */
 	uint64_t ping_interval_ms, dead_peer_timeout_ms;
 	uint64_t max_sessions;

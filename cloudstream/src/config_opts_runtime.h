@@ -143,14 +143,10 @@
          .help = "Pods remembered at once.",
          .since = "0.1"},
         /* ---- operations ---- */
-        {.name = "admin-listen",
-         .type = ST_OPT_STRING,
-         .offset = OFF(admin_listen),
-         .default_value = "127.0.0.1:10353",
-         .value_name = "ADDR:PORT",
-         .help = "Plain-HTTP admin port: /metrics (Prometheus), /healthz, /readyz. Empty "
-                 "disables it. Keep it on loopback or a private network.",
-         .since = "0.1"},
+        ST_OPT_ADMIN_LISTEN(
+                OFF(admin_listen), "127.0.0.1:10353",
+                "Plain-HTTP admin port: /metrics (Prometheus), /healthz, /readyz. Empty "
+                "disables it. Keep it on loopback or a private network."),
         ST_OPT_LOG_LEVEL(OFF(log_level)),
         ST_OPT_LOG_FORMAT(OFF(log_format)),
         ST_OPT_ACCESS_LOG(OFF(access_log),

@@ -22,43 +22,21 @@
                  "wss://<this>/v1/kubeedge/connect. Port 0 picks a free port (see --ready-file).",
          .example = "--tunnel-listen 0.0.0.0:10004",
          .since = "0.1"},
-        {.name = "tunnel-cert",
-         .type = ST_OPT_STRING,
-         .offset = OFF(tunnel_cert),
-         .default_value = "/etc/cloudstream/pki/cloudstream-tunnel.crt",
-         .value_name = "FILE",
-         .help = "Server certificate (PEM, with chain) of the tunnel port. Its names must be "
-                 "what edges dial. Reloaded on SIGHUP.",
-         .flags = ST_OPT_F_RELOAD,
-         .since = "0.1"},
-        {.name = "tunnel-key",
-         .type = ST_OPT_STRING,
-         .offset = OFF(tunnel_key),
-         .default_value = "/etc/cloudstream/pki/cloudstream-tunnel.key",
-         .value_name = "FILE",
-         .help = "Private key of --tunnel-cert. Reloaded on SIGHUP.",
-         .flags = ST_OPT_F_RELOAD,
-         .since = "0.1"},
-        {.name = "tunnel-ca",
-         .type = ST_OPT_STRING,
-         .offset = OFF(tunnel_ca),
-         .default_value = "/etc/cloudstream/pki/tunnel-ca.crt",
-         .value_name = "FILE",
-         .help = "CA that signs edge node client certificates. Edges must present a "
-                 "certificate from it; the node name is taken from that certificate. "
-                 "Reloaded on SIGHUP.",
-         .flags = ST_OPT_F_RELOAD,
-         .since = "0.1"},
-        {.name = "node-name-from",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(node_name_from),
-         .default_value = "system-node-cn",
-         .enum_names = node_name_from_names,
-         .value_name = "MODE",
-         .help = "How the node name is read from the edge's certificate: system-node-cn "
-                 "(CN=system:node:<name>, Kubernetes node credentials) or cn (the CN is the "
-                 "name). A SessionHostNameOverride header naming another node is refused (403).",
-         .since = "0.1"},
+        ST_OPT_TUNNEL_CERT(
+                OFF(tunnel_cert), "/etc/cloudstream/pki/cloudstream-tunnel.crt",
+                "Server certificate (PEM, with chain) of the tunnel port. Its names must be "
+                "what edges dial. Reloaded on SIGHUP."),
+        ST_OPT_TUNNEL_KEY(OFF(tunnel_key), "/etc/cloudstream/pki/cloudstream-tunnel.key",
+                          "Private key of --tunnel-cert. Reloaded on SIGHUP."),
+        ST_OPT_TUNNEL_CA(OFF(tunnel_ca), "/etc/cloudstream/pki/tunnel-ca.crt",
+                         "CA that signs edge node client certificates. Edges must present a "
+                         "certificate from it; the node name is taken from that certificate. "
+                         "Reloaded on SIGHUP."),
+        ST_OPT_NODE_NAME_FROM(
+                OFF(node_name_from),
+                "How the node name is read from the edge's certificate: system-node-cn "
+                "(CN=system:node:<name>, Kubernetes node credentials) or cn (the CN is the "
+                "name). A SessionHostNameOverride header naming another node is refused (403)."),
         {.name = "internal-ip-policy",
          .type = ST_OPT_ENUM,
          .offset = OFF(internal_ip_policy),
@@ -189,28 +167,16 @@
                  "when a Node is deleted, its node's tunnel is closed (within about 2 s) and "
                  "its upgrades are refused with 403 until the Node exists again.",
          .since = "0.2"},
-        {.name = "ping-interval",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(ping_interval_ms),
-         .default_value = "15s",
-         .min = 1000,
-         .max = 3600000,
-         .value_name = "DURATION",
-         .help = "Quiet time after which cloudstream pings an edge's websocket (one sweep "
-                 "over all tunnels checks every quarter of it, at most every second).",
-         .since = "0.1"},
-        {.name = "dead-peer-timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(dead_peer_timeout_ms),
-         .default_value = "45s",
-         .min = 2000,
-         .max = 3600000,
-         .value_name = "DURATION",
-         .help = "A tunnel that shows no sign of life (any message, or the PONG to our PING) "
-                 "for this long is closed; its streams fail with 502 and its node is "
-                 "unregistered. Time while cloudstream itself is not reading the tunnel "
-                 "(back-pressure) does not count.",
-         .since = "0.1"},
+        ST_OPT_PING_INTERVAL(
+                OFF(ping_interval_ms), "15s", 1000,
+                "Quiet time after which cloudstream pings an edge's websocket (one sweep "
+                "over all tunnels checks every quarter of it, at most every second)."),
+        ST_OPT_DEAD_PEER_TIMEOUT(
+                OFF(dead_peer_timeout_ms), "45s", 2000,
+                "A tunnel that shows no sign of life (any message, or the PONG to our PING) "
+                "for this long is closed; its streams fail with 502 and its node is "
+                "unregistered. Time while cloudstream itself is not reading the tunnel "
+                "(back-pressure) does not count."),
         {.name = "max-sessions",
          .type = ST_OPT_U64,
          .offset = OFF(max_sessions),

@@ -437,7 +437,7 @@ int main(int argc, char **argv)
 	        srv.cfg.stream_listen, cs_stream_listener_port(&srv),
 	        srv.vh_admin ? srv.cfg.admin_listen : "off",
 	        (unsigned long long)srv.cfg.stream_window_bytes,
-	        srv.cfg.node_name_from == CS_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>",
+	        srv.cfg.node_name_from == ST_NODE_NAME_FROM_CN ? "CN" : "CN=system:node:<name>",
 	        st_loop_kind_name(loop_kind));
 
 	while (!srv.stop && st_loop_run(srv.loop, -1) >= 0)

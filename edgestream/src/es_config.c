@@ -13,7 +13,6 @@
 #define KIB        1024ull
 #define MIB        (1024ull * 1024ull)
 
-static const char *const node_name_from_names[] = {"system-node-cn", "cn", NULL};
 static const char *const kubelet_http2_names[] = {"auto", "off", NULL};
 
 static const struct st_opt options[] = {
@@ -38,31 +37,14 @@ static const struct st_opt options[] = {
                  "--cloud-url. The certificate is always verified against --tunnel-ca (the "
                  "KubeEdge edge does not verify it at all).",
          .since = "0.1"},
-        {.name = "tunnel-cert",
-         .type = ST_OPT_STRING,
-         .offset = OFF(tunnel_cert),
-         .default_value = "/etc/edgestream/pki/edge.crt",
-         .value_name = "FILE",
-         .help = "This node's client certificate (PEM) for the tunnel; the cloud takes the node "
-                 "name from it. Re-read when the file changes (see --cert-check-interval).",
-         .flags = ST_OPT_F_RELOAD,
-         .since = "0.1"},
-        {.name = "tunnel-key",
-         .type = ST_OPT_STRING,
-         .offset = OFF(tunnel_key),
-         .default_value = "/etc/edgestream/pki/edge.key",
-         .value_name = "FILE",
-         .help = "Private key of --tunnel-cert.",
-         .flags = ST_OPT_F_RELOAD,
-         .since = "0.1"},
-        {.name = "tunnel-ca",
-         .type = ST_OPT_STRING,
-         .offset = OFF(tunnel_ca),
-         .default_value = "/etc/edgestream/pki/tunnel-ca.crt",
-         .value_name = "FILE",
-         .help = "CA that signed the cloud's tunnel certificate.",
-         .flags = ST_OPT_F_RELOAD,
-         .since = "0.1"},
+        ST_OPT_TUNNEL_CERT(
+                OFF(tunnel_cert), "/etc/edgestream/pki/edge.crt",
+                "This node's client certificate (PEM) for the tunnel; the cloud takes the node "
+                "name from it. Re-read when the file changes (see --cert-check-interval)."),
+        ST_OPT_TUNNEL_KEY(OFF(tunnel_key), "/etc/edgestream/pki/edge.key",
+                          "Private key of --tunnel-cert."),
+        ST_OPT_TUNNEL_CA(OFF(tunnel_ca), "/etc/edgestream/pki/tunnel-ca.crt",
+                         "CA that signed the cloud's tunnel certificate."),
         {.name = "join-token",
          .type = ST_OPT_STRING,
          .offset = OFF(join_token),
@@ -131,15 +113,9 @@ static const struct st_opt options[] = {
                  "--tunnel-cert (see --node-name-from); a different name is refused by "
                  "cloudstream, so this is only for KubeEdge clouds that need it.",
          .since = "0.1"},
-        {.name = "node-name-from",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(node_name_from),
-         .default_value = "system-node-cn",
-         .enum_names = node_name_from_names,
-         .value_name = "MODE",
-         .help = "How the certificate names the node: system-node-cn "
-                 "(CN=system:node:<name>) or cn (the CN is the name).",
-         .since = "0.1"},
+        ST_OPT_NODE_NAME_FROM(OFF(node_name_from),
+                              "How the certificate names the node: system-node-cn "
+                              "(CN=system:node:<name>) or cn (the CN is the name)."),
         {.name = "internal-ip",
          .type = ST_OPT_STRING,
          .offset = OFF(internal_ip),
@@ -156,27 +132,15 @@ static const struct st_opt options[] = {
                  "frames, raw responses, TCP). A KubeEdge cloud ignores the offer and gets the "
                  "base protocol either way.",
          .since = "0.1"},
-        {.name = "ping-interval",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(ping_interval_ms),
-         .default_value = "5s",
-         .min = 100,
-         .max = 3600000,
-         .value_name = "DURATION",
-         .help = "Quiet time after which the edge pings the cloud (KubeEdge's edge pings every "
-                 "5 s); anything received resets it.",
-         .since = "0.1"},
-        {.name = "dead-peer-timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(dead_peer_timeout_ms),
-         .default_value = "30s",
-         .min = 200,
-         .max = 3600000,
-         .value_name = "DURATION",
-         .help = "Nothing received from the cloud (no message, no PONG) for this long: the "
-                 "tunnel is dead, drop it and redial. Time while the edge itself is not reading "
-                 "the tunnel (back-pressure) does not count.",
-         .since = "0.1"},
+        ST_OPT_PING_INTERVAL(
+                OFF(ping_interval_ms), "5s", 100,
+                "Quiet time after which the edge pings the cloud (KubeEdge's edge pings every "
+                "5 s); anything received resets it."),
+        ST_OPT_DEAD_PEER_TIMEOUT(
+                OFF(dead_peer_timeout_ms), "30s", 200,
+                "Nothing received from the cloud (no message, no PONG) for this long: the "
+                "tunnel is dead, drop it and redial. Time while the edge itself is not reading "
+                "the tunnel (back-pressure) does not count."),
         {.name = "connect-timeout",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(connect_timeout_ms),
@@ -430,14 +394,9 @@ static const struct st_opt options[] = {
                 OFF(data_payload_bytes),
                 "Largest DATA payload sent on the tunnel (KubeEdge uses 256 bytes)."),
         /* ---- operations ---- */
-        {.name = "admin-listen",
-         .type = ST_OPT_STRING,
-         .offset = OFF(admin_listen),
-         .default_value = "127.0.0.1:10354",
-         .value_name = "ADDR:PORT",
-         .help = "Plain-HTTP admin port: /metrics (Prometheus), /healthz, /readyz (ready = "
-                 "the tunnel is up). Empty disables it.",
-         .since = "0.1"},
+        ST_OPT_ADMIN_LISTEN(OFF(admin_listen), "127.0.0.1:10354",
+                            "Plain-HTTP admin port: /metrics (Prometheus), /healthz, /readyz "
+                            "(ready = the tunnel is up). Empty disables it."),
         ST_OPT_LOG_LEVEL(OFF(log_level)),
         ST_OPT_LOG_FORMAT(OFF(log_format)),
         ST_OPT_ACCESS_LOG(

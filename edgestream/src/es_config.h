@@ -10,18 +10,13 @@
 
 #include <stream/config.h>
 
-enum es_node_name_from {
-	ES_NODE_NAME_FROM_SYSTEM_NODE_CN = 0, /* CN=system:node:<name> */
-	ES_NODE_NAME_FROM_CN = 1,             /* the CN is the node name */
-};
-
 struct es_config {
 	/* tunnel */
 	char *cloud_url; /* wss://host:port/v1/kubeedge/connect */
 	char *cloud_server_name;
 	char *tunnel_cert, *tunnel_key, *tunnel_ca;
 	char *node_name;
-	int node_name_from; /* enum es_node_name_from */
+	int node_name_from; /* enum st_node_name_from */
 	char *internal_ip;
 	bool extensions;
 	uint64_t ping_interval_ms, dead_peer_timeout_ms, connect_timeout_ms;

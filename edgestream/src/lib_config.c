@@ -66,35 +66,18 @@ void edgestream_config_free(struct edgestream_config *cfg)
 	free(cfg);
 }
 
-/* A deep copy through the option table, so the caller may free its configuration. */
+/* A deep copy through the option table (st_config_copy_opt, as SIGHUP copies), so the caller
+ * may free its configuration. @dst starts zeroed. */
 int es__config_copy(struct es_config *dst, const struct es_config *src, char *err, size_t errlen)
 {
-	int rc = st_config_defaults(&es_config_spec, dst, err, errlen);
-	for (size_t i = 0; rc == 0 && i < es_config_spec.num_opts; i++) {
-		const struct st_opt *o = &es_config_spec.opts[i];
-		const char *base = (const char *)src + o->offset;
-		char *to = (char *)dst + o->offset;
-		if (o->type == ST_OPT_STRING) {
-			char **d = (char **)to;
-			const char *s = *(char *const *)base;
-			free(*d);
-			*d = s ? strdup(s) : NULL;
-			if (s && *d == NULL)
-				rc = -ENOMEM;
-		} else if (o->type == ST_OPT_STRING_LIST) {
-			const struct st_strlist *l = (const struct st_strlist *)base;
-			for (size_t j = 0; rc == 0 && j < l->n; j++)
-				rc = st_config_set(&es_config_spec, dst, o->name, l->v[j], err,
-				                   errlen);
-		} else if (o->type == ST_OPT_BOOL) {
-			*(bool *)to = *(const bool *)base;
-		} else if (o->type == ST_OPT_ENUM) {
-			*(int *)to = *(const int *)base;
-		} else {
-			*(uint64_t *)to = *(const uint64_t *)base;
+	for (size_t i = 0; i < es_config_spec.num_opts; i++) {
+		int rc = st_config_copy_opt(&es_config_spec.opts[i], dst, src);
+		if (rc < 0) {
+			snprintf(err, errlen, "%s: out of memory", es_config_spec.opts[i].name);
+			return rc;
 		}
 	}
-	return rc;
+	return 0;
 }
 
 /* Node name and IP from the tunnel certificate, unless configured. */
@@ -114,7 +97,7 @@ static int identity(struct edgestream *es, char *err, size_t errlen)
 	if (es->cfg.node_name && es->cfg.node_name[0]) {
 		snprintf(es->node, sizeof es->node, "%s", es->cfg.node_name);
 	} else {
-		enum certs_cn_mode mode = es->cfg.node_name_from == ES_NODE_NAME_FROM_CN
+		enum certs_cn_mode mode = es->cfg.node_name_from == ST_NODE_NAME_FROM_CN
 		                                  ? CERTS_CN_PLAIN
 		                                  : CERTS_CN_NODE;
 		if (certs_node_name_from_cn(id.cn, mode, es->node, sizeof es->node) < 0) {

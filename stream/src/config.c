@@ -21,6 +21,7 @@ const char *const st_log_level_names[] = {"error", "warn", "info", "debug", NULL
 const char *const st_sandbox_mode_names[] = {"off", "log", "errno", "kill", NULL};
 const char *const st_log_format_names[] = {"text", "json", NULL};
 const char *const st_on_off_names[] = {"off", "on", NULL};
+const char *const st_node_name_from_names[] = {"system-node-cn", "cn", NULL};
 
 void st__config_msg(char *err, size_t err_len, const char *fmt, ...)
 {

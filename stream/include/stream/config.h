@@ -181,13 +181,79 @@ void st_config_print_json(const struct st_config_spec *spec, const void *cfg, FI
  *
  * One definition of each shared option's name, type, default, bounds and value name, so the two
  * daemons cannot drift apart; each says in @help_ what the option means on its side. @off_ is
- * the field's offsetof() in the daemon's own config struct. Options whose defaults differ by
- * design (ping interval, dead-peer timeout, admin port, process budget) stay in each table.
+ * the field's offsetof() in the daemon's own config struct. Where the daemons' values differ by
+ * design, the entry takes them as arguments (@default_, @min_: the tunnel's certificate paths,
+ * the liveness timers, the admin port, the drain); everything else in it is fixed here. Options
+ * one daemon alone has, or that share a name but not a meaning (max-streams counts all nodes on
+ * the cloud and one tunnel on the edge; process-buffer-bytes budgets different queues), stay in
+ * each table.
  */
-extern const char *const st_log_level_names[];    /* error warn info debug (enum st_log_level) */
-extern const char *const st_sandbox_mode_names[]; /* off log errno kill (enum st_sandbox_mode) */
-extern const char *const st_log_format_names[];   /* text json (enum st_log_format) */
-extern const char *const st_on_off_names[];       /* off on: 0 and 1 */
+extern const char *const st_log_level_names[];      /* error warn info debug (enum st_log_level) */
+extern const char *const st_sandbox_mode_names[];   /* off log errno kill (enum st_sandbox_mode) */
+extern const char *const st_log_format_names[];     /* text json (enum st_log_format) */
+extern const char *const st_on_off_names[];         /* off on: 0 and 1 */
+extern const char *const st_node_name_from_names[]; /* system-node-cn cn (enum st_node_name_from) */
+
+/* --node-name-from: how a tunnel certificate names its node. */
+enum st_node_name_from {
+	ST_NODE_NAME_FROM_SYSTEM_NODE_CN = 0, /* CN=system:node:<name> */
+	ST_NODE_NAME_FROM_CN = 1,             /* the CN is the node name */
+};
+
+/* The tunnel's mutual TLS: this side's certificate and key, and the CA the other side's
+ * certificate must chain to. @default_: the daemon's own path. */
+#define ST_OPT_TUNNEL_CERT(off_, default_, help_)                                                  \
+	{                                                                                          \
+		.name = "tunnel-cert", .type = ST_OPT_STRING, .offset = (off_),                    \
+		.default_value = (default_), .value_name = "FILE", .help = (help_),                \
+		.flags = ST_OPT_F_RELOAD, .since = "0.1"                                           \
+	}
+
+#define ST_OPT_TUNNEL_KEY(off_, default_, help_)                                                   \
+	{                                                                                          \
+		.name = "tunnel-key", .type = ST_OPT_STRING, .offset = (off_),                     \
+		.default_value = (default_), .value_name = "FILE", .help = (help_),                \
+		.flags = ST_OPT_F_RELOAD, .since = "0.1"                                           \
+	}
+
+#define ST_OPT_TUNNEL_CA(off_, default_, help_)                                                    \
+	{                                                                                          \
+		.name = "tunnel-ca", .type = ST_OPT_STRING, .offset = (off_),                      \
+		.default_value = (default_), .value_name = "FILE", .help = (help_),                \
+		.flags = ST_OPT_F_RELOAD, .since = "0.1"                                           \
+	}
+
+#define ST_OPT_NODE_NAME_FROM(off_, help_)                                                         \
+	{                                                                                          \
+		.name = "node-name-from", .type = ST_OPT_ENUM, .offset = (off_),                   \
+		.default_value = "system-node-cn", .enum_names = st_node_name_from_names,          \
+		.value_name = "MODE", .help = (help_), .since = "0.1"                              \
+	}
+
+/* The tunnel's liveness (stream/liveness.h): ping after @default_ of quiet, drop after
+ * @default_ of silence. The edge pings sooner and gives up sooner than the cloud, and accepts
+ * shorter values (@min_) for tests. */
+#define ST_OPT_PING_INTERVAL(off_, default_, min_, help_)                                          \
+	{                                                                                          \
+		.name = "ping-interval", .type = ST_OPT_DURATION_MS, .offset = (off_),             \
+		.default_value = (default_), .min = (min_), .max = 3600000,                        \
+		.value_name = "DURATION", .help = (help_), .since = "0.1"                          \
+	}
+
+#define ST_OPT_DEAD_PEER_TIMEOUT(off_, default_, min_, help_)                                      \
+	{                                                                                          \
+		.name = "dead-peer-timeout", .type = ST_OPT_DURATION_MS, .offset = (off_),         \
+		.default_value = (default_), .min = (min_), .max = 3600000,                        \
+		.value_name = "DURATION", .help = (help_), .since = "0.1"                          \
+	}
+
+/* The plain-HTTP admin port (stream/admin.h). @default_: each daemon has its own port. */
+#define ST_OPT_ADMIN_LISTEN(off_, default_, help_)                                                 \
+	{                                                                                          \
+		.name = "admin-listen", .type = ST_OPT_STRING, .offset = (off_),                   \
+		.default_value = (default_), .value_name = "ADDR:PORT", .help = (help_),           \
+		.since = "0.1"                                                                     \
+	}
 
 #define ST_OPT_LOG_LEVEL(off_)                                                                     \
 	{                                                                                          \
