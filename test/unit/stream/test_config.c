@@ -13,70 +13,8 @@
 #include <stream/config.h>
 #include <stream/log.h>
 
-#include "failmalloc.h"
+#include "config_fixture.h"
 #include "testutil.h"
-
-struct cfg {
-	char *listen;
-	uint64_t n, timeout_ms, bytes;
-	bool on;
-	int mode;
-	struct st_strlist subjects;
-	char *token;
-};
-
-static const char *const modes[] = {"cert", "trust-header", "ignore", NULL};
-
-#define OFF(f) offsetof(struct cfg, f)
-static const struct st_opt opts[] = {
-        {.name = "listen",
-         .type = ST_OPT_STRING,
-         .offset = OFF(listen),
-         .default_value = "0.0.0.0:10004",
-         .value_name = "ADDR:PORT",
-         .help = "Where."},
-        {.name = "n",
-         .type = ST_OPT_U64,
-         .offset = OFF(n),
-         .default_value = "5",
-         .min = 1,
-         .max = 100,
-         .help = "How many."},
-        {.name = "timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(timeout_ms),
-         .default_value = "30s",
-         .min = 100,
-         .max = 3600000,
-         .help = "How long.",
-         .flags = ST_OPT_F_LIVE},
-        {.name = "bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(bytes),
-         .default_value = "1MiB",
-         .min = 1024,
-         .max = 1ull << 30,
-         .help = "How much."},
-        {.name = "on", .type = ST_OPT_BOOL, .offset = OFF(on), .help = "Whether."},
-        {.name = "mode",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(mode),
-         .default_value = "cert",
-         .enum_names = modes,
-         .help = "Which."},
-        {.name = "subjects",
-         .type = ST_OPT_STRING_LIST,
-         .offset = OFF(subjects),
-         .help = "Who.",
-         .flags = ST_OPT_F_RELOAD},
-        {.name = "token",
-         .type = ST_OPT_STRING,
-         .offset = OFF(token),
-         .help = "Secret.",
-         .flags = ST_OPT_F_SECRET},
-};
-static const struct st_config_spec spec = {
-        .prog = "t", .summary = "A test.", .version = "1", .opts = opts, .num_opts = 8};
 
 static char err[512];
 
@@ -272,15 +210,8 @@ static void test_st_config_print__help_markdown_json(void **state)
 static void test_st_config_parse_json__alloc_failure(void **state)
 {
 	(void)state;
-	const char *j = "{\"listen\":\"a\",\"subjects\":[\"x\",\"y\"]}";
-	for (int n = 0; n < 60; n++) {
-		struct cfg c = {0};
-		failmalloc_fail_after(n);
-		int rc = st_config_parse_json(&spec, &c, j, strlen(j), "f", err, sizeof err);
-		failmalloc_off();
-		assert_true(rc == 0 || rc == -ENOMEM);
-		st_config_cleanup(&spec, &c); /* no leak whatever failed */
-	}
+	fixture_parse_alloc_failures(st_config_parse_json,
+	                             "{\"listen\":\"a\",\"subjects\":[\"x\",\"y\"]}", 60);
 }
 
 static char logged[4096];

@@ -13,66 +13,9 @@
 
 #include <stream/config.h>
 
+#include "config_fixture.h"
 #include "failmalloc.h"
 #include "guard.h"
-
-struct cfg {
-	char *listen;
-	uint64_t n, timeout_ms, bytes;
-	bool on;
-	int mode;
-	struct st_strlist subjects;
-};
-
-static const char *const modes[] = {"cert", "trust-header", "ignore", NULL};
-
-#define OFF(f) offsetof(struct cfg, f)
-static const struct st_opt opts[] = {
-        {.name = "listen",
-         .type = ST_OPT_STRING,
-         .offset = OFF(listen),
-         .default_value = "0.0.0.0:10004",
-         .help = "Where."},
-        {.name = "n",
-         .type = ST_OPT_U64,
-         .offset = OFF(n),
-         .default_value = "5",
-         .min = 1,
-         .max = 100,
-         .help = "How many."},
-        {.name = "timeout",
-         .type = ST_OPT_DURATION_MS,
-         .offset = OFF(timeout_ms),
-         .default_value = "30s",
-         .min = 100,
-         .max = 3600000,
-         .help = "How long."},
-        {.name = "bytes",
-         .type = ST_OPT_BYTES,
-         .offset = OFF(bytes),
-         .default_value = "1MiB",
-         .min = 1024,
-         .max = 1ull << 30,
-         .help = "How much."},
-        {.name = "on", .type = ST_OPT_BOOL, .offset = OFF(on), .help = "Whether."},
-        {.name = "mode",
-         .type = ST_OPT_ENUM,
-         .offset = OFF(mode),
-         .default_value = "cert",
-         .enum_names = modes,
-         .help = "Which."},
-        {.name = "subjects",
-         .type = ST_OPT_STRING_LIST,
-         .offset = OFF(subjects),
-         .default_value = "dflt",
-         .help = "Who."},
-};
-static const struct st_config_spec spec = {.prog = "t",
-                                           .summary = "A test.",
-                                           .version = "1",
-                                           .kind = "TestConfig",
-                                           .opts = opts,
-                                           .num_opts = 7};
 
 static char err[512];
 
@@ -304,15 +247,8 @@ static void test_st_config_parse_yaml__prefixes_guarded(void **state)
 static void test_st_config_parse_yaml__alloc_failure(void **state)
 {
 	(void)state;
-	const char *y = HDR "listen: a\nsubjects: [x, y, z]\n";
-	for (int n = 0; n < 40; n++) {
-		struct cfg c = {0};
-		failmalloc_fail_after(n);
-		int rc = st_config_parse_yaml(&spec, &c, y, strlen(y), "f", err, sizeof err);
-		failmalloc_off();
-		assert_true(rc == 0 || rc == -ENOMEM);
-		st_config_cleanup(&spec, &c); /* no leak whatever failed */
-	}
+	fixture_parse_alloc_failures(st_config_parse_yaml, HDR "listen: a\nsubjects: [x, y, z]\n",
+	                             40);
 }
 
 struct diffs {
