@@ -83,51 +83,78 @@ static int json_value(const struct st_opt *o, void *cfg, struct json_object *v, 
 }
 
 /*
+ * The top-level keys of a JSON object, in the order they are written. Only used on text json-c
+ * accepted, so the scan can trust its shape: strings are skipped by their quotes and escapes,
+ * and a key is the first string of the object or the first after a comma at depth 1.
+ */
+struct key_scan {
+	const char *json;
+	size_t len, i;
+	int depth;
+	bool expect_key;
+};
+
+/* The next key: 1 with *@key and *@klen set (quotes excluded), 0 at the end, or -1 at a single
+ * quote outside a string (json-c takes single-quoted strings even when strict; JSON does not). */
+static int next_key(struct key_scan *s, const char **key, size_t *klen)
+{
+	for (; s->i < s->len; s->i++) {
+		char c = s->json[s->i];
+		if (c == '"') {
+			size_t start = ++s->i;
+			while (s->i < s->len && s->json[s->i] != '"')
+				s->i += s->json[s->i] == '\\' ? 2 : 1;
+			bool is_key = s->depth == 1 && s->expect_key && s->i <= s->len;
+			s->expect_key = false;
+			if (is_key) {
+				*key = s->json + start;
+				*klen = s->i - start;
+				s->i++; /* past the closing quote */
+				return 1;
+			}
+		} else if (c == '{' || c == '[') {
+			s->depth++;
+			s->expect_key = c == '{' && s->depth == 1;
+		} else if (c == '}' || c == ']') {
+			s->depth--;
+		} else if (c == ',' && s->depth == 1) {
+			s->expect_key = true;
+		} else if (c == '\'') {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
  * A key the top-level object of @json has twice, as it is written (quotes excluded): json-c
  * keeps the last one silently, and a file that sets an option twice is a mistake to report.
  * Returns its length with *@key pointing at it, 0 when every key is unique, or 1 with *@key
- * NULL for a single quote outside a string. Only called on text json-c accepted, so the scan
- * can trust its shape.
+ * NULL for a single quote outside a string.
  */
 #define DUP_SCAN_MAX_KEYS 256u
 static size_t duplicate_key(const char *json, size_t len, const char **key)
 {
 	const char *keys[DUP_SCAN_MAX_KEYS];
 	size_t lens[DUP_SCAN_MAX_KEYS], n = 0;
-	int depth = 0;
-	bool expect_key = false;
-	for (size_t i = 0; i < len; i++) {
-		char c = json[i];
-		if (c == '"') {
-			size_t start = ++i;
-			while (i < len && json[i] != '"')
-				i += json[i] == '\\' ? 2 : 1;
-			if (depth == 1 && expect_key && i <= len) {
-				size_t klen = i - start;
-				for (size_t k = 0; k < n; k++)
-					if (lens[k] == klen &&
-					    memcmp(keys[k], json + start, klen) == 0) {
-						*key = json + start;
-						return klen ? klen : 1;
-					}
-				if (n < DUP_SCAN_MAX_KEYS) {
-					keys[n] = json + start;
-					lens[n++] = klen;
-				}
+	struct key_scan scan = {.json = json, .len = len};
+	const char *k;
+	size_t klen;
+	int rc;
+	while ((rc = next_key(&scan, &k, &klen)) > 0) {
+		for (size_t i = 0; i < n; i++)
+			if (lens[i] == klen && memcmp(keys[i], k, klen) == 0) {
+				*key = k;
+				return klen ? klen : 1;
 			}
-			expect_key = false;
-		} else if (c == '{' || c == '[') {
-			depth++;
-			expect_key = c == '{' && depth == 1;
-		} else if (c == '}' || c == ']') {
-			depth--;
-		} else if (c == ',' && depth == 1) {
-			expect_key = true;
-		} else if (c == '\'') {
-			/* json-c takes single-quoted strings even when strict; JSON does not. */
-			*key = NULL;
-			return 1;
+		if (n < DUP_SCAN_MAX_KEYS) {
+			keys[n] = k;
+			lens[n++] = klen;
 		}
+	}
+	if (rc < 0) {
+		*key = NULL;
+		return 1;
 	}
 	return 0;
 }
@@ -142,31 +169,16 @@ static size_t line_at(const char *text, size_t at)
 }
 
 /* The line of the top-level key @key (as json-c gave it, compared with the text unescaped
- * only for plain keys), or 0 when it cannot be found. Same shape trust as duplicate_key(). */
+ * only for plain keys), or 0 when it cannot be found. Called once duplicate_key() found no
+ * single quote, so the scan sees every key. */
 static size_t json_key_line(const char *json, size_t len, const char *key)
 {
-	size_t klen = strlen(key);
-	int depth = 0;
-	bool expect_key = false;
-	for (size_t i = 0; i < len; i++) {
-		char c = json[i];
-		if (c == '"') {
-			size_t start = ++i;
-			while (i < len && json[i] != '"')
-				i += json[i] == '\\' ? 2 : 1;
-			if (depth == 1 && expect_key && i <= len && i - start == klen &&
-			    memcmp(json + start, key, klen) == 0)
-				return line_at(json, start);
-			expect_key = false;
-		} else if (c == '{' || c == '[') {
-			depth++;
-			expect_key = c == '{' && depth == 1;
-		} else if (c == '}' || c == ']') {
-			depth--;
-		} else if (c == ',' && depth == 1) {
-			expect_key = true;
-		}
-	}
+	size_t want = strlen(key), klen;
+	struct key_scan scan = {.json = json, .len = len};
+	const char *k;
+	while (next_key(&scan, &k, &klen) > 0)
+		if (klen == want && memcmp(k, key, klen) == 0)
+			return line_at(json, (size_t)(k - json));
 	return 0;
 }
 
