@@ -495,21 +495,23 @@ static void run_worker(int first, int n)
 
 /* ---- the parent ------------------------------------------------------------------------ */
 
-static const struct bench_opt opts[] = {{"port", BENCH_INT, &o.port, "P", true},
-                                        {"ca-cert", BENCH_STR, &o.ca_cert, "F", true},
-                                        {"ca-key", BENCH_STR, &o.ca_key, "F", true},
-                                        {"server-ca", BENCH_STR, &o.server_ca, "F", true},
-                                        {"host", BENCH_STR, &o.host, "H", false},
-                                        {"n", BENCH_INT, &o.n, "N", false},
-                                        {"procs", BENCH_INT, &o.procs, "P", false},
-                                        {"ping-interval", BENCH_U64, &o.ping_ms, "MS", false},
-                                        {"pong-within", BENCH_U64, &o.pong_within_ms, "MS", false},
-                                        {"redial-spread", BENCH_U64, &o.spread_ms, "MS", false},
-                                        {"max-dialing", BENCH_INT, &o.max_dialing, "K", false},
-                                        {"connect-timeout", BENCH_U64, &o.timeout_ms, "MS", false},
-                                        {"duration", BENCH_INT, &o.duration_s, "S", false},
-                                        {"prefix", BENCH_STR, &o.prefix, "P", false},
-                                        {"quiet", BENCH_FLAG, &o.quiet, NULL, false}};
+static const struct bench_opt opts[] = {
+        {"port", BENCH_INT, &o.port, "P", true},
+        {"ca-cert", BENCH_STR, &o.ca_cert, "F", true},
+        {"ca-key", BENCH_STR, &o.ca_key, "F", true},
+        {"server-ca", BENCH_STR, &o.server_ca, "F", true},
+        {"host", BENCH_STR, &o.host, "H", false},
+        {"n", BENCH_INT, &o.n, "N", false},
+        {"procs", BENCH_INT, &o.procs, "P", false},
+        {"ping-interval", BENCH_U64, &o.ping_ms, "MS", false},
+        {"pong-within", BENCH_U64, &o.pong_within_ms, "MS", false},
+        {"redial-spread", BENCH_U64, &o.spread_ms, "MS", false},
+        {"max-dialing", BENCH_INT, &o.max_dialing, "K", false},
+        {"connect-timeout", BENCH_U64, &o.timeout_ms, "MS", false},
+        {"duration", BENCH_INT, &o.duration_s, "S", false},
+        {"prefix", BENCH_STR, &o.prefix, "P", false},
+        {"quiet", BENCH_FLAG, &o.quiet, NULL, false},
+};
 static const struct bench_cli cli = {"tunnel_load", opts, sizeof opts / sizeof opts[0]};
 
 int main(int argc, char **argv)
