@@ -98,7 +98,9 @@ http {{
 """
 
 # The kubelet's TLS: its serving certificate, a client certificate from the kubelet CA required.
-KUBELET_TLS = """    ssl_certificate {pki}/kubelet.crt;
+# TLS 1.3 as a real kubelet (Go) speaks it: nginx 1.22's default stops at TLS 1.2.
+KUBELET_TLS = """    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_certificate {pki}/kubelet.crt;
     ssl_certificate_key {pki}/kubelet.key;
     ssl_client_certificate {pki}/kubelet-ca.crt;
     ssl_verify_client on;

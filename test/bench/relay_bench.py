@@ -31,10 +31,12 @@ KUBELET_LOCATIONS = """    keepalive_requests 1000000;
     location = /metrics {{ root {d}; default_type text/plain; rewrite ^ /small.txt break; }}
 """
 
-PROXY_SERVER = """    ssl_certificate {pki}/cloudstream-stream.crt;
+PROXY_SERVER = """    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_certificate {pki}/cloudstream-stream.crt;
     ssl_certificate_key {pki}/cloudstream-stream.key;
     location / {{
       proxy_pass https://127.0.0.1:{kport};
+      proxy_ssl_protocols TLSv1.2 TLSv1.3;
       proxy_ssl_certificate {pki}/edgestream-kubelet-client.crt;
       proxy_ssl_certificate_key {pki}/edgestream-kubelet-client.key;
       proxy_buffering off;
