@@ -14,7 +14,6 @@
 #include <stream/limits.h>
 
 #define OFF(field) offsetof(struct cs_config, field)
-#define KIB        1024ull
 #define MIB        (1024ull * 1024ull)
 
 static const char *const ip_policy_names[] = {"cert", "trust-header", "ignore", "node-address",

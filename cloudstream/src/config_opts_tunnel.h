@@ -6,7 +6,7 @@
  * Not a header: a run of table entries, included only inside the options[] initializer of
  * config.c, between the other sections, so the table stays one array in one order (FLAGS.md,
  * --help and --print-config list the options in it). Hence no include guard. It uses
- * config.c's OFF(), KIB and MIB and its enum-name arrays. Pure data (test/check.sh).
+ * config.c's OFF(), MIB and its enum-name arrays. Pure data (test/check.sh).
  *
  * clang-format cannot tell entries outside their array from a block, so it is off in this file;
  * the indentation is the one clang-format gives them inside the array in config.c.

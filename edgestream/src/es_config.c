@@ -10,8 +10,6 @@
 #include <stream/limits.h>
 
 #define OFF(field) offsetof(struct es_config, field)
-#define KIB        1024ull
-#define MIB        (1024ull * 1024ull)
 
 static const char *const kubelet_http2_names[] = {"auto", "off", NULL};
 

@@ -93,12 +93,14 @@ def cloud_yaml(env, extra=""):
             env.path("cloudstream-stream.key"), env.path("stream-ca.crt")) + extra)
 
 
-def start_cloud_file(env, path, name):
+def start_file(env, exe, path, name):
+    """@exe (CLOUD or EDGE) started from the config file @path; its ports from the ready file
+    (the edge's also names its node: node= and what follows is not a port)."""
     ready = os.path.join(env.dir, name + ".ready")
     if os.path.exists(ready):
         os.unlink(ready)
-    p, text = env.start(name, [CLOUD, "--config", path, "--ready-file", ready], ready)
-    p.ports = h.ready_ports(text)
+    p, text = env.start(name, [exe, "--config", path, "--ready-file", ready], ready)
+    p.ports = h.ready_ports(text.split("node=")[0])
     return p
 
 
@@ -120,7 +122,7 @@ def cloud_yaml_starts(env):
     eff = json.loads(out)
     check(eff["max-streams"] == 77 and eff["stream-allowed-subjects"] ==
           ["kube-apiserver-kubelet-client"] and eff["sandbox"] == "errno", "effective %r" % eff)
-    p = start_cloud_file(env, path, "cloud-yaml")
+    p = start_file(env, CLOUD, path, "cloud-yaml")
     request_unknown_node(env, p)
     check(env.stop(p) == 0, "exit after SIGTERM")
 
@@ -203,7 +205,7 @@ def cloud_sighup(env):
     not load changes nothing."""
     path = os.path.join(env.dir, "hup.yaml")
     write(path, cloud_yaml(env, "log-level: info\nmax-streams: 100\n"))
-    p = start_cloud_file(env, path, "cloud-hup")
+    p = start_file(env, CLOUD, path, "cloud-hup")
     start = log_size(p)
     request_unknown_node(env, p)
     wait_log(p, r"node=nosuchnode access: GET /containerLogs/ns/pod/ctr 503", start)
@@ -309,15 +311,6 @@ def edge_yaml(env, cloud, kubelet, extra=""):
             env.path("edgestream-kubelet-client.key"), env.path("kubelet-ca.crt")) + extra)
 
 
-def start_edge_file(env, path, name):
-    ready = os.path.join(env.dir, name + ".ready")
-    if os.path.exists(ready):
-        os.unlink(ready)
-    p, text = env.start(name, [EDGE, "--config", path, "--ready-file", ready], ready)
-    p.ports = h.ready_ports(text.split("node=")[0])
-    return p
-
-
 def logs_request(env, cloud):
     api = h.Api(env, cloud.ports["stream"])
     status, _, body, s = api.request("GET", "/containerLogs/default/pod-a/ctr",
@@ -364,7 +357,7 @@ def edge_check_and_bad_files(env, cloud, kubelet):
 def edge_sighup(env, cloud, kubelet):
     path = os.path.join(env.dir, "edge-hup.yaml")
     write(path, edge_yaml(env, cloud, kubelet, "log-level: info\n"))
-    p = start_edge_file(env, path, "edge-hup")
+    p = start_file(env, EDGE, path, "edge-hup")
     start = log_size(p)
     logs_request(env, cloud)
     wait_log(p, r"node=edge-1 stream=\d+ access: LOGS_CONNECT kubelet done", start)
