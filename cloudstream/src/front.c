@@ -65,7 +65,9 @@ static void in_consume(struct cs_front *f, size_t n)
 	}
 }
 
-static int in_append(struct cs_front *f, const uint8_t *p, size_t n)
+/* Room for @n more input bytes: the buffer taken when the first bytes come (idle connections
+ * hold none). 0, -EMSGSIZE past FRONT_IN_CAP, -ENOMEM. */
+static int in_reserve(struct cs_front *f, size_t n)
 {
 	if (n > FRONT_IN_CAP - f->in_len)
 		return -EMSGSIZE;
@@ -74,6 +76,14 @@ static int in_append(struct cs_front *f, const uint8_t *p, size_t n)
 		if (f->in == NULL)
 			return -ENOMEM;
 	}
+	return 0;
+}
+
+static int in_append(struct cs_front *f, const uint8_t *p, size_t n)
+{
+	int rc = in_reserve(f, n);
+	if (rc < 0)
+		return rc;
 	memcpy(f->in + f->in_len, p, n);
 	f->in_len += n;
 	return 0;
@@ -81,13 +91,9 @@ static int in_append(struct cs_front *f, const uint8_t *p, size_t n)
 
 int cs__front_unread(struct cs_front *f, const uint8_t *p, size_t n)
 {
-	if (n > FRONT_IN_CAP - f->in_len)
-		return -EMSGSIZE;
-	if (f->in == NULL) {
-		f->in = malloc(FRONT_IN_CAP);
-		if (f->in == NULL)
-			return -ENOMEM;
-	}
+	int rc = in_reserve(f, n);
+	if (rc < 0)
+		return rc;
 	memmove(f->in + n, f->in, f->in_len);
 	memcpy(f->in, p, n);
 	f->in_len += n;
