@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <string.h>
 
@@ -89,6 +90,16 @@ int certs_x509_identity(X509 *x, struct certs_identity *id)
 		}
 	}
 	GENERAL_NAMES_free(gens);
+	return rc;
+}
+
+int certs_ssl_peer_identity(const SSL *ssl, struct certs_identity *id)
+{
+	X509 *x = SSL_get1_peer_certificate(ssl);
+	if (x == NULL)
+		return -ENOENT;
+	int rc = SSL_get_verify_result(ssl) == X509_V_OK ? certs_x509_identity(x, id) : -EACCES;
+	X509_free(x);
 	return rc;
 }
 

@@ -138,16 +138,11 @@ bool cs__authz_on_tls(struct cs_front *f)
 	SSL *ssl = lws_get_ssl(f->wsi);
 	if (ssl == NULL)
 		return false;
-	X509 *x = SSL_get_peer_certificate(ssl);
-	if (x == NULL) /* allowed only with tokens (the handshake asks for no certificate else) */
-		return srv->cfg.authentication_token_webhook;
-	if (SSL_get_verify_result(ssl) != X509_V_OK) {
-		X509_free(x);
-		return false;
-	}
 	struct certs_identity id;
-	int rc = certs_x509_identity(x, &id);
-	X509_free(x);
+	int rc = certs_ssl_peer_identity(ssl, &id);
+	if (rc ==
+	    -ENOENT) /* allowed only with tokens (the handshake asks for no certificate else) */
+		return srv->cfg.authentication_token_webhook;
 	if (rc < 0)
 		return false;
 	const struct st_strlist *allow = &srv->cfg.stream_allowed_subjects;

@@ -31,19 +31,8 @@
 static bool check_client(struct door *d)
 {
 	SSL *ssl = lws_get_ssl(d->wsi);
-	if (ssl == NULL)
-		return false;
-	X509 *x = SSL_get_peer_certificate(ssl);
-	if (x == NULL)
-		return false;
-	if (SSL_get_verify_result(ssl) != X509_V_OK) {
-		X509_free(x);
-		return false;
-	}
 	struct certs_identity id;
-	int rc = certs_x509_identity(x, &id);
-	X509_free(x);
-	if (rc < 0)
+	if (ssl == NULL || certs_ssl_peer_identity(ssl, &id) < 0)
 		return false;
 	snprintf(d->caller, sizeof d->caller, "%s", id.cn);
 	const struct st_strlist *allow = &d->srv->cfg.front_door_allowed_subjects;

@@ -124,6 +124,13 @@ struct certs_identity {
  */
 int certs_x509_identity(X509 *x, struct certs_identity *id);
 
+/*
+ * certs_ssl_peer_identity() - certs_x509_identity() of the certificate the peer of @ssl (after
+ * its handshake; borrowed) presented, once OpenSSL verified it. Returns 0; -ENOENT when the peer
+ * presented none; -EACCES when it did not verify; certs_x509_identity()'s errors.
+ */
+int certs_ssl_peer_identity(const SSL *ssl, struct certs_identity *id);
+
 /* certs_identity_has_ip() - does one of the IP SANs equal @ip (any text form)? */
 bool certs_identity_has_ip(const struct certs_identity *id, const char *ip);
 

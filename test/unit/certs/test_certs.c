@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
@@ -240,6 +241,20 @@ static void test_node_names(void **state)
 	assert_int_equal(certs_node_name_from_cn(name, CERTS_CN_PLAIN, out, sizeof out), -EACCES);
 }
 
+/* Before a handshake (or after one without a client certificate) there is nothing to read. */
+static void test_certs_ssl_peer_identity__no_certificate(void **state)
+{
+	(void)state;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+	assert_non_null(ctx);
+	SSL *ssl = SSL_new(ctx);
+	assert_non_null(ssl);
+	struct certs_identity id;
+	assert_int_equal(certs_ssl_peer_identity(ssl, &id), -ENOENT);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+}
+
 /* O= entries match an O value, CN= and bare entries the CN; exactly, never by prefix. */
 static void test_certs_identity_listed__entries(void **state)
 {
@@ -408,6 +423,7 @@ int main(void)
 	        cmocka_unit_test(test_node_names),
 	        cmocka_unit_test(test_identity_limits),
 	        cmocka_unit_test(test_certs_identity_listed__entries),
+	        cmocka_unit_test(test_certs_ssl_peer_identity__no_certificate),
 	        cmocka_unit_test(test_sign_csr_exact),
 	        cmocka_unit_test(test_spki_pin),
 	};
