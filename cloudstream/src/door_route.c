@@ -9,6 +9,7 @@
 #include "door_int.h"
 #include "recent.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,29 +18,40 @@
 
 #include "apiserver.h"
 
+/* cs__door_fail() with the reason formatted from @fmt (at most CS_DOOR_MAX_REASON_BYTES);
+ * NULL, which the resolvers return after failing the connection. */
+static struct cs_tunnel *refuse(struct door *d, int status, enum door_result r, const char *fmt,
+                                ...) __attribute__((format(printf, 4, 5)));
+static struct cs_tunnel *refuse(struct door *d, int status, enum door_result r, const char *fmt,
+                                ...)
+{
+	char why[CS_DOOR_MAX_REASON_BYTES];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	cs__door_fail(d, status, r, why);
+	return NULL;
+}
+
 /* d->ip is no connected node's: with --front-door-pod-ips, the node of the pod that has it
  * (the pod cache, else a lookup through the apiserver: NULL with the door in DOOR_LOOKUP).
  * NULL after failing the connection. Sets d->pod when it found one. */
 static struct cs_tunnel *resolve_pod(struct door *d)
 {
 	struct cs_server *srv = d->srv;
-	char why[CS_DOOR_MAX_REASON_BYTES];
 	const char *ns = CS_DOOR_POD_IP_NS;
-	if (!srv->cfg.front_door_pod_ips || srv->pods == NULL) {
-		snprintf(why, sizeof why,
-		         "no edge node connected to this cloudstream has IP %s (not a node address "
-		         "cloudstream knows)",
-		         d->ip);
-		cs__door_fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
-	if (strchr(d->ip, ':') != NULL) {
-		snprintf(why, sizeof why,
-		         "IP %s is no connected edge node's, and pods are reached over IPv4 only",
-		         d->ip);
-		cs__door_fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
+	if (!srv->cfg.front_door_pod_ips || srv->pods == NULL)
+		return refuse(
+		        d, 502, DOOR_R_NO_ROUTE,
+		        "no edge node connected to this cloudstream has IP %s (not a node address "
+		        "cloudstream knows)",
+		        d->ip);
+	if (strchr(d->ip, ':') != NULL)
+		return refuse(
+		        d, 502, DOOR_R_NO_ROUTE,
+		        "IP %s is no connected edge node's, and pods are reached over IPv4 only",
+		        d->ip);
 	const char *node = NULL;
 	size_t node_len = 0;
 	int rc = cs_podcache_get(srv->pods, ns, strlen(ns), d->ip, strlen(d->ip), cs_now_ms(),
@@ -52,31 +64,25 @@ static struct cs_tunnel *resolve_pod(struct door *d)
 		}
 		d->lookup_ok = false;
 	}
-	if (rc == 0) {
-		snprintf(why, sizeof why,
-		         "IP %s is no connected edge node's, and cloudstream could not ask the "
-		         "apiserver which pod has it",
-		         d->ip);
-		cs__door_fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
-	if (rc < 0) {
-		snprintf(why, sizeof why,
-		         "no edge node connected to this cloudstream and no running pod has IP %s",
-		         d->ip);
-		cs__door_fail(d, 502, DOOR_R_NO_ROUTE, why);
-		return NULL;
-	}
+	if (rc == 0)
+		return refuse(
+		        d, 502, DOOR_R_NO_ROUTE,
+		        "IP %s is no connected edge node's, and cloudstream could not ask the "
+		        "apiserver which pod has it",
+		        d->ip);
+	if (rc < 0)
+		return refuse(
+		        d, 502, DOOR_R_NO_ROUTE,
+		        "no edge node connected to this cloudstream and no running pod has IP %s",
+		        d->ip);
 	snprintf(d->node, sizeof d->node, "%.*s", (int)node_len, node);
 	struct cs_tunnel *t = cs_registry_get(srv->reg, node, node_len);
-	if (t == NULL) {
-		snprintf(why, sizeof why,
-		         "pod IP %s is on node %s, which is not connected to this cloudstream (no "
-		         "tunnel session)",
-		         d->ip, d->node);
-		cs__door_fail(d, 503, DOOR_R_NO_SESSION, why);
-		return NULL;
-	}
+	if (t == NULL)
+		return refuse(
+		        d, 503, DOOR_R_NO_SESSION,
+		        "pod IP %s is on node %s, which is not connected to this cloudstream (no "
+		        "tunnel session)",
+		        d->ip, d->node);
 	d->pod = true;
 	return t;
 }
@@ -100,7 +106,6 @@ struct cs_tunnel *cs__door_resolve(struct door *d, bool *fwd, uint32_t *fwd_caps
 {
 	*fwd = false;
 	struct cs_server *srv = d->srv;
-	char why[CS_DOOR_MAX_REASON_BYTES];
 	if (d->ip[0]) {
 		const char *node = NULL;
 		struct cs_tunnel *t = cs_registry_get_by_ip(srv->reg, d->ip, strlen(d->ip), &node);
@@ -116,24 +121,20 @@ struct cs_tunnel *cs__door_resolve(struct door *d, bool *fwd, uint32_t *fwd_caps
 		char note[200];
 		if (door_park(d, d->ip, note, sizeof note))
 			return NULL;
-		if (note[0]) {
-			snprintf(
-			        why, sizeof why,
+		if (note[0])
+			return refuse(
+			        d, 503, DOOR_R_NO_SESSION,
 			        "IP %s is an edge node's that is not connected to this cloudstream "
 			        "(no tunnel session%s)",
 			        d->ip, note);
-			cs__door_fail(d, 503, DOOR_R_NO_SESSION, why);
-			return NULL;
-		}
 		const char *owners[2];
 		if (cs_registry_ip_owners(srv->reg, d->ip, strlen(d->ip), owners, 2) >= 2) {
-			snprintf(why, sizeof why,
-			         "IP %s is shared by edge nodes %.100s and %.100s; cloudstream "
-			         "cannot "
-			         "tell which one (address the node by name)",
-			         d->ip, owners[0], owners[1]);
-			cs__door_fail(d, 502, DOOR_R_NO_ROUTE, why);
-			return NULL;
+			return refuse(
+			        d, 502, DOOR_R_NO_ROUTE,
+			        "IP %s is shared by edge nodes %.100s and %.100s; cloudstream "
+			        "cannot "
+			        "tell which one (address the node by name)",
+			        d->ip, owners[0], owners[1]);
 		}
 		return resolve_pod(d);
 	}
@@ -146,12 +147,10 @@ struct cs_tunnel *cs__door_resolve(struct door *d, bool *fwd, uint32_t *fwd_caps
 		char note[200];
 		if (door_park(d, d->node, note, sizeof note))
 			return NULL;
-		char msg[CS_NODE_NAME_MAX_BYTES + sizeof note + 128];
-		snprintf(msg, sizeof msg,
-		         "edge node %s is not connected to this cloudstream (no tunnel session%s)",
-		         d->node, note);
-		snprintf(why, sizeof why, "%.399s", msg); /* a reason phrase's bound */
-		cs__door_fail(d, 503, DOOR_R_NO_SESSION, why);
+		return refuse(
+		        d, 503, DOOR_R_NO_SESSION,
+		        "edge node %s is not connected to this cloudstream (no tunnel session%s)",
+		        d->node, note);
 	}
 	return t;
 }
