@@ -22,6 +22,7 @@
 #include <stream/log.h>
 #include <stream/tunnelwrite.h>
 
+#include "rawsock.h"
 #include "relay.h"
 #include "tunnel.h"
 
@@ -35,16 +36,6 @@ static void on_deadline(lws_sorted_usec_list_t *sul);
 static void arm(struct es_conn *c, uint64_t ms)
 {
 	lws_sul_schedule(c->es->ctx, 0, &c->sul, on_deadline, (lws_usec_t)ms * LWS_US_PER_MS);
-}
-
-/* The socket no longer reaches @c; lws closes it. */
-static void let_go(struct es_conn *c)
-{
-	if (c->wsi == NULL)
-		return;
-	lws_set_opaque_user_data(c->wsi, NULL);
-	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-	c->wsi = NULL;
 }
 
 static void head_free(struct es_conn *c)
@@ -81,7 +72,7 @@ void es_conn_free(struct es_conn *c)
 	if (c == NULL)
 		return;
 	lws_sul_cancel(&c->sul);
-	let_go(c);
+	es_rawsock_let_go(&c->wsi);
 	es_tls_free(&c->tls);
 	head_free(c);
 	es_body_only_cleanup(&c->bo);
@@ -98,13 +89,8 @@ static void conn_fail(struct es_conn *c, uint64_t code, bool backend, const char
 {
 	char reason[400];
 	snprintf(reason, sizeof reason, "%s", why); /* @why may live in @c */
-	if (c->in_connect) {
-		if (!c->connect_failed) {
-			c->connect_failed = true;
-			snprintf(c->es->connect_error, sizeof c->es->connect_error, "%s", reason);
-		}
+	if (es_rawsock_noted(c->es, c, reason))
 		return;
-	}
 	if (backend)
 		c->es->m.backend_failures++;
 	es_stream_fail(c->st, code, reason); /* frees @c */
@@ -150,31 +136,13 @@ int es_conn_dial(struct es_conn *c)
 	char name[160];
 	st_dbg_ns(es->node, st->id, "%s → %s", st_msg_type_name(st->type),
 	          es_stream_describe(st, name, sizeof name));
-	struct lws_client_connect_info i;
-	memset(&i, 0, sizeof i);
-	i.context = es->ctx;
-	i.vhost = es->vh_client;
-	i.address = c->host;
-	i.port = c->port;
-	i.host = i.address;
-	i.method = "RAW";
-	i.local_protocol_name = es_backend_protocol.name;
-	i.opaque_user_data = c;
 	c->state = ES_CONN_DIALING;
-	c->connect_failed = false;
 	arm(c, es->cfg.backend_dial_timeout_ms);
-	c->in_connect = true;
-	struct lws *wsi = lws_client_connect_via_info(&i);
-	c->in_connect = false;
-	if (wsi && !c->connect_failed) {
-		c->wsi = wsi;
-		return 0;
-	}
-	let_go(c); /* a wsi of a connect that failed inside (RAW_CONNECTED may have set it) */
 	char why[400];
-	if (c->connect_failed)
-		snprintf(why, sizeof why, "%s", es->connect_error);
-	else
+	if (es_rawsock_connect(es, &c->wsi, c->host, c->port, es_backend_protocol.name, c, why,
+	                       sizeof why) == 0)
+		return 0;
+	if (why[0] == '\0')
 		snprintf(why, sizeof why, "%.150s unreachable",
 		         es_stream_describe(st, name, sizeof name));
 	es->m.backend_failures++;
@@ -184,7 +152,7 @@ int es_conn_dial(struct es_conn *c)
 
 int es_conn_restart(struct es_conn *c)
 {
-	let_go(c);
+	es_rawsock_let_go(&c->wsi);
 	lws_sul_cancel(&c->sul);
 	es_tls_free(&c->tls);
 	c->reused = false;

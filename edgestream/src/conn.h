@@ -56,12 +56,10 @@ struct es_conn {
 	bool keep_alive; /* the response's framing is followed: the connection may be kept */
 	bool body_only;  /* base-protocol LOGS/METRIC: only the response body goes on */
 	struct es_body_only bo;
-	bool reused;         /* it came from a pool (it may have been closed under us) */
-	bool paused;         /* lws_rx_flow_control(wsi, 0): the stream's to_cloud is full */
-	bool shut_wr_sent;   /* TCP half-close passed on */
-	bool in_connect;     /* inside lws_client_connect_via_info() */
-	bool connect_failed; /* meanwhile; why is in es->connect_error (one connect at a time) */
-	lws_sorted_usec_list_t sul;  /* connect or handshake deadline; idle timeout in a pool */
+	bool reused;                /* it came from a pool (it may have been closed under us) */
+	bool paused;                /* lws_rx_flow_control(wsi, 0): the stream's to_cloud is full */
+	bool shut_wr_sent;          /* TCP half-close passed on */
+	lws_sorted_usec_list_t sul; /* connect or handshake deadline; idle timeout in a pool */
 	struct es_conn *next, *prev; /* the pool, while idle */
 	/* While idle: the peer closed it, spoke unasked or it timed out. The pool unlinks and
 	 * frees it (es_conn_free). */

@@ -131,8 +131,11 @@ struct edgestream {
 	uint8_t *tx;                           /* LWS_PRE + one message or one TLS flight */
 	struct st_tunnel_writer tunnel_writer; /* every tunnel's frames (stream/tunnelwrite.h) */
 	uint8_t *scratch; /* plaintext from a backend (one read) and its body (body-only) */
-	char connect_error
-	        [400]; /* why a backend connect failed inside lws's connect call (conn.c) */
+	/* A backend's raw connect under way (rawsock.h): the connection inside lws's connect
+	 * call, and the first failure its callbacks met meanwhile. */
+	const void *connecting;
+	bool connect_failed;
+	char connect_error[400];
 	/* cross-thread requests */
 	atomic_uint stop_requests; /* edgestream_stop() calls: the first drains, a second stops */
 	atomic_bool reload_requested, loop_done;

@@ -24,6 +24,7 @@
 #include "es.h"
 #include "h2int.h"
 #include "h2msg.h"
+#include "rawsock.h"
 #include "relay.h"
 #include "tls.h"
 #include "tunnel.h"
@@ -77,20 +78,10 @@ void es__h2_kick(struct h2c *c)
 
 /* ---- the connection ends ------------------------------------------------------------------ */
 
-/* The socket no longer reaches @c; lws closes it. */
-static void let_go(struct h2c *c)
-{
-	if (c->wsi == NULL)
-		return;
-	lws_set_opaque_user_data(c->wsi, NULL);
-	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-	c->wsi = NULL;
-}
-
 static void c_free(struct h2c *c)
 {
 	lws_sul_cancel(&c->sul);
-	let_go(c);
+	es_rawsock_let_go(&c->wsi);
 	while (c->streams)
 		es__h2_detach(c->streams); /* none should be left: the callers ended them */
 	nghttp2_session_del(c->sess);
@@ -108,7 +99,7 @@ static void c_fail_all(struct h2c *c, uint64_t code, const char *why)
 	char reason[400];
 	snprintf(reason, sizeof reason, "%s", why); /* @why may live in @c */
 	struct edgestream *es = c->es;
-	let_go(c);
+	es_rawsock_let_go(&c->wsi);
 	while (c->streams) {
 		struct h2s *s = c->streams;
 		es__h2_detach(s);
@@ -128,7 +119,7 @@ static void c_lost(struct h2c *c, const char *why)
 {
 	struct edgestream *es = c->es;
 	st_dbg_ns(es->node, 0, "HTTP/2 connection to the kubelet lost: %s", why);
-	let_go(c);
+	es_rawsock_let_go(&c->wsi);
 	c->goaway = true;
 	bool raced = c->was_idle;
 	while (c->streams) {
@@ -188,31 +179,13 @@ int es__h2_place(struct h2s *s)
 static int dial(struct h2c *c)
 {
 	struct edgestream *es = c->es;
-	struct lws_client_connect_info i;
-	memset(&i, 0, sizeof i);
-	i.context = es->ctx;
-	i.vhost = es->vh_client;
-	i.address = es->kubelet_host;
-	i.port = es->kubelet_port;
-	i.host = i.address;
-	i.method = "RAW";
-	i.local_protocol_name = es_h2_protocol.name;
-	i.opaque_user_data = c;
 	c->state = H2C_DIALING;
-	c->connect_failed = false;
 	es__h2_arm(c, es->cfg.backend_dial_timeout_ms);
-	c->in_connect = true;
-	struct lws *wsi = lws_client_connect_via_info(&i);
-	c->in_connect = false;
-	if (wsi && !c->connect_failed) {
-		c->wsi = wsi;
-		return 0;
-	}
-	let_go(c);
 	char why[400];
-	if (c->connect_failed)
-		snprintf(why, sizeof why, "%s", c->connect_error);
-	else
+	if (es_rawsock_connect(es, &c->wsi, es->kubelet_host, es->kubelet_port, es_h2_protocol.name,
+	                       c, why, sizeof why) == 0)
+		return 0;
+	if (why[0] == '\0')
 		snprintf(why, sizeof why, "kubelet %.100s:%d unreachable", es->kubelet_host,
 		         es->kubelet_port);
 	c_fail_all(c, ST_EXT_ERR_UNREACHABLE, why);
@@ -222,14 +195,8 @@ static int dial(struct h2c *c)
 /* A failure before the connection opened (inside the connect call only noted). */
 static void c_fail_early(struct h2c *c, uint64_t code, const char *why)
 {
-	if (c->in_connect) {
-		if (!c->connect_failed) {
-			c->connect_failed = true;
-			snprintf(c->connect_error, sizeof c->connect_error, "%.290s", why);
-		}
-		return;
-	}
-	c_fail_all(c, code, why);
+	if (!es_rawsock_noted(c->es, c, why))
+		c_fail_all(c, code, why);
 }
 
 static void on_deadline(lws_sorted_usec_list_t *sul)
@@ -260,7 +227,7 @@ static void fall_back(struct h2c *c, const char *proto, size_t len)
 		        es->kubelet_host, es->kubelet_port, len ? (int)len : 6,
 		        len ? proto : "(none)");
 	es->kubelet_h2 = -1;
-	let_go(c);
+	es_rawsock_let_go(&c->wsi);
 	while (c->streams) {
 		struct h2s *s = c->streams;
 		es__h2_detach(s);
@@ -320,7 +287,7 @@ static int rx(struct h2c *c, const uint8_t *in, size_t len)
 				        "handshake again, and no more resumption with it",
 				        es->kubelet_host, es->kubelet_port, es_tls_error(&c->tls));
 			c->resume_retried = true;
-			let_go(c);
+			es_rawsock_let_go(&c->wsi);
 			es_tls_free(&c->tls);
 			dial(c); /* fails its streams (and frees @c) when it cannot */
 			return -1;

@@ -35,13 +35,10 @@ struct h2c {
 	nghttp2_session *sess; /* once open */
 	struct h2s *streams;   /* riding it, or waiting for it to open */
 	unsigned nstreams;
-	bool settled;    /* the kubelet's first SETTINGS came: requests may go */
-	bool goaway;     /* no new streams (GOAWAY either way, or an error) */
-	bool was_idle;   /* it had no stream at some point: a close may have raced a request */
-	bool in_connect; /* inside lws_client_connect_via_info() */
-	bool connect_failed;
+	bool settled;  /* the kubelet's first SETTINGS came: requests may go */
+	bool goaway;   /* no new streams (GOAWAY either way, or an error) */
+	bool was_idle; /* it had no stream at some point: a close may have raced a request */
 	bool resume_retried;
-	char connect_error[300];
 	lws_sorted_usec_list_t sul; /* connect / handshake deadline; idle deadline once open */
 	struct h2c *next, *prev;    /* es->h2conns */
 };
