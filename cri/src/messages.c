@@ -100,26 +100,11 @@ static void put_state_filter(struct cri_pb_writer *w, uint32_t field, int state)
 	cri_pb_put_bytes(w, field, wrap, s.len);
 }
 
-ssize_t cri_encode_list_pod_sandbox_request(uint8_t *out, size_t cap,
-                                            const struct cri_label *labels, size_t nlabels,
-                                            int state)
-{
-	if (nlabels > CRI_MAX_LABELS)
-		return -EMSGSIZE;
-	uint8_t filter[4096];
-	struct cri_pb_writer f = writer(filter, sizeof filter);
-	put_state_filter(&f, 2, state);
-	put_labels(&f, 3, labels, nlabels);
-	if (f.overflow)
-		return -EMSGSIZE;
-	struct cri_pb_writer w = writer(out, cap);
-	cri_pb_put_bytes(&w, 1, filter, f.len);
-	return done(&w);
-}
-
-ssize_t cri_encode_list_containers_request(uint8_t *out, size_t cap, const char *sandbox_id,
-                                           const struct cri_label *labels, size_t nlabels,
-                                           int state)
+/* A list request: filter = 1 { state = 2 (wrapped), pod_sandbox_id = 3 (ContainerFilter only;
+ * NULL or "" writes nothing), label_selector = @labels_field }. PodSandboxFilter and
+ * ContainerFilter differ only there. */
+static ssize_t list_request(uint8_t *out, size_t cap, const char *sandbox_id, uint32_t labels_field,
+                            const struct cri_label *labels, size_t nlabels, int state)
 {
 	if (nlabels > CRI_MAX_LABELS)
 		return -EMSGSIZE;
@@ -127,12 +112,26 @@ ssize_t cri_encode_list_containers_request(uint8_t *out, size_t cap, const char 
 	struct cri_pb_writer f = writer(filter, sizeof filter);
 	put_state_filter(&f, 2, state);
 	cri_pb_put_string(&f, 3, sandbox_id);
-	put_labels(&f, 4, labels, nlabels);
+	put_labels(&f, labels_field, labels, nlabels);
 	if (f.overflow)
 		return -EMSGSIZE;
 	struct cri_pb_writer w = writer(out, cap);
 	cri_pb_put_bytes(&w, 1, filter, f.len);
 	return done(&w);
+}
+
+ssize_t cri_encode_list_pod_sandbox_request(uint8_t *out, size_t cap,
+                                            const struct cri_label *labels, size_t nlabels,
+                                            int state)
+{
+	return list_request(out, cap, NULL, 3, labels, nlabels, state);
+}
+
+ssize_t cri_encode_list_containers_request(uint8_t *out, size_t cap, const char *sandbox_id,
+                                           const struct cri_label *labels, size_t nlabels,
+                                           int state)
+{
+	return list_request(out, cap, sandbox_id, 4, labels, nlabels, state);
 }
 
 ssize_t cri_encode_container_status_request(uint8_t *out, size_t cap, const char *container_id)
