@@ -311,15 +311,16 @@ int cri_container_status(struct cri_client *c, const char *container_id,
 	             out, err, errlen);
 }
 
-struct url_out {
-	char *url;
+/* Where a response's one string goes (a streaming URL, a new sandbox's or container's id). */
+struct text_out {
+	char *buf;
 	size_t cap;
 };
 
 static int dec_url(const uint8_t *p, size_t len, void *out)
 {
-	struct url_out *u = out;
-	return cri_decode_url_response(p, len, u->url, u->cap);
+	struct text_out *t = out;
+	return cri_decode_url_response(p, len, t->buf, t->cap);
 }
 
 int cri_exec_url(struct cri_client *c, const char *container_id, const char *const *cmd,
@@ -329,7 +330,7 @@ int cri_exec_url(struct cri_client *c, const char *container_id, const char *con
 	uint8_t *req = malloc(CRI_REQUEST_MAX); /* not on the stack: commands can be long */
 	if (req == NULL)
 		return -ENOMEM;
-	struct url_out u = {url, cap};
+	struct text_out u = {url, cap};
 	int rc = unary(c, "Exec", req,
 	               cri_encode_exec_request(req, CRI_REQUEST_MAX, container_id, cmd, ncmd, tty,
 	                                       in, out_, err_stream),
@@ -342,7 +343,7 @@ int cri_attach_url(struct cri_client *c, const char *container_id, bool in, bool
                    bool err_stream, char *url, size_t cap, char *err, size_t errlen)
 {
 	uint8_t req[256];
-	struct url_out u = {url, cap};
+	struct text_out u = {url, cap};
 	return unary(
 	        c, "Attach", req,
 	        cri_encode_attach_request(req, sizeof req, container_id, in, tty, out_, err_stream),
@@ -353,7 +354,7 @@ int cri_port_forward_url(struct cri_client *c, const char *sandbox_id, const int
                          size_t nports, char *url, size_t cap, char *err, size_t errlen)
 {
 	uint8_t req[2048];
-	struct url_out u = {url, cap};
+	struct text_out u = {url, cap};
 	return unary(c, "PortForward", req,
 	             cri_encode_port_forward_request(req, sizeof req, sandbox_id, ports, nports),
 	             dec_url, &u, err, errlen);
@@ -361,15 +362,10 @@ int cri_port_forward_url(struct cri_client *c, const char *sandbox_id, const int
 
 /* ---- pod life cycle ---------------------------------------------------------------------- */
 
-struct id_out {
-	char *id;
-	size_t cap;
-};
-
 static int dec_id(const uint8_t *p, size_t len, void *out)
 {
-	struct id_out *o = out;
-	return cri_decode_id_response(p, len, o->id, o->cap);
+	struct text_out *t = out;
+	return cri_decode_id_response(p, len, t->buf, t->cap);
 }
 
 /* Responses with nothing we read: still well-formed protobuf. */
@@ -389,7 +385,7 @@ int cri_run_pod_sandbox(struct cri_client *c, const struct cri_pod_spec *pod, ch
                         char *err, size_t errlen)
 {
 	uint8_t req[16384];
-	struct id_out o = {id, cap};
+	struct text_out o = {id, cap};
 	return unary(c, "RunPodSandbox", req,
 	             cri_encode_run_pod_sandbox_request(req, sizeof req, pod), dec_id, &o, err,
 	             errlen);
@@ -402,7 +398,7 @@ int cri_create_container(struct cri_client *c, const char *sandbox_id,
 	uint8_t *req = malloc(CRI_REQUEST_MAX);
 	if (req == NULL)
 		return -ENOMEM;
-	struct id_out o = {id, cap};
+	struct text_out o = {id, cap};
 	int rc = unary(
 	        c, "CreateContainer", req,
 	        cri_encode_create_container_request(req, CRI_REQUEST_MAX, sandbox_id, pod, spec),
