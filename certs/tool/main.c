@@ -228,13 +228,11 @@ static int issue(struct opts *o, const char *ca_base, const char *out_base,
 	return 0;
 }
 
-static int cmd_server(struct opts *o)
+/* A leaf certificate as the options ask: key, CN, organizations, SANs, @usage, 365 days unless
+ * --days. */
+static struct certs_leaf_opts leaf_from_opts(const struct opts *o, unsigned usage)
 {
-	if (o->ca == NULL || o->out == NULL || o->cn == NULL) {
-		fprintf(stderr, "stream-certs server: --ca, --out and --cn are required\n");
-		return EXIT_USAGE;
-	}
-	struct certs_leaf_opts leaf = {
+	return (struct certs_leaf_opts){
 	        .key = o->key,
 	        .cn = o->cn,
 	        .orgs = o->orgs,
@@ -243,9 +241,19 @@ static int cmd_server(struct opts *o)
 	        .num_dns = o->num_dns,
 	        .ips = o->ips,
 	        .num_ips = o->num_ips,
-	        .usage = CERTS_USAGE_SERVER | (o->client_too ? CERTS_USAGE_CLIENT : 0u),
+	        .usage = usage,
 	        .days = o->days ? o->days : 365,
 	};
+}
+
+static int cmd_server(struct opts *o)
+{
+	if (o->ca == NULL || o->out == NULL || o->cn == NULL) {
+		fprintf(stderr, "stream-certs server: --ca, --out and --cn are required\n");
+		return EXIT_USAGE;
+	}
+	struct certs_leaf_opts leaf =
+	        leaf_from_opts(o, CERTS_USAGE_SERVER | (o->client_too ? CERTS_USAGE_CLIENT : 0u));
 	return issue(o, o->ca, o->out, &leaf);
 }
 
@@ -258,18 +266,7 @@ static int cmd_client(struct opts *o)
 	}
 	char cn[300];
 	static const char *const node_orgs[] = {"system:nodes"};
-	struct certs_leaf_opts leaf = {
-	        .key = o->key,
-	        .cn = o->cn,
-	        .orgs = o->orgs,
-	        .num_orgs = o->num_orgs,
-	        .dns = o->dns,
-	        .num_dns = o->num_dns,
-	        .ips = o->ips,
-	        .num_ips = o->num_ips,
-	        .usage = CERTS_USAGE_CLIENT,
-	        .days = o->days ? o->days : 365,
-	};
+	struct certs_leaf_opts leaf = leaf_from_opts(o, CERTS_USAGE_CLIENT);
 	if (o->node) {
 		if (!certs_valid_node_name(o->node, strlen(o->node))) {
 			fprintf(stderr,
