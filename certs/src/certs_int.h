@@ -11,6 +11,17 @@ void certs__fail(char *err, size_t errlen, const char *what);
 int certs__write_file(const char *path, const void *data, size_t len, unsigned mode,
                       bool overwrite);
 
+/* Reads the PEM private key in @path into *@out (the caller frees it): 0, -errno when the file
+ * does not open, -EBADMSG when it holds no PEM private key; @err (if any) says which (pem.c). */
+struct evp_pkey_st;
+int certs__load_key(const char *path, struct evp_pkey_st **out, char *err, size_t errlen);
+
+/* The UTF-8 text of a subject name entry (CN, O may be PrintableString, UTF8String,
+ * BMPString...) into @out, CERTS_MAX_NAME_BYTES + 1 bytes: 0; -EMSGSIZE when longer,
+ * -EBADMSG when it does not convert or holds a NUL. Pure (identity.c). */
+struct X509_name_entry_st;
+int certs__name_entry_text(struct X509_name_entry_st *e, char *out);
+
 /* Exactly one PEM "CERTIFICATE REQUEST" in @len bytes (whitespace around it only), or NULL.
  * The caller frees it (X509_REQ_free). Pure (csr_read.c). */
 struct X509_req_st;

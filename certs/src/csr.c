@@ -116,21 +116,8 @@ static int load_ca(const char *cert_path, const char *key_path, X509 **ca, EVP_P
 	int rc = certs_load(cert_path, ca, err, errlen);
 	if (rc < 0)
 		return rc;
-	FILE *f = fopen(key_path, "re");
-	if (f == NULL) {
-		rc = -errno;
-		if (err && errlen)
-			snprintf(err, errlen, "%s: %s", key_path, strerror(errno));
+	if ((rc = certs__load_key(key_path, key, err, errlen)) < 0)
 		return rc;
-	}
-	*key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-	fclose(f);
-	if (*key == NULL) {
-		char what[300];
-		snprintf(what, sizeof what, "%.250s: no PEM private key", key_path);
-		certs__fail(err, errlen, what);
-		return -EBADMSG;
-	}
 	if (X509_check_private_key(*ca, *key) != 1) {
 		certs__fail(err, errlen, "the signing key does not match the signing CA");
 		return -EINVAL;

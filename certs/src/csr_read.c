@@ -51,26 +51,6 @@ X509_REQ *certs__csr_parse(const char *pem, size_t len)
 	return req;
 }
 
-/* A subject entry as a clean string (no NUL, printable UTF-8 as OpenSSL converts it). */
-static int entry_text(X509_NAME_ENTRY *e, char *out, size_t cap)
-{
-	unsigned char *utf8 = NULL;
-	int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e));
-	if (n < 0)
-		return -EBADMSG;
-	int rc = 0;
-	if ((size_t)n + 1 > cap)
-		rc = -EMSGSIZE;
-	else if (memchr(utf8, '\0', (size_t)n) != NULL)
-		rc = -EBADMSG;
-	else {
-		memcpy(out, utf8, (size_t)n);
-		out[n] = '\0';
-	}
-	OPENSSL_free(utf8);
-	return rc;
-}
-
 static int csr_info(X509_REQ *req, struct certs_csr_info *out)
 {
 	memset(out, 0, sizeof *out);
@@ -92,11 +72,11 @@ static int csr_info(X509_REQ *req, struct certs_csr_info *out)
 		if (nid == NID_commonName) {
 			if (cns++ > 0)
 				return -EBADMSG;
-			rc = entry_text(e, out->cn, sizeof out->cn);
+			rc = certs__name_entry_text(e, out->cn);
 		} else if (nid == NID_organizationName) {
 			if (out->num_orgs == CERTS_MAX_ORGS)
 				return -EMSGSIZE;
-			rc = entry_text(e, out->orgs[out->num_orgs], sizeof out->orgs[0]);
+			rc = certs__name_entry_text(e, out->orgs[out->num_orgs]);
 			out->num_orgs++;
 		}
 		if (rc < 0)

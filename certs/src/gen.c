@@ -106,6 +106,22 @@ static bool dns_name_ok(const char *s)
 	return true;
 }
 
+/* Adds @value (taken: freed when this fails) to @gens as a name of @type (GEN_DNS, GEN_IPADD). */
+static int push_san(GENERAL_NAMES *gens, int type, ASN1_STRING *value)
+{
+	GENERAL_NAME *g = GENERAL_NAME_new();
+	if (g == NULL) {
+		ASN1_STRING_free(value);
+		return -ENOMEM;
+	}
+	GENERAL_NAME_set0_value(g, type, value);
+	if (sk_GENERAL_NAME_push(gens, g) == 0) {
+		GENERAL_NAME_free(g);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /* subjectAltName built field by field (no config-string parsing of caller input). */
 static int add_sans(X509 *x, const struct certs_leaf_opts *o, char *err, size_t errlen)
 {
@@ -122,19 +138,13 @@ static int add_sans(X509 *x, const struct certs_leaf_opts *o, char *err, size_t 
 			rc = -EINVAL;
 			break;
 		}
-		GENERAL_NAME *g = GENERAL_NAME_new();
 		ASN1_IA5STRING *s = ASN1_IA5STRING_new();
-		if (g == NULL || s == NULL || ASN1_STRING_set(s, o->dns[i], -1) != 1) {
-			GENERAL_NAME_free(g);
+		if (s == NULL || ASN1_STRING_set(s, o->dns[i], -1) != 1) {
 			ASN1_IA5STRING_free(s);
 			rc = -ENOMEM;
 			break;
 		}
-		GENERAL_NAME_set0_value(g, GEN_DNS, s);
-		if (sk_GENERAL_NAME_push(gens, g) == 0) {
-			GENERAL_NAME_free(g);
-			rc = -ENOMEM;
-		}
+		rc = push_san(gens, GEN_DNS, s);
 	}
 	for (size_t i = 0; rc == 0 && i < o->num_ips; i++) {
 		unsigned char addr[16];
@@ -149,19 +159,13 @@ static int add_sans(X509 *x, const struct certs_leaf_opts *o, char *err, size_t 
 			rc = -EINVAL;
 			break;
 		}
-		GENERAL_NAME *g = GENERAL_NAME_new();
 		ASN1_OCTET_STRING *s = ASN1_OCTET_STRING_new();
-		if (g == NULL || s == NULL || ASN1_OCTET_STRING_set(s, addr, len) != 1) {
-			GENERAL_NAME_free(g);
+		if (s == NULL || ASN1_OCTET_STRING_set(s, addr, len) != 1) {
 			ASN1_OCTET_STRING_free(s);
 			rc = -ENOMEM;
 			break;
 		}
-		GENERAL_NAME_set0_value(g, GEN_IPADD, s);
-		if (sk_GENERAL_NAME_push(gens, g) == 0) {
-			GENERAL_NAME_free(g);
-			rc = -ENOMEM;
-		}
+		rc = push_san(gens, GEN_IPADD, s);
 	}
 	if (rc == 0 && X509_add1_ext_i2d(x, NID_subject_alt_name, gens, 0, X509V3_ADD_DEFAULT) != 1)
 		rc = -EPROTO;
@@ -254,26 +258,6 @@ out:
 	return rc;
 }
 
-static int load_key(const char *path, EVP_PKEY **out, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "re");
-	if (f == NULL) {
-		int rc = -errno;
-		if (err && errlen)
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return rc;
-	}
-	*out = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-	fclose(f);
-	if (*out == NULL) {
-		char what[512];
-		snprintf(what, sizeof what, "%s: no PEM private key", path);
-		certs__fail(err, errlen, what);
-		return -EBADMSG;
-	}
-	return 0;
-}
-
 int certs_issue(const char *ca_cert_path, const char *ca_key_path, const char *cert_path,
                 const char *key_path, const struct certs_leaf_opts *o, enum certs_write mode,
                 char *err, size_t errlen)
@@ -294,7 +278,7 @@ int certs_issue(const char *ca_cert_path, const char *ca_key_path, const char *c
 	X509 *ca = NULL, *x = NULL;
 	EVP_PKEY *ca_key = NULL, *pkey = NULL;
 	if ((rc = certs_load(ca_cert_path, &ca, err, errlen)) < 0 ||
-	    (rc = load_key(ca_key_path, &ca_key, err, errlen)) < 0)
+	    (rc = certs__load_key(ca_key_path, &ca_key, err, errlen)) < 0)
 		goto out;
 	if (X509_check_private_key(ca, ca_key) != 1) {
 		certs__fail(err, errlen, "the CA key does not match the CA certificate");

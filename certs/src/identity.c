@@ -8,6 +8,8 @@
 #include <openssl/x509v3.h>
 #include <string.h>
 
+#include "certs_int.h"
+
 #define NODE_PREFIX "system:node:"
 
 /* Copies an ASN1 string that must be a clean string of at most CERTS_MAX_NAME_BYTES. */
@@ -24,8 +26,7 @@ static int copy_asn1(const ASN1_STRING *s, char *out)
 	return 0;
 }
 
-/* The UTF-8 text of a name entry (CN, O may be PrintableString, UTF8String, BMPString...). */
-static int copy_entry(X509_NAME_ENTRY *e, char *out)
+int certs__name_entry_text(X509_NAME_ENTRY *e, char *out)
 {
 	unsigned char *utf8 = NULL;
 	int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e));
@@ -53,14 +54,15 @@ int certs_x509_identity(X509 *x, struct certs_identity *id)
 		/* Two CNs would make "the" identity ambiguous. */
 		if (X509_NAME_get_index_by_NID(subj, NID_commonName, idx) >= 0)
 			return -EBADMSG;
-		int rc = copy_entry(X509_NAME_get_entry(subj, idx), id->cn);
+		int rc = certs__name_entry_text(X509_NAME_get_entry(subj, idx), id->cn);
 		if (rc < 0)
 			return rc;
 	}
 	for (idx = -1; (idx = X509_NAME_get_index_by_NID(subj, NID_organizationName, idx)) >= 0;) {
 		if (id->num_orgs == CERTS_MAX_ORGS)
 			return -EMSGSIZE;
-		int rc = copy_entry(X509_NAME_get_entry(subj, idx), id->orgs[id->num_orgs]);
+		int rc = certs__name_entry_text(X509_NAME_get_entry(subj, idx),
+		                                id->orgs[id->num_orgs]);
 		if (rc < 0)
 			return rc;
 		id->num_orgs++;

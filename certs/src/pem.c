@@ -92,6 +92,26 @@ int certs_load(const char *path, X509 **out, char *err, size_t errlen)
 	return 0;
 }
 
+int certs__load_key(const char *path, EVP_PKEY **out, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		int rc = -errno;
+		if (err && errlen)
+			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	*out = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+	fclose(f);
+	if (*out == NULL) {
+		char what[512];
+		snprintf(what, sizeof what, "%s: no PEM private key", path);
+		certs__fail(err, errlen, what);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 int certs_check_cert(const char *path, char *err, size_t errlen)
 {
 	if (path == NULL || path[0] == '\0') {
@@ -111,22 +131,14 @@ int certs_check_pair(const char *cert_path, const char *key_path, char *err, siz
 	int rc = certs_check_cert(cert_path, err, errlen);
 	if (rc < 0 || (rc = certs_load(cert_path, &x, err, errlen)) < 0)
 		return rc;
-	FILE *f = key_path && key_path[0] ? fopen(key_path, "re") : NULL;
-	if (f == NULL) {
-		rc = key_path && key_path[0] ? -errno : -EINVAL;
-		snprintf(err, errlen, "%s: %s", key_path && key_path[0] ? key_path : "key",
-		         key_path && key_path[0] ? strerror(-rc) : "no file given");
+	if (key_path == NULL || key_path[0] == '\0') {
+		snprintf(err, errlen, "key: no file given");
 		X509_free(x);
-		return rc;
+		return -EINVAL;
 	}
-	EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-	fclose(f);
-	if (k == NULL) {
-		char what[512];
-		snprintf(what, sizeof what, "%s: no PEM private key", key_path);
-		certs__fail(err, errlen, what);
-		rc = -EBADMSG;
-	} else if (X509_check_private_key(x, k) != 1) {
+	EVP_PKEY *k = NULL;
+	rc = certs__load_key(key_path, &k, err, errlen);
+	if (rc == 0 && X509_check_private_key(x, k) != 1) {
 		ERR_clear_error();
 		snprintf(err, errlen, "%s does not match the certificate %s", key_path, cert_path);
 		rc = -EINVAL;
