@@ -11,6 +11,14 @@ void certs__fail(char *err, size_t errlen, const char *what);
 int certs__write_file(const char *path, const void *data, size_t len, unsigned mode,
                       bool overwrite);
 
+/* Gives @x a random positive 128-bit serial (RFC 5280: at most 20 octets, positive). 0 or -1
+ * (gen.c). */
+struct x509_st;
+int certs__set_random_serial(struct x509_st *x);
+/* Adds the extension @nid = @value (OpenSSL's config syntax, our own constants only) to @x, issued
+ * by @issuer (@x itself when self-signed). 0 or -1 (gen.c). */
+int certs__add_ext(struct x509_st *x, struct x509_st *issuer, int nid, const char *value);
+
 /* Reads the PEM private key in @path into *@out (the caller frees it): 0, -errno when the file
  * does not open, -EBADMSG when it holds no PEM private key; @err (if any) says which (pem.c). */
 struct evp_pkey_st;

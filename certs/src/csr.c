@@ -5,11 +5,9 @@
 #include <certs/certs.h>
 
 #include <errno.h>
-#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,31 +123,6 @@ static int load_ca(const char *cert_path, const char *key_path, X509 **ca, EVP_P
 	return 0;
 }
 
-static int random_serial(X509 *x)
-{
-	unsigned char raw[16];
-	if (RAND_bytes(raw, sizeof raw) != 1)
-		return -1;
-	raw[0] = (unsigned char)((raw[0] & 0x7f) | 0x40); /* positive, never short */
-	BIGNUM *bn = BN_bin2bn(raw, sizeof raw, NULL);
-	ASN1_INTEGER *s = bn ? BN_to_ASN1_INTEGER(bn, NULL) : NULL;
-	int ok = s ? X509_set_serialNumber(x, s) : 0;
-	ASN1_INTEGER_free(s);
-	BN_free(bn);
-	return ok == 1 ? 0 : -1;
-}
-
-static int ext_add(X509 *x, X509 *issuer, int nid, const char *value)
-{
-	X509V3_CTX ctx;
-	X509V3_set_ctx_nodb(&ctx);
-	X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
-	X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
-	int ok = ext ? X509_add_ext(x, ext, -1) : 0;
-	X509_EXTENSION_free(ext);
-	return ok == 1 ? 0 : -1;
-}
-
 int certs_sign_csr(const char *ca_cert_path, const char *ca_key_path, const char *csr,
                    size_t csr_len, const char *cn, const char *const *orgs, size_t num_orgs,
                    long lifetime_s, char *out, size_t cap, size_t *out_len, char *err,
@@ -184,7 +157,8 @@ int certs_sign_csr(const char *ca_cert_path, const char *ca_key_path, const char
 	        lifetime_s / 10 < MAX_BACKDATE_SECONDS ? lifetime_s / 10 : MAX_BACKDATE_SECONDS;
 	x = X509_new();
 	b = BIO_new(BIO_s_mem());
-	if (x == NULL || b == NULL || X509_set_version(x, 2) != 1 || random_serial(x) < 0 ||
+	if (x == NULL || b == NULL || X509_set_version(x, 2) != 1 ||
+	    certs__set_random_serial(x) < 0 ||
 	    X509_gmtime_adj(X509_getm_notBefore(x), -backdate) == NULL ||
 	    X509_gmtime_adj(X509_getm_notAfter(x), lifetime_s) == NULL ||
 	    X509_set_pubkey(x, X509_REQ_get0_pubkey(req)) != 1)
@@ -198,11 +172,11 @@ int certs_sign_csr(const char *ca_cert_path, const char *ca_key_path, const char
 	                         : "critical,digitalSignature";
 	if (name_add(name, NID_commonName, cn) < 0 ||
 	    X509_set_issuer_name(x, X509_get_subject_name(ca)) != 1 ||
-	    ext_add(x, ca, NID_basic_constraints, "critical,CA:FALSE") < 0 ||
-	    ext_add(x, ca, NID_key_usage, ku) < 0 ||
-	    ext_add(x, ca, NID_ext_key_usage, "clientAuth") < 0 ||
-	    ext_add(x, ca, NID_subject_key_identifier, "hash") < 0 ||
-	    ext_add(x, ca, NID_authority_key_identifier, "keyid:always") < 0 ||
+	    certs__add_ext(x, ca, NID_basic_constraints, "critical,CA:FALSE") < 0 ||
+	    certs__add_ext(x, ca, NID_key_usage, ku) < 0 ||
+	    certs__add_ext(x, ca, NID_ext_key_usage, "clientAuth") < 0 ||
+	    certs__add_ext(x, ca, NID_subject_key_identifier, "hash") < 0 ||
+	    certs__add_ext(x, ca, NID_authority_key_identifier, "keyid:always") < 0 ||
 	    X509_sign(x, ca_key, EVP_sha256()) == 0 || PEM_write_bio_X509(b, x) != 1)
 		goto fail_build;
 	rc = bio_out(b, out, cap, out_len);

@@ -46,8 +46,7 @@ static int check_key_opts(const struct certs_key_opts *k, char *err, size_t errl
 	return -EINVAL;
 }
 
-/* A random positive 128-bit serial (RFC 5280: at most 20 octets, positive). */
-static int set_serial(X509 *x)
+int certs__set_random_serial(X509 *x)
 {
 	unsigned char raw[16];
 	if (RAND_bytes(raw, sizeof raw) != 1)
@@ -66,7 +65,7 @@ static int set_serial(X509 *x)
 	return ok == 1 ? 0 : -1;
 }
 
-static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
+int certs__add_ext(X509 *x, X509 *issuer, int nid, const char *value)
 {
 	X509V3_CTX ctx;
 	X509V3_set_ctx_nodb(&ctx);
@@ -213,7 +212,7 @@ static X509 *new_cert(EVP_PKEY *pkey, int days)
 	X509 *x = X509_new();
 	if (x == NULL)
 		return NULL;
-	if (X509_set_version(x, 2) != 1 || set_serial(x) < 0 ||
+	if (X509_set_version(x, 2) != 1 || certs__set_random_serial(x) < 0 ||
 	    X509_gmtime_adj(X509_getm_notBefore(x), -CERTS_BACKDATE_SECONDS) == NULL ||
 	    X509_gmtime_adj(X509_getm_notAfter(x),
 	                    (long)days * 86400L - (days == 0 ? 2 * CERTS_BACKDATE_SECONDS : 0)) ==
@@ -244,9 +243,10 @@ int certs_create_ca(const char *cert_path, const char *key_path, const char *cn,
 	X509 *x = new_cert(pkey, days);
 	if (x == NULL || set_subject(x, cn, NULL, 0) < 0 ||
 	    X509_set_issuer_name(x, X509_get_subject_name(x)) != 1 ||
-	    add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE") < 0 ||
-	    add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature") < 0 ||
-	    add_ext(x, x, NID_subject_key_identifier, "hash") < 0 ||
+	    certs__add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE") < 0 ||
+	    certs__add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature") <
+	            0 ||
+	    certs__add_ext(x, x, NID_subject_key_identifier, "hash") < 0 ||
 	    X509_sign(x, pkey, EVP_sha256()) == 0) {
 		certs__fail(err, errlen, "creating the CA certificate failed");
 		goto out;
@@ -298,10 +298,11 @@ int certs_issue(const char *ca_cert_path, const char *ca_key_path, const char *c
 	x = new_cert(pkey, o->days);
 	if (x == NULL || set_subject(x, o->cn, o->orgs, o->num_orgs) < 0 ||
 	    X509_set_issuer_name(x, X509_get_subject_name(ca)) != 1 ||
-	    add_ext(x, ca, NID_basic_constraints, "critical,CA:FALSE") < 0 ||
-	    add_ext(x, ca, NID_key_usage, ku) < 0 || add_ext(x, ca, NID_ext_key_usage, eku) < 0 ||
-	    add_ext(x, ca, NID_subject_key_identifier, "hash") < 0 ||
-	    add_ext(x, ca, NID_authority_key_identifier, "keyid:always") < 0) {
+	    certs__add_ext(x, ca, NID_basic_constraints, "critical,CA:FALSE") < 0 ||
+	    certs__add_ext(x, ca, NID_key_usage, ku) < 0 ||
+	    certs__add_ext(x, ca, NID_ext_key_usage, eku) < 0 ||
+	    certs__add_ext(x, ca, NID_subject_key_identifier, "hash") < 0 ||
+	    certs__add_ext(x, ca, NID_authority_key_identifier, "keyid:always") < 0) {
 		certs__fail(err, errlen, "building the certificate failed");
 		goto out;
 	}

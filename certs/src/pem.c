@@ -71,45 +71,50 @@ int certs__write_file(const char *path, const void *data, size_t len, unsigned m
 	return rc;
 }
 
-int certs_load(const char *path, X509 **out, char *err, size_t errlen)
+/* The PEM file @path, open for reading; NULL with *@rc = -errno and @err "PATH: why". */
+static FILE *pem_open(const char *path, int *rc, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
 	if (f == NULL) {
-		int rc = -errno;
+		*rc = -errno;
 		if (err && errlen)
-			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-		return rc;
+			snprintf(err, errlen, "%s: %s", path, strerror(-*rc));
 	}
+	return f;
+}
+
+/* @path held no PEM @what: -EBADMSG, and @err says so with OpenSSL's reasons. */
+static int pem_missing(const char *path, const char *what, char *err, size_t errlen)
+{
+	char why[512];
+	snprintf(why, sizeof why, "%s: no PEM %s", path, what);
+	certs__fail(err, errlen, why);
+	return -EBADMSG;
+}
+
+int certs_load(const char *path, X509 **out, char *err, size_t errlen)
+{
+	int rc;
+	FILE *f = pem_open(path, &rc, err, errlen);
+	if (f == NULL)
+		return rc;
 	X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
 	fclose(f);
-	if (x == NULL) {
-		char what[512];
-		snprintf(what, sizeof what, "%s: no PEM certificate", path);
-		certs__fail(err, errlen, what);
-		return -EBADMSG;
-	}
+	if (x == NULL)
+		return pem_missing(path, "certificate", err, errlen);
 	*out = x;
 	return 0;
 }
 
 int certs__load_key(const char *path, EVP_PKEY **out, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
-	if (f == NULL) {
-		int rc = -errno;
-		if (err && errlen)
-			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+	int rc;
+	FILE *f = pem_open(path, &rc, err, errlen);
+	if (f == NULL)
 		return rc;
-	}
 	*out = PEM_read_PrivateKey(f, NULL, NULL, NULL);
 	fclose(f);
-	if (*out == NULL) {
-		char what[512];
-		snprintf(what, sizeof what, "%s: no PEM private key", path);
-		certs__fail(err, errlen, what);
-		return -EBADMSG;
-	}
-	return 0;
+	return *out ? 0 : pem_missing(path, "private key", err, errlen);
 }
 
 int certs_check_cert(const char *path, char *err, size_t errlen)
