@@ -131,21 +131,30 @@ static int cmp_token(const void *a, const void *b)
 	return strcmp(((const struct cs_join_token *)a)->id, ((const struct cs_join_token *)b)->id);
 }
 
-int cs_join_uses_parse(const char *text, size_t len, struct cs_join_use **out, size_t *n,
-                       struct cs_join_error *err)
+/* Where a parse of a file (@len bytes) starts: no error yet; -EMSGSIZE, with why, over
+ * CS_JOIN_MAX_FILE_BYTES. */
+static int parse_start(size_t len, struct cs_join_error *err)
 {
-	*out = NULL;
-	*n = 0;
 	err->line = 0;
 	err->why = NULL;
 	if (len > CS_JOIN_MAX_FILE_BYTES) {
 		err->why = "file too large";
 		return -EMSGSIZE;
 	}
+	return 0;
+}
+
+int cs_join_uses_parse(const char *text, size_t len, struct cs_join_use **out, size_t *n,
+                       struct cs_join_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	int rc = parse_start(len, err);
+	if (rc < 0)
+		return rc;
 	struct cs_join_use *v = NULL;
 	size_t used = 0, cap = 0, line = 0;
 	const char *p = text, *end = text + len;
-	int rc = 0;
 	while (p < end && rc == 0) {
 		line++;
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -216,18 +225,14 @@ int cs_join_tokens_parse(const char *text, size_t len, struct cs_join_tokens **o
                          struct cs_join_error *err)
 {
 	*out = NULL;
-	err->line = 0;
-	err->why = NULL;
-	if (len > CS_JOIN_MAX_FILE_BYTES) {
-		err->why = "file too large";
-		return -EMSGSIZE;
-	}
+	int rc = parse_start(len, err);
+	if (rc < 0)
+		return rc;
 	struct cs_join_tokens *t = calloc(1, sizeof *t);
 	if (t == NULL)
 		return -ENOMEM;
 	size_t cap = 0, line = 0;
 	const char *p = text, *end = text + len;
-	int rc = 0;
 	while (p < end) {
 		line++;
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
