@@ -55,22 +55,21 @@ static void render_metrics(struct st_text *t, void *user)
 	const struct cs_metrics *m = &srv->m;
 	st_text_build_info(t, "cloudstream", cs_config_spec.version);
 	st_text_gauge(t, "cloudstream_sessions", "Edge tunnel sessions connected now.", srv->tun.n);
-	st_text_metric(
+	st_text_labelled(
 	        t, "cloudstream_sessions_total", "counter",
-	        "Edge tunnel sessions accepted, by protocol (base = unmodified KubeEdge edge).");
-	st_text_put(t, "cloudstream_sessions_total{protocol=\"base\"} %llu\n",
-	            (unsigned long long)m->sessions_total[0]);
-	st_text_put(t, "cloudstream_sessions_total{protocol=\"extended\"} %llu\n",
-	            (unsigned long long)m->sessions_total[1]);
+	        "Edge tunnel sessions accepted, by protocol (base = unmodified KubeEdge edge).",
+	        "protocol",
+	        (const struct st_text_sample[]){
+	                {"base", m->sessions_total[0]}, {"extended", m->sessions_total[1]}, {0}});
 	st_text_counter(t, "cloudstream_sessions_replaced_total",
 	                "Sessions replaced by a reconnect of the same node.", m->sessions_replaced);
-	st_text_metric(t, "cloudstream_drain_moves_total", "counter",
-	               "Edges asked to move to another replica while draining (RECONNECT: a new "
-	               "tunnel first; CLOSE_CONNECT: KubeEdge edges, once their streams ended).");
-	st_text_put(t, "cloudstream_drain_moves_total{how=\"reconnect\"} %llu\n",
-	            (unsigned long long)m->drain_moves[1]);
-	st_text_put(t, "cloudstream_drain_moves_total{how=\"close_connect\"} %llu\n",
-	            (unsigned long long)m->drain_moves[0]);
+	st_text_labelled(t, "cloudstream_drain_moves_total", "counter",
+	                 "Edges asked to move to another replica while draining (RECONNECT: a new "
+	                 "tunnel first; CLOSE_CONNECT: KubeEdge edges, once their streams ended).",
+	                 "how",
+	                 (const struct st_text_sample[]){{"reconnect", m->drain_moves[1]},
+	                                                 {"close_connect", m->drain_moves[0]},
+	                                                 {0}});
 	st_text_gauge(t, "cloudstream_drain_edges_moving",
 	              "Draining: edges whose move is not over (their tunnel still here).",
 	              srv->tun.moving);
@@ -83,27 +82,23 @@ static void render_metrics(struct st_text *t, void *user)
 		st_text_put(t, "cloudstream_tunnel_refusals_total{reason=\"%s\"} %llu\n",
 		            cs_refusal_name((enum cs_refusal)r),
 		            (unsigned long long)m->tunnel_refusals[r]);
-	st_text_metric(t, "cloudstream_tunnels_closed_total", "counter",
-	               "Live tunnels closed, by reason: revoked by a deny-list reload naming the "
-	               "node (denied), POST /nodes/<name>/close on the admin port (admin) or the "
-	               "Node's deletion (node_deleted); ended by the edge with a close "
-	               "(edge_closed), without one (edge_gone: EOF or reset), or for an error "
-	               "(edge_error: TLS, malformed frames, a message refused), or found dead "
-	               "(dead: nothing received for --dead-peer-timeout).");
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"denied\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_denied);
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"admin\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_admin);
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"node_deleted\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_node_deleted);
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_closed\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_edge_closed);
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_gone\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_edge_gone);
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"edge_error\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_edge_error);
-	st_text_put(t, "cloudstream_tunnels_closed_total{reason=\"dead\"} %llu\n",
-	            (unsigned long long)m->tunnels_closed_dead);
+	st_text_labelled(
+	        t, "cloudstream_tunnels_closed_total", "counter",
+	        "Live tunnels closed, by reason: revoked by a deny-list reload naming the "
+	        "node (denied), POST /nodes/<name>/close on the admin port (admin) or the "
+	        "Node's deletion (node_deleted); ended by the edge with a close "
+	        "(edge_closed), without one (edge_gone: EOF or reset), or for an error "
+	        "(edge_error: TLS, malformed frames, a message refused), or found dead "
+	        "(dead: nothing received for --dead-peer-timeout).",
+	        "reason",
+	        (const struct st_text_sample[]){{"denied", m->tunnels_closed_denied},
+	                                        {"admin", m->tunnels_closed_admin},
+	                                        {"node_deleted", m->tunnels_closed_node_deleted},
+	                                        {"edge_closed", m->tunnels_closed_edge_closed},
+	                                        {"edge_gone", m->tunnels_closed_edge_gone},
+	                                        {"edge_error", m->tunnels_closed_edge_error},
+	                                        {"dead", m->tunnels_closed_dead},
+	                                        {0}});
 	st_text_counter(t, "cloudstream_shared_ips_total",
 	                "Times an IP became verified for two or more connected nodes at once.",
 	                m->shared_ips);
@@ -125,13 +120,13 @@ static void render_metrics(struct st_text *t, void *user)
 	for (int i = 0; i < CS_RECONNECT_OUTCOMES; i++)
 		st_text_put(t, "cloudstream_node_reconnect_waits_total{outcome=\"%s\"} %llu\n",
 		            rc_outcomes[i], (unsigned long long)m->reconnect_waits[i]);
-	st_text_metric(t, "cloudstream_node_address_checks_total", "counter",
-	               "--internal-ip-policy node-address: SessionInternalIPs the Node object "
-	               "listed (verified) or did not (unlisted).");
-	st_text_put(t, "cloudstream_node_address_checks_total{result=\"verified\"} %llu\n",
-	            (unsigned long long)m->node_ip_verified);
-	st_text_put(t, "cloudstream_node_address_checks_total{result=\"unlisted\"} %llu\n",
-	            (unsigned long long)m->node_ip_unlisted);
+	st_text_labelled(t, "cloudstream_node_address_checks_total", "counter",
+	                 "--internal-ip-policy node-address: SessionInternalIPs the Node object "
+	                 "listed (verified) or did not (unlisted).",
+	                 "result",
+	                 (const struct st_text_sample[]){{"verified", m->node_ip_verified},
+	                                                 {"unlisted", m->node_ip_unlisted},
+	                                                 {0}});
 	st_text_metric(t, "cloudstream_streams", "gauge", "Streams open now, by request kind.");
 	for (int k = 0; k < 6; k++)
 		st_text_put(t, "cloudstream_streams{kind=\"%s\"} %llu\n",
@@ -143,26 +138,24 @@ static void render_metrics(struct st_text *t, void *user)
 		st_text_put(t, "cloudstream_streams_total{kind=\"%s\"} %llu\n",
 		            st_kubelet_kind_label((enum st_kubelet_kind)k),
 		            (unsigned long long)m->streams_total[k]);
-	st_text_metric(t, "cloudstream_stream_bytes_total", "counter",
-	               "Stream payload bytes relayed, by direction.");
-	st_text_put(t, "cloudstream_stream_bytes_total{direction=\"to_edge\"} %llu\n",
-	            (unsigned long long)m->bytes_to_edge);
-	st_text_put(t, "cloudstream_stream_bytes_total{direction=\"from_edge\"} %llu\n",
-	            (unsigned long long)m->bytes_from_edge);
+	st_text_labelled(t, "cloudstream_stream_bytes_total", "counter",
+	                 "Stream payload bytes relayed, by direction.", "direction",
+	                 (const struct st_text_sample[]){{"to_edge", m->bytes_to_edge},
+	                                                 {"from_edge", m->bytes_from_edge},
+	                                                 {0}});
 	st_text_metric(t, "cloudstream_request_errors_total", "counter",
 	               "Requests that failed, by reason.");
 	for (int r = 0; r < CS_ERR_COUNT; r++)
 		st_text_put(t, "cloudstream_request_errors_total{reason=\"%s\"} %llu\n",
 		            cs_err_reason_name((enum cs_err_reason)r),
 		            (unsigned long long)m->request_errors[r]);
-	st_text_metric(
+	st_text_labelled(
 	        t, "cloudstream_flow_stalls_total", "counter",
 	        "Flow-control stalls: a stream full toward the edge (stream), a tunnel paused "
-	        "because apiserver-side queues hit a limit (tunnel).");
-	st_text_put(t, "cloudstream_flow_stalls_total{scope=\"stream\"} %llu\n",
-	            (unsigned long long)m->stream_stalls);
-	st_text_put(t, "cloudstream_flow_stalls_total{scope=\"tunnel\"} %llu\n",
-	            (unsigned long long)m->tunnel_pauses);
+	        "because apiserver-side queues hit a limit (tunnel).",
+	        "scope",
+	        (const struct st_text_sample[]){
+	                {"stream", m->stream_stalls}, {"tunnel", m->tunnel_pauses}, {0}});
 	st_text_counter(t, "cloudstream_stream_stall_cuts_total",
 	                "Streams to base-protocol edges cut because their apiserver connection "
 	                "took nothing for --stall-timeout while the tunnel was paused for them.",

@@ -138,11 +138,9 @@ void cs_advertise_metrics(struct st_text *t, const struct cs_server *srv)
 {
 	if (srv->cfg.advertise_kubelet_port == 0)
 		return;
-	st_text_metric(
+	st_text_labelled(
 	        t, "cloudstream_advertised_port_patches_total", "counter",
-	        "PATCHes of an edge Node's kubelet port (--advertise-kubelet-port), by result.");
-	st_text_put(t, "cloudstream_advertised_port_patches_total{result=\"ok\"} %llu\n",
-	            (unsigned long long)adv.ok);
-	st_text_put(t, "cloudstream_advertised_port_patches_total{result=\"failed\"} %llu\n",
-	            (unsigned long long)adv.failed);
+	        "PATCHes of an edge Node's kubelet port (--advertise-kubelet-port), by result.",
+	        "result",
+	        (const struct st_text_sample[]){{"ok", adv.ok}, {"failed", adv.failed}, {0}});
 }

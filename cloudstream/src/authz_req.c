@@ -568,13 +568,13 @@ void cs_authz_metrics(struct st_text *t, const struct cs_server *srv)
 	const struct cs_authz *az = srv->authz;
 	if (az == NULL)
 		return;
-	st_text_metric(t, "cloudstream_authz_reviews_total", "counter",
-	               "TokenReviews and SubjectAccessReviews sent to the apiserver (one call "
-	               "serves every request asking the same question meanwhile).");
-	st_text_put(t, "cloudstream_authz_reviews_total{kind=\"token_review\"} %llu\n",
-	            (unsigned long long)az->token_reviews);
-	st_text_put(t, "cloudstream_authz_reviews_total{kind=\"subject_access_review\"} %llu\n",
-	            (unsigned long long)az->sars);
+	st_text_labelled(t, "cloudstream_authz_reviews_total", "counter",
+	                 "TokenReviews and SubjectAccessReviews sent to the apiserver (one call "
+	                 "serves every request asking the same question meanwhile).",
+	                 "kind",
+	                 (const struct st_text_sample[]){{"token_review", az->token_reviews},
+	                                                 {"subject_access_review", az->sars},
+	                                                 {0}});
 	st_text_counter(t, "cloudstream_authz_review_errors_total",
 	                "Reviews that got no usable answer (not cached: 401 or 500).", az->errors);
 	st_text_counter(t, "cloudstream_authz_cache_hits_total",

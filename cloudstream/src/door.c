@@ -317,10 +317,10 @@ void cs_door_metrics(struct st_text *t, const struct cs_server *srv)
 	const struct door_set *ds = srv->door;
 	if (ds == NULL)
 		return;
-	st_text_metric(t, "cloudstream_front_door_connections", "gauge",
-	               "Front-door (HTTPConnect) connections now: all, and those relaying.");
-	st_text_put(t, "cloudstream_front_door_connections{state=\"all\"} %zu\n", ds->open);
-	st_text_put(t, "cloudstream_front_door_connections{state=\"relaying\"} %zu\n", ds->relays);
+	st_text_labelled(
+	        t, "cloudstream_front_door_connections", "gauge",
+	        "Front-door (HTTPConnect) connections now: all, and those relaying.", "state",
+	        (const struct st_text_sample[]){{"all", ds->open}, {"relaying", ds->relays}, {0}});
 	st_text_counter(t, "cloudstream_front_door_accepted_total",
 	                "Front-door connections accepted (TLS and unix socket).", ds->accepted);
 	st_text_counter(t, "cloudstream_front_door_refused_total",

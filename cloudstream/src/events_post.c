@@ -190,17 +190,16 @@ void cs_node_events_metrics(struct st_text *t, const struct cs_server *srv)
 	struct cs_events_stats s = {0};
 	if (srv->events)
 		cs_events_stats(srv->events, &s);
-	st_text_metric(t, "cloudstream_node_events_total", "counter",
-	               "Kubernetes Events about refused or flapping tunnels on their Node "
-	               "(--apiserver-url): Events created, repeats folded into an Event's count "
-	               "(patched), calls that failed (retried), occurrences dropped by the bounded "
-	               "table.");
-	st_text_put(t, "cloudstream_node_events_total{result=\"created\"} %llu\n",
-	            (unsigned long long)s.created);
-	st_text_put(t, "cloudstream_node_events_total{result=\"patched\"} %llu\n",
-	            (unsigned long long)s.patched);
-	st_text_put(t, "cloudstream_node_events_total{result=\"failed\"} %llu\n",
-	            (unsigned long long)s.failed);
-	st_text_put(t, "cloudstream_node_events_total{result=\"dropped\"} %llu\n",
-	            (unsigned long long)s.dropped);
+	st_text_labelled(
+	        t, "cloudstream_node_events_total", "counter",
+	        "Kubernetes Events about refused or flapping tunnels on their Node "
+	        "(--apiserver-url): Events created, repeats folded into an Event's count "
+	        "(patched), calls that failed (retried), occurrences dropped by the bounded "
+	        "table.",
+	        "result",
+	        (const struct st_text_sample[]){{"created", s.created},
+	                                        {"patched", s.patched},
+	                                        {"failed", s.failed},
+	                                        {"dropped", s.dropped},
+	                                        {0}});
 }

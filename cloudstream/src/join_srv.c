@@ -451,13 +451,12 @@ void cs_join_metrics(struct st_text *t, const struct cs_server *srv)
 	const struct cs_join *j = srv->join;
 	if (j == NULL)
 		return;
-	st_text_metric(t, "cloudstream_certificates_signed_total", "counter",
-	               "Edge certificates signed, by kind: join (a token) or renew (the edge's "
-	               "current certificate).");
-	st_text_put(t, "cloudstream_certificates_signed_total{kind=\"join\"} %llu\n",
-	            (unsigned long long)j->signed_join);
-	st_text_put(t, "cloudstream_certificates_signed_total{kind=\"renew\"} %llu\n",
-	            (unsigned long long)j->signed_renew);
+	st_text_labelled(t, "cloudstream_certificates_signed_total", "counter",
+	                 "Edge certificates signed, by kind: join (a token) or renew (the edge's "
+	                 "current certificate).",
+	                 "kind",
+	                 (const struct st_text_sample[]){
+	                         {"join", j->signed_join}, {"renew", j->signed_renew}, {0}});
 	st_text_metric(t, "cloudstream_join_refusals_total", "counter",
 	               "Joins and renewals refused, by reason.");
 	for (int i = 1; i < CS_JOIN_REFUSAL_COUNT; i++)

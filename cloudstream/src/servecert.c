@@ -465,13 +465,13 @@ void cs_servecert_metrics(struct st_text *t, const struct cs_server *srv)
 	const struct cs_servecert *sc = srv->sc;
 	if (sc == NULL)
 		return;
-	st_text_metric(t, "cloudstream_serving_cert_handshakes_total", "counter",
-	               "Stream-port TLS handshakes by the certificate they got: the node's own, "
-	               "or the default stream certificate (no node, or none issued yet).");
-	st_text_put(t, "cloudstream_serving_cert_handshakes_total{certificate=\"node\"} %llu\n",
-	            (unsigned long long)sc->handshakes_node);
-	st_text_put(t, "cloudstream_serving_cert_handshakes_total{certificate=\"default\"} %llu\n",
-	            (unsigned long long)sc->handshakes_default);
+	st_text_labelled(t, "cloudstream_serving_cert_handshakes_total", "counter",
+	                 "Stream-port TLS handshakes by the certificate they got: the node's own, "
+	                 "or the default stream certificate (no node, or none issued yet).",
+	                 "certificate",
+	                 (const struct st_text_sample[]){{"node", sc->handshakes_node},
+	                                                 {"default", sc->handshakes_default},
+	                                                 {0}});
 	st_text_counter(t, "cloudstream_serving_certs_issued_total",
 	                "Node serving certificates issued (signed here or by the CSR's signer).",
 	                sc->issued);

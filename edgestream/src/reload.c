@@ -98,12 +98,11 @@ void es_certs_render_metrics(struct edgestream *es, struct st_text *t)
 	if (es->certs && st_certreload_validity(es->certs, 0, &nb, &na) == 0)
 		st_text_put(t, "edgestream_certificate_expiry_seconds{cert=\"tunnel\"} %lld\n",
 		            (long long)na);
-	st_text_metric(t, "edgestream_certificate_renewals_total", "counter",
-	               "--rotate-certificate: renewals by result (ok: new files written).");
-	st_text_put(t, "edgestream_certificate_renewals_total{result=\"ok\"} %llu\n",
-	            (unsigned long long)es->cert_renewals);
-	st_text_put(t, "edgestream_certificate_renewals_total{result=\"failed\"} %llu\n",
-	            (unsigned long long)es->cert_renewal_failures);
+	st_text_labelled(
+	        t, "edgestream_certificate_renewals_total", "counter",
+	        "--rotate-certificate: renewals by result (ok: new files written).", "result",
+	        (const struct st_text_sample[]){
+	                {"ok", es->cert_renewals}, {"failed", es->cert_renewal_failures}, {0}});
 }
 
 void es_certs_stop(struct edgestream *es)

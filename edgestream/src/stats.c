@@ -77,27 +77,26 @@ void es_render_metrics(struct st_text *t, void *user)
 	                m->streams_refused);
 	st_text_counter(t, "edgestream_backend_failures_total",
 	                "Backends unreachable, timed out or failing TLS.", m->backend_failures);
-	st_text_metric(t, "edgestream_stream_bytes_total", "counter",
-	               "Stream bytes relayed, by direction.");
-	st_text_put(t, "edgestream_stream_bytes_total{direction=\"to_cloud\"} %llu\n",
-	            (unsigned long long)m->bytes_to_cloud);
-	st_text_put(t, "edgestream_stream_bytes_total{direction=\"from_cloud\"} %llu\n",
-	            (unsigned long long)m->bytes_from_cloud);
+	st_text_labelled(t, "edgestream_stream_bytes_total", "counter",
+	                 "Stream bytes relayed, by direction.", "direction",
+	                 (const struct st_text_sample[]){{"to_cloud", m->bytes_to_cloud},
+	                                                 {"from_cloud", m->bytes_from_cloud},
+	                                                 {0}});
 	st_text_counter(t, "edgestream_cert_reloads_total",
 	                "Certificate files re-read after they changed.", m->cert_reloads);
 	es_certs_render_metrics(es, t);
 	st_text_counter(t, "edgestream_tunnel_pauses_total",
 	                "Base protocol only: tunnel reading paused for a slow backend.",
 	                m->tunnel_pauses);
-	st_text_metric(
+	st_text_labelled(
 	        t, "edgestream_streams_refused_by_session_total", "counter",
 	        "Streams refused before any backend: past --max-streams (limit), or their first "
 	        "window (or a CRI log follower's output buffer) did not fit "
-	        "--process-buffer-bytes (budget).");
-	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"limit\"} %llu\n",
-	            (unsigned long long)es->session_totals.refused_limit);
-	st_text_put(t, "edgestream_streams_refused_by_session_total{reason=\"budget\"} %llu\n",
-	            (unsigned long long)es->session_totals.refused_budget);
+	        "--process-buffer-bytes (budget).",
+	        "reason",
+	        (const struct st_text_sample[]){{"limit", es->session_totals.refused_limit},
+	                                        {"budget", es->session_totals.refused_budget},
+	                                        {0}});
 	st_text_gauge(t, "edgestream_buffered_bytes",
 	              "--process-buffer-bytes in use: every stream's credit window, the bytes "
 	              "its queues toward the cloud hold, and CRI log followers' output buffers.",

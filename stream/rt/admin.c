@@ -61,6 +61,15 @@ void st_text_gauge(struct st_text *t, const char *name, const char *help, uint64
 	text_single(t, name, "gauge", help, value);
 }
 
+void st_text_labelled(struct st_text *t, const char *name, const char *type, const char *help,
+                      const char *label, const struct st_text_sample *samples)
+{
+	st_text_metric(t, name, type, help);
+	for (const struct st_text_sample *s = samples; s->label_value; s++)
+		st_text_put(t, "%s{%s=\"%s\"} %llu\n", name, label, s->label_value,
+		            (unsigned long long)s->value);
+}
+
 /* The first word of @v, with nothing a label value would need escaped. */
 static void label_word(char *out, size_t cap, const char *v)
 {

@@ -36,6 +36,19 @@ void st_text_metric(struct st_text *t, const char *name, const char *type, const
 void st_text_counter(struct st_text *t, const char *name, const char *help, uint64_t value);
 void st_text_gauge(struct st_text *t, const char *name, const char *help, uint64_t value);
 
+/* One sample of a family whose samples differ by one label: the label's value (needing no
+ * escapes) and the sample's. */
+struct st_text_sample {
+	const char *label_value; /* NULL ends a list */
+	uint64_t value;
+};
+
+/* Append a whole family whose samples differ by one label: st_text_metric()'s lines, then
+ * "@name{@label="<label_value>"} <value>" for each of @samples, up to the one whose
+ * label_value is NULL (borrowed). */
+void st_text_labelled(struct st_text *t, const char *name, const char *type, const char *help,
+                      const char *label, const struct st_text_sample *samples);
+
 /* Append <@daemon>_build_info{version,libwebsockets,openssl} 1: what this process runs, the
  * same family in both daemons (Prometheus' build_info convention). */
 void st_text_build_info(struct st_text *t, const char *daemon, const char *version);

@@ -11,6 +11,14 @@
 
 #include <stream/admin.h>
 
+static char buf[256];
+
+/* An empty text over buf. */
+static struct st_text fresh(void)
+{
+	return (struct st_text){.p = buf, .cap = sizeof buf};
+}
+
 /* @t holds exactly @want and has not overflowed. */
 static void assert_text(const struct st_text *t, const char *want)
 {
@@ -22,8 +30,7 @@ static void assert_text(const struct st_text *t, const char *want)
 static void test_st_text_counter__family(void **state)
 {
 	(void)state;
-	char buf[256];
-	struct st_text t = {.p = buf, .cap = sizeof buf};
+	struct st_text t = fresh();
 	st_text_counter(&t, "x_total", "Things done.", UINT64_MAX);
 	assert_text(&t, "# HELP x_total Things done.\n# TYPE x_total counter\n"
 	                "x_total 18446744073709551615\n");
@@ -32,8 +39,7 @@ static void test_st_text_counter__family(void **state)
 static void test_st_text_gauge__family(void **state)
 {
 	(void)state;
-	char buf[256];
-	struct st_text t = {.p = buf, .cap = sizeof buf};
+	struct st_text t = fresh();
 	st_text_gauge(&t, "x_bytes", "Bytes held now.", 0);
 	assert_text(&t, "# HELP x_bytes Bytes held now.\n# TYPE x_bytes gauge\nx_bytes 0\n");
 }
@@ -51,12 +57,31 @@ static void test_st_text_counter__same_as_metric_and_put(void **state)
 	assert_memory_equal(a, b, ta.len);
 }
 
+static void test_st_text_labelled__family(void **state)
+{
+	(void)state;
+	struct st_text t = fresh();
+	st_text_labelled(&t, "z_total", "counter", "By result.", "result",
+	                 (const struct st_text_sample[]){{"ok", 3}, {"failed", 0}, {NULL, 9}});
+	assert_text(&t, "# HELP z_total By result.\n# TYPE z_total counter\n"
+	                "z_total{result=\"ok\"} 3\nz_total{result=\"failed\"} 0\n");
+}
+
+/* No samples: the family's two lines alone, as st_text_metric() writes them. */
+static void test_st_text_labelled__empty(void **state)
+{
+	(void)state;
+	struct st_text t = fresh();
+	st_text_labelled(&t, "z", "gauge", "None.", "k", (const struct st_text_sample[]){{0}});
+	assert_text(&t, "# HELP z None.\n# TYPE z gauge\n");
+}
+
 /* A family that does not fit marks the text overflowed (/metrics answers 500). */
 static void test_st_text_counter__overflow(void **state)
 {
 	(void)state;
-	char buf[40];
-	struct st_text t = {.p = buf, .cap = sizeof buf};
+	char small[40];
+	struct st_text t = {.p = small, .cap = sizeof small};
 	st_text_counter(&t, "x_total", "Things done.", 7);
 	assert_true(t.overflow);
 	size_t len = t.len;
@@ -71,6 +96,8 @@ int main(void)
 	        cmocka_unit_test(test_st_text_counter__family),
 	        cmocka_unit_test(test_st_text_gauge__family),
 	        cmocka_unit_test(test_st_text_counter__same_as_metric_and_put),
+	        cmocka_unit_test(test_st_text_labelled__family),
+	        cmocka_unit_test(test_st_text_labelled__empty),
 	        cmocka_unit_test(test_st_text_counter__overflow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
