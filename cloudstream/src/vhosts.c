@@ -115,48 +115,52 @@ static const struct lws_protocols aux_protocols[] = {
         {.name = "cs-aux", .callback = cb_aux}, {0}, /* terminator */
 };
 
+/*
+ * A TLS vhost for the sockets our listeners (listen.h) hand over: no listener of its own,
+ * HTTP/1.1 over ALPN (lws would pick h2 otherwise: libwebsockets-notes §1), a verified client
+ * certificate required. @retry: the idle/validity policy, NULL for the context's. NULL when lws
+ * refused (it logged why).
+ */
+static struct lws_vhost *adopting_tls_vhost(struct cs_server *srv, const char *name,
+                                            const struct lws_protocols *protocols, const char *cert,
+                                            const char *key, const char *ca,
+                                            const lws_retry_bo_t *retry)
+{
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	info.vhost_name = name;
+	info.protocols = protocols;
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
+	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+	info.ssl_cert_filepath = cert;
+	info.ssl_private_key_filepath = key;
+	info.ssl_ca_filepath = ca;
+	info.alpn = "http/1.1";
+	info.user = srv;
+	info.retry_and_idle_policy = retry;
+	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
+	return lws_create_vhost(srv->ctx, &info);
+}
+
 int cs__create_vhosts(struct cs_server *srv)
 {
 	const struct cs_config *c = &srv->cfg;
 	char host[3][64];
 	struct lws_context_creation_info info;
 
-	memset(&info, 0, sizeof info);
-	info.vhost_name = "tunnel";
-	info.protocols = cs_tunnel_protocols;
-	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
-	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
-	info.ssl_cert_filepath = c->tunnel_cert;
-	info.ssl_private_key_filepath = c->tunnel_key;
-	info.ssl_ca_filepath = c->tunnel_ca;
-	info.alpn = "http/1.1"; /* lws would pick h2 otherwise (libwebsockets-notes §1) */
-	info.user = srv;
 	/* Liveness is ours (one sweep, stream/liveness.h): no lws validity timer per tunnel (the
 	 * context's default is 300 s), whose re-sorting walks every timer (notes §8). */
 	static const lws_retry_bo_t no_validity = {.secs_since_valid_ping = 0,
 	                                           .secs_since_valid_hangup = 0};
-	info.retry_and_idle_policy = &no_validity;
-	/* The listening socket is ours (listen.h): lws serves the sockets handed to it. */
-	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
-	srv->vh_tunnel = lws_create_vhost(srv->ctx, &info);
+	srv->vh_tunnel = adopting_tls_vhost(srv, "tunnel", cs_tunnel_protocols, c->tunnel_cert,
+	                                    c->tunnel_key, c->tunnel_ca, &no_validity);
 	if (srv->vh_tunnel == NULL) {
 		st_err("cannot set up the tunnel server (see the lws lines above)");
 		return -ENOMEM;
 	}
-
-	memset(&info, 0, sizeof info);
-	info.vhost_name = "stream";
-	info.protocols = cs_front_protocols;
-	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
-	               LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
-	info.ssl_cert_filepath = c->stream_cert;
-	info.ssl_private_key_filepath = c->stream_key;
-	info.ssl_ca_filepath = c->stream_client_ca;
-	info.alpn = "http/1.1";
-	info.user = srv;
-	/* The listening socket is ours too (listen.h: the stream port's handshake gate). */
-	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
-	srv->vh_stream = lws_create_vhost(srv->ctx, &info);
+	/* Its listening socket is ours too (listen.h: the stream port's handshake gate). */
+	srv->vh_stream = adopting_tls_vhost(srv, "stream", cs_front_protocols, c->stream_cert,
+	                                    c->stream_key, c->stream_client_ca, NULL);
 	if (srv->vh_stream == NULL) {
 		st_err("cannot set up the stream server (see the lws lines above)");
 		return -ENOMEM;
