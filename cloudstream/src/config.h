@@ -94,6 +94,8 @@ struct cs_config {
 	uint64_t peer_sync_timeout_ms; /* /readyz waits this long at most for the first syncs */
 	uint64_t peer_redial_max_ms;   /* backoff cap of a lost link's redial */
 	uint64_t peer_dead_timeout_ms; /* a silent link is dropped (pinged at a third of it) */
+	/* a peer link stream's window grows to this (tunnel.h: cs_tunnel_link_window_max) */
+	uint64_t peer_stream_window_bytes;
 	/* per-node serving certificates on the stream port (servecert.h) */
 	int serving_certs; /* enum cs_serving_mode */
 	char *serving_ca_cert, *serving_ca_key;

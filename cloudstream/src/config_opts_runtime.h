@@ -317,6 +317,21 @@
                  "Replicas share a cluster network: shorter than the edges' "
                  "--dead-peer-timeout, so a partition that drops packets costs seconds.",
          .since = "0.4"},
+        {.name = "peer-stream-window-bytes",
+         .type = ST_OPT_BYTES,
+         .offset = OFF(peer_stream_window_bytes),
+         .default_value = "4MiB",
+         .min = 65536,
+         .max = ST_MAX_STREAM_WINDOW_BYTES,
+         .value_name = "BYTES",
+         .help = "Largest per-stream credit window on a peer link, both ways (a request "
+                 "forwarded to the replica holding its node): as --stream-window-bytes, it "
+                 "starts at --stream-first-window-bytes and doubles while the stream drains "
+                 "and the budgets are below three quarters. Larger than an edge's because a "
+                 "forwarded stream crosses two hops and three processes: a deeper window "
+                 "keeps the holder writing while the forwarding replica and its client wait "
+                 "for the CPU (cloudstream/README.md, Several replicas).",
+         .since = "0.4"},
         {.name = "peer-redial-max",
          .type = ST_OPT_DURATION_MS,
          .offset = OFF(peer_redial_max_ms),

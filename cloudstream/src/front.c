@@ -259,7 +259,7 @@ static struct cs_front *front_new(struct cs_server *srv, struct lws *wsi)
 	f->state = CS_FRONT_HEAD;
 	/* Room for a whole window (flow control) or the high mark plus one tunnel message (base
 	 * protocol, which pauses the tunnel above the high mark). */
-	st_buf_init(&f->out, (size_t)srv->cfg.stream_window_bytes + ST_RELAY_HIGH_WATER_BYTES +
+	st_buf_init(&f->out, (size_t)cs_tunnel_window_cap(srv) + ST_RELAY_HIGH_WATER_BYTES +
 	                             ST_MAX_MESSAGE_BYTES + 4096);
 	st_buf_set_watermarks(&f->out, ST_RELAY_HIGH_WATER_BYTES, ST_RELAY_LOW_WATER_BYTES);
 	f->anext = srv->fronts;

@@ -81,7 +81,7 @@ static struct in_link *edge_side_new(struct cs_server *srv, struct lws *wsi,
 	        .send_window_bytes =
 	                echo->window_bytes ? echo->window_bytes : ST_DEFAULT_STREAM_WINDOW_BYTES,
 	        .recv_window_bytes = cs_tunnel_first_window(srv),
-	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
+	        .recv_window_max_bytes = cs_tunnel_link_window_max(srv),
 	        .process_budget = &srv->tun.budget,
 	        .max_streams = srv->cfg.max_streams,
 	        .stream_out_bytes = srv->cfg.stream_queue_bytes,

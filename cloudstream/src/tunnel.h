@@ -256,6 +256,18 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
  */
 size_t cs_tunnel_link_data_payload(const struct cs_server *srv);
 
+/*
+ * cs_tunnel_link_window_max() - the largest per-stream window a peer link's session grants
+ * (both ends): --peer-stream-window-bytes, at least the first window. An endpoint that may
+ * receive a link stream's bytes (front.c, door.c) sizes its queue's cap for the larger of this
+ * and --stream-window-bytes: cs_tunnel_window_cap().
+ */
+uint64_t cs_tunnel_link_window_max(const struct cs_server *srv);
+
+/* cs_tunnel_window_cap() - the most bytes one stream's peer may send ahead of what its
+ * endpoint took, on any tunnel or link of this process (the larger of the two maxima). */
+uint64_t cs_tunnel_window_cap(const struct cs_server *srv);
+
 /* cs_tunnel_link_user() - the @user @t was created with (cs_tunnel_link_new), or NULL when @t
  * is an edge's tunnel. */
 void *cs_tunnel_link_user(const struct cs_tunnel *t);

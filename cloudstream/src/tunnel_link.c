@@ -30,6 +30,18 @@ size_t cs_tunnel_link_data_payload(const struct cs_server *srv)
 	return n < LINK_DATA_PAYLOAD_BYTES ? n : LINK_DATA_PAYLOAD_BYTES;
 }
 
+uint64_t cs_tunnel_link_window_max(const struct cs_server *srv)
+{
+	uint64_t first = cs_tunnel_first_window(srv), max = srv->cfg.peer_stream_window_bytes;
+	return max > first ? max : first;
+}
+
+uint64_t cs_tunnel_window_cap(const struct cs_server *srv)
+{
+	uint64_t link = cs_tunnel_link_window_max(srv);
+	return link > srv->cfg.stream_window_bytes ? link : srv->cfg.stream_window_bytes;
+}
+
 int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws *wsi,
                        const char *replica, uint32_t caps, uint32_t send_window_bytes,
                        const struct cs_tunnel_link_ops *ops, void *user)
@@ -44,7 +56,7 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
 	        .send_window_bytes =
 	                send_window_bytes ? send_window_bytes : ST_DEFAULT_STREAM_WINDOW_BYTES,
 	        .recv_window_bytes = cs_tunnel_first_window(srv),
-	        .recv_window_max_bytes = srv->cfg.stream_window_bytes,
+	        .recv_window_max_bytes = cs_tunnel_link_window_max(srv),
 	        .process_budget = &srv->tun.budget,
 	        .max_streams = srv->cfg.max_streams,
 	        .stream_out_bytes = srv->cfg.stream_queue_bytes,

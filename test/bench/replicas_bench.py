@@ -3,14 +3,17 @@
 replica that holds the node's tunnel (issue 13; cloudstream/src/peer.h).
 
     test/bench/replicas_bench.py [--build build/rel] [--mib 1024] [--runs 3] [--requests 2000]
+                                 [--cloud-arg=--flag --cloud-arg=value ...] [--strace DIR]
 
 Everything real, on 127.0.0.1: nginx plays the node's kubelet (as in relay_bench.py), edgestream
 holds edge-1's tunnel to replica cs-a, and cs-b is linked to cs-a by --peers.
   - local:      curl → cs-a's stream port → tunnel → edgestream → nginx
   - forwarded:  curl → cs-b's stream port → peer link → cs-a → edgestream → nginx
 Prints the median of --runs 1 GiB downloads per path and their ratio, and the p50/p99 of
-keep-alive GETs of a 4 KiB answer on one connection per path (what the hop adds). A program,
-not a test: it asserts nothing about speed. Use a Release build.
+keep-alive GETs of a 4 KiB answer on one connection per path (what the hop adds), and per
+process (both replicas and the edge) CPU seconds and context switches per GiB: on a shared
+machine those follow the code more than MB/s do. A program, not a test: it asserts nothing
+about speed. Use a Release build; for an A/B, alternate two build dirs (--build).
 """
 import os
 import statistics
@@ -23,12 +26,32 @@ import benchlib as bl  # noqa: E402
 import relay_bench as rb  # noqa: E402
 
 
+def ctx_switches(pid):
+    """Voluntary and involuntary context switches so far, summed over the process's threads."""
+    n = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        n += int(line.split()[1])
+        except FileNotFoundError:
+            pass  # a thread that ended meanwhile
+    return n
+
+
 def main():
     ap = bl.parser(__doc__, "rel", mib=1024, runs=3)
     ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--cloud-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument to both replicas (repeat for each)")
     ap.add_argument("--perf", metavar="DIR",
                     help="record both replicas with `perf record -g` during the local runs "
                          "(DIR/local-cs-a.data, ...) and the forwarded ones (DIR/forwarded-...)")
+    ap.add_argument("--strace", metavar="DIR",
+                    help="count both replicas' and the edge's system calls with `strace -c -f` "
+                         "in each phase (DIR/local-cs-a.txt, ...; traced, they run slower: "
+                         "read the counts, not the MB/s)")
     args = ap.parse_args()
     h = bl.use_build(args.build)
 
@@ -48,8 +71,8 @@ def main():
                 "--peer-key", env.path("cloudstream-peer.key"),
                 "--peer-ca", env.path("peer-ca.crt"),
                 "--peer-server-ca", env.path("tunnel-ca.crt"),
-                "--peer-server-name", "localhost"]))
-        h.start_edgestream(env, clouds[0], kubelet, extra=["--log-level", "warn"])
+                "--peer-server-name", "localhost"] + args.cloud_arg))
+        edge = h.start_edgestream(env, clouds[0], kubelet, extra=["--log-level", "warn"])
         target = "/containerLogs/default/x/y"
         api = ["--cert", env.path("apiserver-kubelet-client.crt"),
                "--key", env.path("apiserver-kubelet-client.key")]
@@ -64,30 +87,44 @@ def main():
                 raise SystemExit("cs-b never routed edge-1 (status %d)" % status)
             time.sleep(0.1)
 
+        watched = clouds + [edge]
+
         def measure(name, port):
-            times, cpus, calls = [], [], []
+            times, cpus, calls, switches = [], [], [], []
             for _ in range(args.runs):
-                before = [bl.cpu_seconds(c.pid) for c in clouds]
+                before = [bl.cpu_seconds(c.pid) for c in watched]
                 sys_before = [bl.syscalls(c.pid) for c in clouds]
+                cs_before = [ctx_switches(c.pid) for c in watched]
                 t, status, size = bl.curl("https://127.0.0.1:%d%s" % (port, target), api,
                                           "edge-1:10350")
                 if status != 200 or size != nbytes:
                     raise SystemExit("%s: status %d, %d bytes of %d" % (name, status, size,
                                                                       nbytes))
                 times.append(t)
-                cpus.append([bl.cpu_seconds(c.pid) - b for c, b in zip(clouds, before)])
+                cpus.append([bl.cpu_seconds(c.pid) - b for c, b in zip(watched, before)])
+                switches.append([ctx_switches(c.pid) - b for c, b in zip(watched, cs_before)])
                 calls.append([(a[0] - b[0], a[1] - b[1]) for a, b in
                               zip([bl.syscalls(c.pid) for c in clouds], sys_before)])
-            measure.cpu = [statistics.median(c[i] for c in cpus) / (nbytes / float(1 << 30))
-                           for i in range(2)]
             gib = nbytes / float(1 << 30)
+            measure.cpu = [statistics.median(c[i] for c in cpus) / gib for i in range(3)]
+            measure.switches = [statistics.median(c[i] for c in switches) / gib
+                                for i in range(3)]
             measure.calls = [tuple(statistics.median(c[i][k] for c in calls) / gib
                                    for k in range(2)) for i in range(2)]
             return statistics.median(times), min(times), max(times)
 
         def record(phase):
-            """perf record of both replicas until stop() (--perf DIR: PHASE-NAME.data)."""
+            """perf record of both replicas until stop() (--perf DIR: PHASE-NAME.data);
+            strace -c of both and the edge (--strace DIR: PHASE-NAME.txt)."""
             perfs = []
+            if args.strace:
+                os.makedirs(args.strace, exist_ok=True)
+                for c, n in zip(watched, ("cs-a", "cs-b", "edgestream")):
+                    perfs.append(subprocess.Popen(
+                        ["strace", "-c", "-f", "-o",
+                         os.path.join(args.strace, "%s-%s.txt" % (phase, n)), "-p",
+                         str(c.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                time.sleep(0.5)
             if args.perf:
                 os.makedirs(args.perf, exist_ok=True)
                 for c in clouds:
@@ -107,11 +144,13 @@ def main():
         t_local, lo_l, hi_l = measure("local", clouds[0].ports["stream"])
         cpu_local = measure.cpu
         calls_local = measure.calls
+        sw_local = measure.switches
         stop()
         stop = record("forwarded")
         t_fwd, lo_f, hi_f = measure("forwarded", clouds[1].ports["stream"])
         cpu_fwd = measure.cpu
         calls_fwd = measure.calls
+        sw_fwd = measure.switches
         stop()
         ctx = bl.client_ctx(env.pki, ca=None)
         l50, l99, _ = bl.keepalive_latency(clouds[0].ports["stream"], ctx, "edge-1:10350",
@@ -124,8 +163,12 @@ def main():
                                                               mbps(lo_l)))
         print("  forwarded   %8.1f MB/s (runs %.1f..%.1f) = %.2fx local" % (
             mbps(t_fwd), mbps(hi_f), mbps(lo_f), t_local / t_fwd))
-        print("  CPU per GiB: local cs-a %.2f s; forwarded cs-a (holder) %.2f s, cs-b %.2f s" % (
-            cpu_local[0], cpu_fwd[0], cpu_fwd[1]))
+        print("  CPU per GiB: local cs-a %.2f s; forwarded cs-a (holder) %.2f s, cs-b %.2f s; "
+              "edgestream local %.2f s, forwarded %.2f s" % (
+                  cpu_local[0], cpu_fwd[0], cpu_fwd[1], cpu_local[2], cpu_fwd[2]))
+        print("  context switches per GiB: local cs-a %d; forwarded cs-a %d, cs-b %d; "
+              "edgestream local %d, forwarded %d" % (sw_local[0], sw_fwd[0], sw_fwd[1],
+                                                     sw_local[2], sw_fwd[2]))
         # /proc/PID/io counts the read() and write() families: a send() or recv() is not in it.
         print("  read()/write() calls per GiB: local cs-a %d/%d; forwarded cs-a %d/%d, "
               "cs-b %d/%d" % (calls_local[0] + calls_fwd[0] + calls_fwd[1]))
