@@ -59,6 +59,15 @@ long cs_apiserver_call(const struct cs_config *c, const char *url, const struct 
                        struct cs_api_body *answer, char *err, size_t err_cap);
 
 /*
+ * cs_apiserver_json() - cs_apiserver_call() of @method on @url with @body (NUL-terminated JSON,
+ * borrowed; NULL: none); the answer, up to @max bytes, in *@out (NUL-terminated, the caller
+ * frees it; NULL when it was empty or the call failed). Returns the HTTP status, or 0 with
+ * "<method> <path>: <why>" in @err (@path: @url after --apiserver-url). Worker threads only.
+ */
+long cs_apiserver_json(const struct cs_config *c, const char *method, const char *url,
+                       const char *body, size_t max, char **out, char *err, size_t err_cap);
+
+/*
  * cs_pod_lookup_start() - look up pod @ns/@pod for the front with @front_ordinal. When the answer
  * is in (or the lookup failed), the front is resumed with cs_front_pod_resolved(). Returns 0, or
  * -EAGAIN when the worker pool is full, -ENOMEM.

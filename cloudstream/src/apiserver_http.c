@@ -150,3 +150,24 @@ out:
 	curl_easy_cleanup(h);
 	return status;
 }
+
+long cs_apiserver_json(const struct cs_config *c, const char *method, const char *url,
+                       const char *body, size_t max, char **out, char *err, size_t err_cap)
+{
+	struct cs_api_request req = {.method = method,
+	                             .content_type = "application/json",
+	                             .body = body,
+	                             .body_len = body ? strlen(body) : 0};
+	struct cs_api_body b = {.max = max};
+	char why[CURL_ERROR_SIZE];
+	long status = cs_apiserver_call(c, url, &req, &b, why, sizeof why);
+	if (status == 0) {
+		size_t base = strlen(c->apiserver_url);
+		const char *path = strncmp(url, c->apiserver_url, base) == 0 ? url + base : url;
+		snprintf(err, err_cap, "%s %s: %s", method, path, why);
+		free(b.p);
+		b.p = NULL;
+	}
+	*out = b.p;
+	return status;
+}

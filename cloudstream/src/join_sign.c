@@ -257,26 +257,6 @@ void cs__join_give_back_use(struct cs_join_job *jb)
 #define KUBE_POLL_US  250000
 #define KUBE_URL_MAX  1024
 
-/* One call to --apiserver-url: the HTTP status (0 with @err when the call failed). */
-static long kube_call(const struct cs_config *c, const char *method, const char *url,
-                      const char *body, char **out, char *err, size_t cap)
-{
-	struct cs_api_request req = {.method = method,
-	                             .content_type = "application/json",
-	                             .body = body,
-	                             .body_len = body ? strlen(body) : 0};
-	struct cs_api_body b = {.max = KUBE_BODY_MAX};
-	char why[CURL_ERROR_SIZE];
-	long status = cs_apiserver_call(c, url, &req, &b, why, sizeof why);
-	if (status == 0) {
-		snprintf(err, cap, "%s certificatesigningrequests: %s", method, why);
-		free(b.p);
-		b.p = NULL;
-	}
-	*out = b.p;
-	return status;
-}
-
 /* A CSR object: 1 signed (the PEM into @cert), 0 pending, -1 denied or failed (@why). */
 static int kube_state(struct json_object *o, char *cert, size_t cap, size_t *len, char *why,
                       size_t wcap)
@@ -368,9 +348,9 @@ static int kube_sign(struct cs_join_job *jb, const struct cs_config *c, char *ce
 	json_object_object_add(o, "spec", spec);
 	snprintf(url, sizeof url, "%s/apis/certificates.k8s.io/v1/certificatesigningrequests",
 	         c->apiserver_url);
-	long st =
-	        kube_call(c, "POST", url, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
-	                  &body, err, sizeof err);
+	long st = cs_apiserver_json(c, "POST", url,
+	                            json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+	                            KUBE_BODY_MAX, &body, err, sizeof err);
 	struct json_object *created = st == 201 && body ? json_tokener_parse(body) : NULL, *m, *nm;
 	free(body);
 	body = NULL;
@@ -392,7 +372,7 @@ static int kube_sign(struct cs_join_job *jb, const struct cs_config *c, char *ce
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		st = kube_call(c, "GET", url, NULL, &body, err, sizeof err);
+		st = cs_apiserver_json(c, "GET", url, NULL, KUBE_BODY_MAX, &body, err, sizeof err);
 		struct json_object *csr = st == 200 && body ? json_tokener_parse(body) : NULL;
 		free(body);
 		body = NULL;

@@ -43,29 +43,12 @@ struct sans {
 	size_t n_dns;
 };
 
-/* One apiserver call: @method @url (built from --apiserver-url as in apiserver.c: integration.deploy
- * finds every path in that form) with an optional JSON body. Returns the HTTP status (0 and
- * j->error when the call itself failed); *@out gets the body (the caller frees it). */
+/* One apiserver call of the job (apiserver.h cs_apiserver_json): the failure in j->error. */
 static long api_call(struct cs_sc_job *j, const char *method, const char *url, const char *body,
                      char **out)
 {
-	const struct cs_config *c = &j->srv->cfg;
-	size_t base = strlen(c->apiserver_url);
-	const char *path = strlen(url) > base ? url + base : url; /* for the log */
-	struct cs_api_request req = {.method = method,
-	                             .content_type = "application/json",
-	                             .body = body,
-	                             .body_len = body ? strlen(body) : 0};
-	struct cs_api_body b = {.max = API_BODY_MAX};
-	char why[CURL_ERROR_SIZE];
-	long status = cs_apiserver_call(c, url, &req, &b, why, sizeof why);
-	if (status == 0) {
-		snprintf(j->error, sizeof j->error, "%s %s: %s", method, path, why);
-		free(b.p);
-		b.p = NULL;
-	}
-	*out = b.p;
-	return status;
+	return cs_apiserver_json(&j->srv->cfg, method, url, body, API_BODY_MAX, out, j->error,
+	                         sizeof j->error);
 }
 
 static struct json_object *parse(const char *p)
