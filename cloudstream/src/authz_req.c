@@ -295,10 +295,22 @@ static void job_done(void *arg, int status)
 	job_free(j);
 }
 
-/* Starts call @j (body and key set) for front @f, which then waits in ROUTING. 0, or -1 after
- * failing the request. */
-static int job_start(struct cs_front *f, struct az_job *j)
+/* Starts review @sar (else a TokenReview) of @key for front @f, which then waits in ROUTING:
+ * the @n bytes its builder wrote into @body (taken; @n < 0: the builder failed, or there was no
+ * buffer). 0; -ENOMEM when no call was made (the caller answers); -1 after failing the request
+ * (the worker pool is full). */
+static int job_start(struct cs_front *f, bool sar, const uint8_t key[CS_AUTHZ_KEY_BYTES],
+                     char *body, ssize_t n)
 {
+	struct az_job *j = n >= 0 ? calloc(1, sizeof *j) : NULL;
+	if (j == NULL) {
+		free(body);
+		return -ENOMEM;
+	}
+	j->sar = sar;
+	j->body = body;
+	j->body_len = (size_t)n;
+	memcpy(j->key, key, CS_AUTHZ_KEY_BYTES);
 	struct cs_server *srv = f->srv;
 	j->srv = srv;
 	j->id = ++srv->authz->next_job;
@@ -389,18 +401,11 @@ int cs__authz_authenticate(struct cs_front *f, const struct st_http_request *req
 	case CS_AUTHZ_MISS:
 		break;
 	}
-	struct az_job *j = calloc(1, sizeof *j);
 	char *body = malloc(REVIEW_BODY_MAX);
-	ssize_t n = body ? cs_authz_token_review_body(tok, tok_len, body, REVIEW_BODY_MAX) : -1;
-	if (j == NULL || n < 0) {
-		free(j);
-		free(body);
-		return unauthorized(f);
-	}
-	j->body = body;
-	j->body_len = (size_t)n;
-	memcpy(j->key, key, sizeof key);
-	return job_start(f, j);
+	int rc = job_start(f, false, key, body,
+	                   body ? cs_authz_token_review_body(tok, tok_len, body, REVIEW_BODY_MAX)
+	                        : -1);
+	return rc == -ENOMEM ? unauthorized(f) : rc;
 }
 
 int cs__authz_authorize(struct cs_front *f, const struct st_http_request *req)
@@ -445,21 +450,14 @@ int cs__authz_authorize(struct cs_front *f, const struct st_http_request *req)
 		case CS_AUTHZ_MISS:
 			break;
 		}
-		struct az_job *j = calloc(1, sizeof *j);
 		char *body = malloc(REVIEW_BODY_MAX);
-		ssize_t n = body ? cs_authz_sar_body(u, a.verb, sub, f->node, body, REVIEW_BODY_MAX)
-		                 : -1;
-		if (j == NULL || n < 0) {
-			free(j);
-			free(body);
+		int rc = job_start(
+		        f, true, key, body,
+		        body ? cs_authz_sar_body(u, a.verb, sub, f->node, body, REVIEW_BODY_MAX)
+		             : -1);
+		if (rc == -ENOMEM)
 			cs__request_fail(f, 500, CS_ERR_FORBIDDEN, "out of memory");
-			return -1;
-		}
-		j->sar = true;
-		j->body = body;
-		j->body_len = (size_t)n;
-		memcpy(j->key, key, sizeof key);
-		return job_start(f, j);
+		return rc < 0 ? -1 : rc;
 	}
 	char msg[CS_AUTHZ_MAX_NAME_BYTES + 256];
 	cs_authz_forbidden_message(u->name, &a, msg, sizeof msg);
