@@ -67,6 +67,15 @@ long cs_apiserver_call(const struct cs_config *c, const char *url, const struct 
 long cs_apiserver_json(const struct cs_config *c, const char *method, const char *url,
                        const char *body, size_t max, char **out, char *err, size_t err_cap);
 
+struct json_object;
+/*
+ * cs_csr_refused() - the Denied or Failed condition in a CertificateSigningRequest's @status
+ * (json-c, borrowed), as both signers through the CSR API read it: true with its *@type,
+ * *@reason and *@message (views into @status, "" when absent); false when it has none.
+ */
+bool cs_csr_refused(struct json_object *status, const char **type, const char **reason,
+                    const char **message);
+
 /*
  * cs_pod_lookup_start() - look up pod @ns/@pod for the front with @front_ordinal. When the answer
  * is in (or the lookup failed), the front is resumed with cs_front_pod_resolved(). Returns 0, or

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <curl/curl.h>
+#include <json-c/json.h>
 
 #include "config.h"
 
@@ -170,4 +171,31 @@ long cs_apiserver_json(const struct cs_config *c, const char *method, const char
 	}
 	*out = b.p;
 	return status;
+}
+
+/* @o's member @key as text, or "" (absent or null). */
+static const char *member(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	const char *s = json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : NULL;
+	return s ? s : "";
+}
+
+bool cs_csr_refused(struct json_object *status, const char **type, const char **reason,
+                    const char **message)
+{
+	struct json_object *conds;
+	if (!json_object_object_get_ex(status, "conditions", &conds) ||
+	    !json_object_is_type(conds, json_type_array))
+		return false;
+	for (size_t i = 0; i < json_object_array_length(conds); i++) {
+		struct json_object *c = json_object_array_get_idx(conds, i);
+		*type = member(c, "type");
+		if (strcmp(*type, "Denied") == 0 || strcmp(*type, "Failed") == 0) {
+			*reason = member(c, "reason");
+			*message = member(c, "message");
+			return true;
+		}
+	}
+	return false;
 }

@@ -261,27 +261,14 @@ void cs__join_give_back_use(struct cs_join_job *jb)
 static int kube_state(struct json_object *o, char *cert, size_t cap, size_t *len, char *why,
                       size_t wcap)
 {
-	struct json_object *status, *conds, *b64;
+	struct json_object *status, *b64;
 	if (!json_object_object_get_ex(o, "status", &status))
 		return 0;
-	if (json_object_object_get_ex(status, "conditions", &conds) &&
-	    json_object_is_type(conds, json_type_array))
-		for (size_t i = 0; i < json_object_array_length(conds); i++) {
-			struct json_object *cd = json_object_array_get_idx(conds, i), *t, *r, *m;
-			const char *type = json_object_object_get_ex(cd, "type", &t)
-			                           ? json_object_get_string(t)
-			                           : "";
-			if (strcmp(type, "Denied") != 0 && strcmp(type, "Failed") != 0)
-				continue;
-			snprintf(why, wcap, "%s (%.60s): %.160s", type,
-			         json_object_object_get_ex(cd, "reason", &r)
-			                 ? json_object_get_string(r)
-			                 : "",
-			         json_object_object_get_ex(cd, "message", &m)
-			                 ? json_object_get_string(m)
-			                 : "");
-			return -1;
-		}
+	const char *type, *reason, *message;
+	if (cs_csr_refused(status, &type, &reason, &message)) {
+		snprintf(why, wcap, "%s (%.60s): %.160s", type, reason, message);
+		return -1;
+	}
 	if (!json_object_object_get_ex(status, "certificate", &b64) ||
 	    json_object_get_string_len(b64) == 0)
 		return 0;

@@ -317,31 +317,16 @@ static int take_certificate(struct cs_sc_job *j, const char *b64)
 /* A CSR object's state: a certificate, a Denied/Failed condition, or still pending. */
 static void csr_state(struct cs_sc_job *j, struct json_object *o)
 {
-	struct json_object *status, *conds, *cert;
+	struct json_object *status, *cert;
 	if (!json_object_object_get_ex(o, "status", &status)) {
 		j->pending = true;
 		return;
 	}
-	if (json_object_object_get_ex(status, "conditions", &conds) &&
-	    json_object_is_type(conds, json_type_array)) {
-		size_t n = json_object_array_length(conds);
-		for (size_t i = 0; i < n; i++) {
-			struct json_object *c = json_object_array_get_idx(conds, i), *t, *r, *m;
-			const char *type = json_object_object_get_ex(c, "type", &t)
-			                           ? json_object_get_string(t)
-			                           : "";
-			if (strcmp(type, "Denied") == 0 || strcmp(type, "Failed") == 0) {
-				j->denied = true;
-				snprintf(j->detail, sizeof j->detail, "%s: %.40s: %.80s", type,
-				         json_object_object_get_ex(c, "reason", &r)
-				                 ? json_object_get_string(r)
-				                 : "",
-				         json_object_object_get_ex(c, "message", &m)
-				                 ? json_object_get_string(m)
-				                 : "");
-				return;
-			}
-		}
+	const char *type, *reason, *message;
+	if (cs_csr_refused(status, &type, &reason, &message)) {
+		j->denied = true;
+		snprintf(j->detail, sizeof j->detail, "%s: %.40s: %.80s", type, reason, message);
+		return;
 	}
 	if (json_object_object_get_ex(status, "certificate", &cert) &&
 	    json_object_get_string_len(cert) > 0) {
