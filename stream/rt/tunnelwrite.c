@@ -70,9 +70,11 @@ static const uint8_t *next_key(struct st_tunnel_writer *w)
  * plaintext as for a full socket), and st_lws_write_pending() sends it from the writable
  * callback.
  */
-/* A batch of full DATA messages (up to one 64 KiB message past ST_TUNNEL_BATCH_BYTES) and its
- * records' overhead; a longer one (a message over 64 KiB: rare) is kept on the heap instead. */
-#define GATHER_BYTES (ST_TUNNEL_BATCH_BYTES + 96u * 1024u)
+/* A batch of full DATA messages (up to one 64 KiB message past ST_TUNNEL_BATCH_BYTES), or a
+ * write of ST_CORKED_WRITE_BYTES, and its records' overhead; a longer one (a message over
+ * 64 KiB: rare) is kept on the heap instead. One per loop thread (scratch()). */
+#define GATHER_BYTES (ST_CORKED_WRITE_BYTES + 96u * 1024u)
+_Static_assert(ST_TUNNEL_BATCH_BYTES <= ST_CORKED_WRITE_BYTES, "a batch fits the scratch");
 
 struct wbatch {
 	int fd;

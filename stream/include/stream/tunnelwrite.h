@@ -37,6 +37,10 @@ struct st_wsctl;
 
 #define ST_TUNNEL_BATCH_BYTES (128u * 1024u) /* a batch ends with the message that reaches it */
 #define ST_TLS_RECORD_BYTES   16384u         /* TLS plaintext per full record */
+/* The most plaintext one st_lws_write_corked() is meant for besides a batch (a stream's bytes
+ * toward its apiserver: cloudstream writes up to this per writable round): its records still
+ * go out in one send() from the gather scratch. */
+#define ST_CORKED_WRITE_BYTES (256u * 1024u)
 /* The longest batch: one message (ST_MAX_MESSAGE_BYTES, 1 MiB) and its websocket header
  * (at most 14 bytes) past ST_TUNNEL_BATCH_BYTES - 1; the tunnel protocols' tx_packet_size. */
 #define ST_TUNNEL_WRITE_MAX_BYTES (ST_TUNNEL_BATCH_BYTES + 14u + (1u << 20))
