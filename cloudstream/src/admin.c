@@ -273,10 +273,10 @@ static bool put(char *out, size_t cap, size_t keep, size_t *len, const char *fmt
 	return true;
 }
 
-/* UTC time of @mono_ms on cs_now_ms()'s clock, ISO 8601. */
+/* UTC time of @mono_ms on st_now_ms()'s clock, ISO 8601. */
 static void wall_time(uint64_t mono_ms, char *buf, size_t cap)
 {
-	time_t t = time(NULL) - (time_t)((cs_now_ms() - mono_ms) / 1000);
+	time_t t = time(NULL) - (time_t)((st_now_ms() - mono_ms) / 1000);
 	struct tm tm;
 	if (gmtime_r(&t, &tm) == NULL || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, cap, "-");
@@ -288,7 +288,7 @@ static size_t list_sessions(struct cs_server *srv, const char *want, size_t wlen
                             size_t cap)
 {
 	size_t len = 0, more = 0;
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	put(out, cap, LIST_KEEP, &len,
 	    "NODE\tPROTOCOL\tREPLICA\tREMOTE\tCONNECTED\tSTREAMS\tBYTES_IN\tBYTES_OUT\t"
 	    "LAST_RX_MS_AGO\tRTT_MS\n");
@@ -324,7 +324,7 @@ static size_t list_streams(struct cs_server *srv, const char *want, size_t wlen,
                            size_t cap)
 {
 	size_t len = 0, more = 0;
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	put(out, cap, LIST_KEEP, &len,
 	    "NODE\tSTREAM\tKIND\tMETHOD\tPATH\tCALLER\tAGE_MS\tTO_EDGE\tTO_CLIENT\tQUEUED\n");
 	for (struct cs_tunnel *t = cs_tunnel_next(srv, NULL); t; t = cs_tunnel_next(srv, t)) {

@@ -28,7 +28,7 @@
 struct pod_job {
 	struct cs_server *srv;
 	uint64_t front_ordinal;
-	uint64_t submitted_us; /* cs_now_us() at submit: the pod lookup histogram */
+	uint64_t submitted_us; /* st_now_us() at submit: the pod lookup histogram */
 	char ns[64];
 	char pod[CS_NODE_NAME_MAX_BYTES + 1];
 	/* results (worker → loop) */
@@ -69,10 +69,10 @@ static void pod_done(void *arg, int status)
 {
 	struct pod_job *j = arg;
 	struct cs_server *srv = j->srv;
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	bool ok = false;
 	if (status == 0) /* not cancelled by the shutdown */
-		st_hist_observe(&srv->m.pod_lookup, cs_now_us() - j->submitted_us);
+		st_hist_observe(&srv->m.pod_lookup, st_now_us() - j->submitted_us);
 	if (status == 0 && j->error[0] == '\0' &&
 	    (j->http_status == 200 || j->http_status == 404)) {
 		/* 404, or a pod not scheduled yet: cached as absent, briefly as well. */
@@ -100,7 +100,7 @@ int cs_pod_lookup_start(struct cs_server *srv, uint64_t front_ordinal, const cha
 	j->front_ordinal = front_ordinal;
 	memcpy(j->ns, ns, ns_len);
 	memcpy(j->pod, pod, pod_len);
-	j->submitted_us = cs_now_us();
+	j->submitted_us = st_now_us();
 	int rc = st_workq_submit(srv->wq, pod_work, pod_done, j);
 	if (rc < 0)
 		free(j);
@@ -153,7 +153,7 @@ static void pod_ip_done(void *arg, int status)
 		const char *ns = CS_DOOR_POD_IP_NS;
 		size_t nl = j->found == 1 ? strlen(j->node) : 0;
 		cs_podcache_put(srv->pods, ns, strlen(ns), j->ip, strlen(j->ip),
-		                nl ? j->node : NULL, nl, cs_now_ms() + srv->cfg.pod_cache_ttl_ms);
+		                nl ? j->node : NULL, nl, st_now_ms() + srv->cfg.pod_cache_ttl_ms);
 		ok = true;
 	} else if (status == 0) {
 		st_warn("pod IP %s: apiserver lookup failed: %s", j->ip,

@@ -63,7 +63,7 @@ struct az_job {
 	struct cs_server *srv;
 	uint64_t id;
 	bool sar;              /* else a TokenReview */
-	uint64_t submitted_us; /* cs_now_us() at submit: the review histogram */
+	uint64_t submitted_us; /* st_now_us() at submit: the review histogram */
 	uint8_t key[CS_AUTHZ_KEY_BYTES];
 	char *body; /* the review we POST (a TokenReview holds the token: wiped after) */
 	size_t body_len;
@@ -254,7 +254,7 @@ static void job_done(void *arg, int status)
 	struct cs_authz_user *user = NULL;
 	int fail = j->sar ? 500 : 401, rc = -EIO;
 	if (status == 0) /* not cancelled by the shutdown */
-		st_hist_observe(&srv->m.review[j->sar ? 1 : 0], cs_now_us() - j->submitted_us);
+		st_hist_observe(&srv->m.review[j->sar ? 1 : 0], st_now_us() - j->submitted_us);
 	if (status == 0 && j->error[0] == '\0' &&
 	    (j->http_status == 201 || j->http_status == 200)) {
 		if (j->sar) {
@@ -276,7 +276,7 @@ static void job_done(void *arg, int status)
 		               : ok    ? srv->cfg.authz_cache_allowed_ttl_ms
 		                       : srv->cfg.authz_cache_denied_ttl_ms;
 		cs_authz_cache_put(az->cache, j->key, ok, ok ? user : NULL,
-		                   ttl ? cs_now_ms() + ttl : 0);
+		                   ttl ? st_now_ms() + ttl : 0);
 		if (!ok && !j->sar)
 			st_log(ST_LOG_INFO, NULL, 0, "TokenReview: not authenticated%s%s",
 			       reason[0] ? ": " : "", reason);
@@ -314,7 +314,7 @@ static int job_start(struct cs_front *f, bool sar, const uint8_t key[CS_AUTHZ_KE
 	struct cs_server *srv = f->srv;
 	j->srv = srv;
 	j->id = ++srv->authz->next_job;
-	j->submitted_us = cs_now_us();
+	j->submitted_us = st_now_us();
 	int rc = st_workq_submit(srv->wq, job_work, job_done, j);
 	if (rc < 0) {
 		job_free(j);
@@ -384,7 +384,7 @@ int cs__authz_authenticate(struct cs_front *f, const struct st_http_request *req
 	bool ok;
 	const struct cs_authz_user *u = NULL;
 	uint64_t job;
-	switch (cs_authz_cache_get(srv->authz->cache, key, cs_now_ms(), &ok, &u, &job)) {
+	switch (cs_authz_cache_get(srv->authz->cache, key, st_now_ms(), &ok, &u, &job)) {
 	case CS_AUTHZ_HIT:
 		srv->authz->hits++;
 		if (!ok || u == NULL)
@@ -437,7 +437,7 @@ int cs__authz_authorize(struct cs_front *f, const struct st_http_request *req)
 		       5, key);
 		bool ok;
 		uint64_t job;
-		switch (cs_authz_cache_get(srv->authz->cache, key, cs_now_ms(), &ok, NULL, &job)) {
+		switch (cs_authz_cache_get(srv->authz->cache, key, st_now_ms(), &ok, NULL, &job)) {
 		case CS_AUTHZ_HIT:
 			srv->authz->hits++;
 			if (ok)

@@ -17,6 +17,7 @@
 
 #include <stream/admin.h>
 #include <stream/buf.h>
+#include <stream/clock.h>
 #include <stream/drain.h>
 #include <stream/ext.h>
 #include <stream/heaptrim.h>
@@ -229,9 +230,6 @@ void cs_advertise_metrics(struct st_text *t, const struct cs_server *srv);
 void cs_admin_ops_init(struct st_admin_ops *ops, struct cs_server *srv);
 
 /* ---- main.c ---------------------------------------------------------------------------- */
-uint64_t cs_now_ms(void);
-/* The same clock in microseconds, for the latency histograms. */
-uint64_t cs_now_us(void);
 void cs_maybe_finish_drain(struct cs_server *srv);
 
 /* ---- vhosts.c: the listeners (main.c sequences them) ------------------------------------ */

@@ -63,7 +63,7 @@ static struct door *door_new(struct cs_server *srv, struct lws *wsi, bool uds)
 	if (ds->all)
 		ds->all->prev = d;
 	ds->all = d;
-	d->started_ms = cs_now_ms();
+	d->started_ms = st_now_ms();
 	/* The edge sends no more than the stream's window; our 200 and one more read fit too. */
 	st_buf_init(&d->out, (size_t)cs_tunnel_window_cap(srv) + ST_MAX_MESSAGE_BYTES + 4096);
 	ds->open++;

@@ -40,7 +40,7 @@ void cs__door_access_line(struct door *d, const char *outcome)
 	       "access: CONNECT %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms%s%.0llu%s",
 	       d->target, d->status, outcome, d->caller[0] ? d->caller : "-",
 	       (unsigned long long)d->to_edge, (unsigned long long)d->to_client,
-	       (unsigned long long)(cs_now_ms() - d->started_ms),
+	       (unsigned long long)(st_now_ms() - d->started_ms),
 	       d->rc_waited_ms ? " waited_for_node=" : "", (unsigned long long)d->rc_waited_ms,
 	       d->rc_waited_ms ? " ms" : "");
 }
@@ -179,7 +179,7 @@ static void ep_opened(struct cs_endpoint *ep)
 	d->state = DOOR_RELAY;
 	ds->relays++;
 	ds->results[DOOR_R_OK]++;
-	ds->dial_ms_sum += cs_now_ms() - d->started_ms;
+	ds->dial_ms_sum += st_now_ms() - d->started_ms;
 	ds->dial_count++;
 	if (n < 0 || queue_out(d, buf, (size_t)n) < 0) {
 		cs_stream_close(&d->ep, ST_EXT_ERR_INTERNAL, "out of memory");
@@ -426,7 +426,7 @@ void cs__door_process(struct door *d)
 			in_consume(d, d->in_len);
 			return;
 		}
-		d->started_ms = cs_now_ms();
+		d->started_ms = st_now_ms();
 		bool ok = take_target(d, &req); /* copies what it keeps of the head */
 		in_consume(d, (size_t)n);
 		lws_set_timeout(d->wsi, NO_PENDING_TIMEOUT, 0);

@@ -54,7 +54,7 @@ static struct cs_tunnel *resolve_pod(struct door *d)
 		        d->ip);
 	const char *node = NULL;
 	size_t node_len = 0;
-	int rc = cs_podcache_get(srv->pods, ns, strlen(ns), d->ip, strlen(d->ip), cs_now_ms(),
+	int rc = cs_podcache_get(srv->pods, ns, strlen(ns), d->ip, strlen(d->ip), st_now_ms(),
 	                         &node, &node_len);
 	if (rc == 0 && !d->looked_up) {
 		d->looked_up = true;
@@ -94,7 +94,7 @@ static bool door_park(struct door *d, const char *key, char *note, size_t cap)
 {
 	if (!cs_reconnect_should_wait(d->srv, key, &d->rc_since_ms, d->rc_waited_ms, note, cap))
 		return false;
-	d->rc_parked_ms = cs_now_ms();
+	d->rc_parked_ms = st_now_ms();
 	d->state = DOOR_RECONNECT;
 	return true;
 }
@@ -187,7 +187,7 @@ void cs__door_unpark(struct door *d, int outcome)
 		return;
 	struct cs_server *srv = d->srv;
 	srv->n_reconnect_waiting--;
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	d->rc_waited_ms += now > d->rc_parked_ms ? now - d->rc_parked_ms : 0;
 	d->state = DOOR_HEAD;                /* cs__door_start() moves it on */
 	if (outcome != CS_RECONNECT_GAVE_UP) /* that one is counted with its 503 */

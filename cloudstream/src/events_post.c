@@ -94,7 +94,7 @@ static void ev_done(void *arg, int status)
 	} else {
 		srv->events_failing = false;
 	}
-	cs_events_done(srv->events, j->id, result, cs_now_ms());
+	cs_events_done(srv->events, j->id, result, st_now_ms());
 	free(j);
 	pump(srv);
 }
@@ -102,7 +102,7 @@ static void ev_done(void *arg, int status)
 /* Starts the calls that are due, up to EVENT_CALLS_IN_FLIGHT. */
 static void pump(struct cs_server *srv)
 {
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	while (srv->events && srv->events_in_flight < EVENT_CALLS_IN_FLIGHT) {
 		struct cs_event_call call;
 		if (cs_events_next(srv->events, now, &call) != 1)
@@ -173,7 +173,7 @@ void cs_node_event(struct cs_server *srv, const char *node, enum cs_event_reason
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	cs_events_note(srv->events, node, reason, msg, cs_now_ms(), wall_ns());
+	cs_events_note(srv->events, node, reason, msg, st_now_ms(), wall_ns());
 	pump(srv);
 }
 
@@ -181,7 +181,7 @@ void cs_node_events_tunnel_up(struct cs_server *srv, const char *node)
 {
 	if (srv->events == NULL)
 		return;
-	cs_events_tunnel_up(srv->events, node, cs_now_ms(), wall_ns());
+	cs_events_tunnel_up(srv->events, node, st_now_ms(), wall_ns());
 	pump(srv);
 }
 

@@ -323,7 +323,7 @@ static void ip_canon(const char *in, char *out, size_t cap)
 int cs_identity_node_has_ip(struct cs_server *srv, const char *node, const char *ip)
 {
 	struct node_answer *a = srv->ident ? answer_find(srv->ident, node) : NULL;
-	if (a == NULL || a->expires_ms == 0 || a->expires_ms <= cs_now_ms())
+	if (a == NULL || a->expires_ms == 0 || a->expires_ms <= st_now_ms())
 		return -ENOENT;
 	char c[CS_IP_TEXT_MAX_BYTES + 1];
 	ip_canon(ip, c, sizeof c);
@@ -400,7 +400,7 @@ static void node_done(void *arg, int status)
 	if (a && answered) {
 		memcpy(a->ips, j->ips, sizeof a->ips);
 		a->n_ips = j->n_ips;
-		a->expires_ms = cs_now_ms() + srv->cfg.pod_cache_ttl_ms;
+		a->expires_ms = st_now_ms() + srv->cfg.pod_cache_ttl_ms;
 	} else if (a && a->expires_ms == 0) {
 		a->node[0] = '\0'; /* no answer: the next admission asks again */
 	}
@@ -474,6 +474,6 @@ int cs_identity_verify_ip(struct cs_server *srv, const char *node, uint64_t ordi
 		memset(a, 0, sizeof *a);
 		snprintf(a->node, sizeof a->node, "%s", node);
 	}
-	a->expires_ms = a->expires_ms > cs_now_ms() ? a->expires_ms : 0;
+	a->expires_ms = a->expires_ms > st_now_ms() ? a->expires_ms : 0;
 	return 0;
 }

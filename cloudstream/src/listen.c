@@ -111,7 +111,7 @@ static int open_listener(struct cs_listener *l, const char *addr)
 static void log_limited(struct cs_listener *l, const char *what, int err)
 {
 	uint32_t dropped;
-	if (cs_logbudget_take(&l->logb, cs_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS,
+	if (cs_logbudget_take(&l->logb, st_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS,
 	                      &dropped)) {
 		if (dropped)
 			st_warn("%s listener: %u similar lines dropped", l->name, dropped);
@@ -409,7 +409,7 @@ void cs_listener_free(struct cs_server *srv)
 int cs_lws_log_allowed(uint32_t *dropped)
 {
 	static struct cs_logbudget b; /* lws logs from the loop thread only */
-	return cs_logbudget_take(&b, cs_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS, dropped);
+	return cs_logbudget_take(&b, st_now_ms(), LOG_LINES_PER_WINDOW, LOG_WINDOW_MS, dropped);
 }
 
 void cs_socket_orig_dst(int fd, char *out, size_t cap)

@@ -36,20 +36,6 @@
 #include "tunnel_int.h"
 #include "servecert.h"
 
-uint64_t cs_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t cs_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* A certificate (and its key, when given) must be readable and match now. */
 static int check_files(const char *flag, const char *cert, const char *key)
 {
@@ -171,7 +157,7 @@ void cs_maybe_finish_drain(struct cs_server *srv)
 	 * still taken while draining (until the load balancer sees /readyz fail), so an apiserver
 	 * connection is in flight too (idle ones are closed: request.c). */
 	size_t busy = srv->tun.n_streams + srv->tun.moving + (srv->peers ? srv->n_fronts : 0);
-	if (srv->draining && st_drain_check(&srv->drain, busy, cs_now_ms()) == ST_DRAIN_STOPPING)
+	if (srv->draining && st_drain_check(&srv->drain, busy, st_now_ms()) == ST_DRAIN_STOPPING)
 		stop_now(srv, busy == 0 ? "drained" : "drain timeout");
 }
 
@@ -253,7 +239,7 @@ static void on_signal(int signo, void *user)
 			       rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
 		return;
 	}
-	if (st_drain_request(&srv->drain, cs_now_ms(), srv->cfg.drain_timeout_ms) ==
+	if (st_drain_request(&srv->drain, st_now_ms(), srv->cfg.drain_timeout_ms) ==
 	    ST_DRAIN_STOPPING) {
 		stop_now(srv, srv->draining ? "second signal" : strsignal(signo));
 		return;
@@ -362,7 +348,7 @@ int main(int argc, char **argv)
 	               ST_CAP_RAW_RESPONSE | ST_CAP_TCP | ST_CAP_OPENED | ST_CAP_RECONNECT;
 	srv.tx = malloc(LWS_PRE + ST_MAX_MESSAGE_BYTES);
 	srv.scratch = malloc(ST_MAX_CONNECT_JSON_BYTES);
-	uint64_t seed = (uint64_t)cs_now_ms() ^ ((uint64_t)getpid() << 32);
+	uint64_t seed = (uint64_t)st_now_ms() ^ ((uint64_t)getpid() << 32);
 	FILE *ur = fopen("/dev/urandom", "rb");
 	if (ur) {
 		if (fread(&seed, sizeof seed, 1, ur) != 1)

@@ -45,7 +45,7 @@ void cs__peers_live_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct cs_peers *p = lws_container_of(sul, struct cs_peers, sul_live);
 	struct cs_server *srv = p->srv;
-	uint64_t now = cs_now_ms(), dead = srv->cfg.peer_dead_timeout_ms, ping = dead / 3;
+	uint64_t now = st_now_ms(), dead = srv->cfg.peer_dead_timeout_ms, ping = dead / 3;
 	for (struct accepted_link *a = p->acc; a; a = a->next)
 		cs_tunnel_link_liveness(a->t, now, ping, dead); /* a tunnel: the tunnel module's */
 	for (struct in_link *l = p->in; l; l = l->next)
@@ -97,8 +97,8 @@ static struct in_link *edge_side_new(struct cs_server *srv, struct lws *wsi,
 	l->ordinal = ++srv->next_ordinal;
 	snprintf(l->replica, sizeof l->replica, "%s", echo->replica_id);
 	l->sync_pending = true;
-	st_liveness_init(&l->live, cs_now_ms());
-	st_wsctl_init(&l->ctl, "cloudstream-peer", cs_now_ms());
+	st_liveness_init(&l->live, st_now_ms());
+	st_wsctl_init(&l->ctl, "cloudstream-peer", st_now_ms());
 	st_session_hello(l->sess, srv->replica);
 	l->next = p->in;
 	if (p->in)
@@ -111,7 +111,7 @@ static int in_receive(struct in_link *l, const uint8_t *in, size_t len, bool fir
 {
 	const uint8_t *msg;
 	size_t msg_len;
-	st_liveness_rx(&l->live, cs_now_ms());
+	st_liveness_rx(&l->live, st_now_ms());
 	int rc = st_reasm_feed(&l->rx, in, len, first, final, &msg, &msg_len);
 	if (rc == 0)
 		return 0;
@@ -127,7 +127,7 @@ static int in_receive(struct in_link *l, const uint8_t *in, size_t len, bool fir
 
 static void in_pong(struct in_link *l)
 {
-	st_liveness_rx(&l->live, cs_now_ms());
+	st_liveness_rx(&l->live, st_now_ms());
 }
 
 /* ---- our own reading of the link (stream/tunnelread.h) ------------------------------------ */
@@ -135,7 +135,7 @@ static void in_pong(struct in_link *l)
 static int own_message(void *user, const uint8_t *msg, size_t len)
 {
 	struct in_link *l = user;
-	st_liveness_rx(&l->live, cs_now_ms());
+	st_liveness_rx(&l->live, st_now_ms());
 	int rc = st_session_recv(l->sess, msg, len);
 	if (rc < 0) {
 		st_warn("peers: link from %s dropped: %s", l->replica, st_strerror(rc));
@@ -149,7 +149,7 @@ static int own_message(void *user, const uint8_t *msg, size_t len)
 static void own_control(void *user, enum st_ws_opcode op, const uint8_t *payload, size_t len)
 {
 	struct in_link *l = user;
-	if (st_wsctl_recv(&l->ctl, &l->live, op, payload, len, cs_now_ms(), 0) == ST_WSCTL_WRITE &&
+	if (st_wsctl_recv(&l->ctl, &l->live, op, payload, len, st_now_ms(), 0) == ST_WSCTL_WRITE &&
 	    l->wsi)
 		lws_callback_on_writable(l->wsi);
 }
@@ -176,7 +176,7 @@ static int in_writeable(struct in_link *l)
 	cs__peer_in_fill(l);
 	/* The PONG and PING owed head the batch, masked with the key 0 like the rest. */
 	ssize_t n =
-	        st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess, &l->ctl, cs_now_ms());
+	        st_tunnel_write(&peers_of(l->srv)->writer, l->wsi, l->sess, &l->ctl, st_now_ms());
 	if (n < 0)
 		return -1;
 	cs__peer_in_kick(l);

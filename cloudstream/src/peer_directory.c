@@ -104,7 +104,7 @@ bool cs_peers_ready(struct cs_server *srv, const char **why)
 		p->ready_logged = true;
 		return true;
 	}
-	if (p->ready_logged || cs_now_ms() - p->started_ms >= srv->cfg.peer_sync_timeout_ms) {
+	if (p->ready_logged || st_now_ms() - p->started_ms >= srv->cfg.peer_sync_timeout_ms) {
 		if (!p->ready_logged && !p->timeout_logged)
 			st_warn("peers: not synced with %s after --peer-sync-timeout: ready anyway",
 			        missing);

@@ -359,7 +359,7 @@ static int in_on_open(struct st_session *s, uint64_t id, uint64_t type, const ui
 	}
 	ps->l = l;
 	ps->id = id;
-	ps->started_ms = cs_now_ms();
+	ps->started_ms = st_now_ms();
 	ps->next = l->streams;
 	if (l->streams)
 		l->streams->prev = ps;

@@ -295,7 +295,7 @@ int cs_peers_start(struct cs_server *srv)
 	if (cs_peerdir_new(&p->dir, 0) < 0 || st_tunnel_writer_init(&p->writer, true) < 0)
 		return -ENOMEM;
 	p->writer.zero_keys = true; /* TLS both ways, authenticated: no XOR (tunnelwrite.h) */
-	p->started_ms = cs_now_ms();
+	p->started_ms = st_now_ms();
 	for (size_t i = 0; i < p->n_out; i++)
 		lws_sul_schedule(srv->ctx, 0, &p->out[i].sul_dial, cs__peer_dial, 1);
 	if (p->dns_name[0])

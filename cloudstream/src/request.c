@@ -56,8 +56,8 @@ static void access_begin(struct cs_front *f, const struct st_http_request *req)
 		return; /* the same request again, after a pod lookup or a review */
 	memset(&f->acc, 0, sizeof f->acc);
 	f->acc.active = true;
-	f->acc.started_ms = cs_now_ms();
-	f->acc.started_us = cs_now_us();
+	f->acc.started_ms = st_now_ms();
+	f->acc.started_us = st_now_us();
 	snprintf(f->acc.method, sizeof f->acc.method, "%.*s", (int)req->method_len, req->method);
 	snprintf(f->acc.path, sizeof f->acc.path, "%.*s", (int)req->path_len, req->path);
 }
@@ -89,7 +89,7 @@ static void access_end(struct cs_front *f, int status, const char *outcome)
 	       "access: %s %s %d %s caller=%s to_edge=%llu to_client=%llu %llu ms%s%.0llu%s",
 	       f->acc.method, f->acc.path, answer_status(f, status), outcome, caller,
 	       (unsigned long long)f->acc.to_edge, (unsigned long long)f->acc.to_client,
-	       (unsigned long long)(cs_now_ms() - f->acc.started_ms),
+	       (unsigned long long)(st_now_ms() - f->acc.started_ms),
 	       f->acc.waited_ms ? " waited_for_node=" : "", (unsigned long long)f->acc.waited_ms,
 	       f->acc.waited_ms ? " ms" : "");
 }
@@ -101,7 +101,7 @@ static void answer_sent(struct cs_front *f)
 	if (!f->rl.answered && f->acc.started_us) {
 		unsigned kind = (unsigned)f->rl.plan.path.kind;
 		st_hist_observe(&f->srv->m.ttfb[kind < 6 ? kind : 0],
-		                cs_now_us() - f->acc.started_us);
+		                st_now_us() - f->acc.started_us);
 		f->acc.started_us = 0;
 	}
 	cs_relay_sent(&f->rl);
@@ -433,7 +433,7 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 	cs_relay_start(&f->rl, f->forwarded ? f->fwd_caps : cs_tunnel_caps(t));
 	f->acc.sid = f->ep.sid;
 	f->state = CS_FRONT_WAIT;
-	f->started_ms = cs_now_ms();
+	f->started_ms = st_now_ms();
 	f->counted_stream = true;
 	srv->m.streams_total[f->rl.plan.path.kind]++;
 	srv->m.streams_open[f->rl.plan.path.kind]++;

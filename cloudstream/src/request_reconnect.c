@@ -35,7 +35,7 @@ void cs__request_unpark(struct cs_front *f, int outcome)
 	if (f->state != CS_FRONT_RECONNECT)
 		return;
 	waiting_unlink(f);
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	f->acc.waited_ms += now > f->rc_parked_ms ? now - f->rc_parked_ms : 0;
 	f->rc_outcome = outcome;
 	f->state = CS_FRONT_HEAD;
@@ -48,7 +48,7 @@ void cs__request_unpark(struct cs_front *f, int outcome)
 static void on_reconnect_tick(lws_sorted_usec_list_t *sul)
 {
 	struct cs_server *srv = lws_container_of(sul, struct cs_server, sul_reconnect);
-	uint64_t now = cs_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
+	uint64_t now = st_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
 	cs_recent_expire(srv->recent, now, grace);
 	struct cs_front *due = NULL;
 	for (struct cs_front *f = srv->reconnect_waiting, *n; f; f = n) {
@@ -76,7 +76,7 @@ static void on_reconnect_tick(lws_sorted_usec_list_t *sul)
 bool cs_reconnect_should_wait(struct cs_server *srv, const char *key, uint64_t *since_ms,
                               uint64_t waited_ms, char *note, size_t cap)
 {
-	uint64_t now = cs_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
+	uint64_t now = st_now_ms(), grace = srv->cfg.node_reconnect_grace_ms;
 	note[0] = '\0';
 	if (srv->recent == NULL)
 		return false;
@@ -123,7 +123,7 @@ bool cs__request_park(struct cs_front *f, const char *node, bool by_ip, char *no
 	struct cs_server *srv = f->srv;
 	if (!cs_reconnect_should_wait(srv, node, &f->rc_since_ms, f->acc.waited_ms, note, cap))
 		return false;
-	f->rc_parked_ms = cs_now_ms();
+	f->rc_parked_ms = st_now_ms();
 	f->rc_by_ip = by_ip;
 	f->state = CS_FRONT_RECONNECT;
 	f->wprev = NULL;
@@ -139,7 +139,7 @@ void cs_front_node_gone(struct cs_server *srv, const char *node, size_t len, con
 {
 	if (srv->recent == NULL || srv->cfg.node_reconnect_grace_ms == 0)
 		return;
-	uint64_t now = cs_now_ms();
+	uint64_t now = st_now_ms();
 	cs_recent_expire(srv->recent, now, srv->cfg.node_reconnect_grace_ms);
 	int rc = cs_recent_mark(srv->recent, node, len, now);
 	/* A DNAT'd request names the node by its IP: the IPs are marked as keys too. */

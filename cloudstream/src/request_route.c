@@ -59,7 +59,7 @@ static int lookup_pod(const char *ns, size_t ns_len, const char *pod, size_t pod
                       const char **node, size_t *node_len, void *user)
 {
 	struct cs_server *srv = user;
-	return cs_podcache_get(srv->pods, ns, ns_len, pod, pod_len, cs_now_ms(), node, node_len);
+	return cs_podcache_get(srv->pods, ns, ns_len, pod, pod_len, st_now_ms(), node, node_len);
 }
 
 /* Which tunnel @req is for; NULL after failing the request, or when it waits for a pod lookup

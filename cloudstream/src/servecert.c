@@ -44,7 +44,7 @@
 /* Monotonic: timers and backoff. */
 static uint64_t now_ms(void)
 {
-	return cs_now_ms();
+	return st_now_ms();
 }
 
 /* Wall clock: certificate times. */

@@ -113,7 +113,7 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
 		       e->cert ? "; the cached one does not cover it" : "");
 	}
 	if (e->cert && X509_cmp_time(X509_get0_notAfter(e->cert), NULL) > 0) {
-		uint64_t now = cs_now_ms();
+		uint64_t now = st_now_ms();
 		if (now < e->uncovered_retry_ms)
 			return SSL_CLIENT_HELLO_SUCCESS;
 		e->uncovered_retry_ms = now + SC_UNCOVERED_GAP_MS;

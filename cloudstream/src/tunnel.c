@@ -220,7 +220,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 	t->ordinal = ++srv->next_ordinal;
 	t->next_stream_id = 1;
 	st_budget_init(&t->budget, srv->cfg.session_buffer_bytes);
-	t->connected_ms = cs_now_ms();
+	t->connected_ms = st_now_ms();
 	st_wsctl_init(&t->ctl, CS_TUNNEL_PING, t->connected_ms);
 	t->pong_within_ms = a.has_offer ? a.offer.pong_within_ms : 0;
 	memcpy(t->node, a.node, node_len + 1);
@@ -297,7 +297,7 @@ static void tunnel_established(struct lws *wsi, struct cs_server *srv, struct cs
 			                        a.ips[i]);
 		t->ips = a.n_ips ? strdup(ips) : NULL;
 	}
-	/* The node's generation is the wall clock, not cs_now_ms(): the replicas compare theirs. */
+	/* The node's generation is the wall clock, not st_now_ms(): the replicas compare theirs. */
 	t->gen_ms = wall_ms();
 	cs_peers_node_up(srv, t);
 	cs__tunnel_kick(t);
@@ -332,7 +332,7 @@ static void tunnel_closed(struct cs_server *srv, struct cs_tunnel *t)
 	st_session_get_stats(t->sess, &st);
 	st_log(ST_LOG_INFO, t->node, 0,
 	       "tunnel down after %llu s: %llu streams, %llu bytes in, %llu bytes out",
-	       (unsigned long long)((cs_now_ms() - t->connected_ms) / 1000),
+	       (unsigned long long)((st_now_ms() - t->connected_ms) / 1000),
 	       (unsigned long long)st.streams_total, (unsigned long long)st.data_bytes_in,
 	       (unsigned long long)st.data_bytes_out);
 	st_session_free(t->sess);
@@ -444,13 +444,13 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_RECEIVE:
 		if (*slot == NULL)
 			return -1;
-		st_liveness_rx(&(*slot)->live, cs_now_ms());
+		st_liveness_rx(&(*slot)->live, st_now_ms());
 		(*slot)->bytes_in += len;
 		return cs__tunnel_receive(*slot, in, len, lws_is_first_fragment(wsi),
 		                          lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_RECEIVE_PONG:
 		if (*slot)
-			st_liveness_rx(&(*slot)->live, cs_now_ms());
+			st_liveness_rx(&(*slot)->live, st_now_ms());
 		return 0;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return *slot ? cs__tunnel_writeable(*slot) : -1;

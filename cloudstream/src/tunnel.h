@@ -175,7 +175,7 @@ struct cs_tunnel_info {
 	const char *replica;               /* the edge's replica id, "" when it gave none */
 	bool extended;                     /* our extensions, else KubeEdge's base protocol */
 	char remote[64];                   /* the edge's address */
-	uint64_t connected_ms, last_rx_ms; /* cs_now_ms() clock */
+	uint64_t connected_ms, last_rx_ms; /* st_now_ms() clock */
 	size_t streams;
 	uint64_t bytes_in, bytes_out;
 	uint64_t rtt_us; /* the kernel's smoothed round-trip time of the tunnel's TCP connection

@@ -120,7 +120,7 @@ void cs_tunnel_move_refused(struct cs_server *srv, const char *node)
 	 * that dials this replica by its own address never gets anywhere else, though. */
 	if (!srv->draining)
 		return;
-	uint64_t since = cs_now_ms() - (srv->drain.deadline_ms - srv->cfg.drain_timeout_ms);
+	uint64_t since = st_now_ms() - (srv->drain.deadline_ms - srv->cfg.drain_timeout_ms);
 	if (t == NULL || !t->moving || ++t->move_refusals < CS_MOVE_REFUSALS_MAX ||
 	    (srv->peers != NULL && since < CS_MOVE_PATIENCE_MS))
 		return;

@@ -45,7 +45,7 @@ struct cs_tunnel {
 	 * poll loop). Then PINGs and CLOSE reach us, not lws, and we answer them: */
 	struct st_tunnel_reader *reader;
 	/* The PING the sweep asks for, the PONG we owe, the edge's CLOSE (stream/wsctl.h; its
-	 * clock is cs_now_ms). The next WRITEABLE sends what is owed; with @kill, the echo. */
+	 * clock is st_now_ms). The next WRITEABLE sends what is owed; with @kill, the echo. */
 	struct st_wsctl ctl;
 	/* The edge's pong-within (PROTOCOL.md §5.1): it hears from us at least this often, so a
 	 * PING may wait for its PONG until then, coalesced with the next ones. 0: answered at

@@ -54,7 +54,7 @@ int cs__tunnel_receive(struct cs_tunnel *t, const uint8_t *in, size_t len, bool 
 static int own_message(void *user, const uint8_t *msg, size_t len)
 {
 	struct cs_tunnel *t = user;
-	st_liveness_rx(&t->live, cs_now_ms());
+	st_liveness_rx(&t->live, st_now_ms());
 	t->bytes_in += len;
 	return tunnel_message(t, msg, len); /* -1: logged there; own_end closes */
 }
@@ -77,7 +77,7 @@ static uint64_t pong_hold_ms(const struct cs_tunnel *t)
 static void own_control(void *user, enum st_ws_opcode op, const uint8_t *payload, size_t len)
 {
 	struct cs_tunnel *t = user;
-	switch (st_wsctl_recv(&t->ctl, &t->live, op, payload, len, cs_now_ms(), pong_hold_ms(t))) {
+	switch (st_wsctl_recv(&t->ctl, &t->live, op, payload, len, st_now_ms(), pong_hold_ms(t))) {
 	case ST_WSCTL_WRITE:
 		if (t->wsi)
 			lws_callback_on_writable(t->wsi);
@@ -102,7 +102,7 @@ bool cs__tunnel_warn_allowed(void)
 {
 	static struct cs_logbudget budget; /* loop thread only */
 	uint32_t dropped;
-	if (!cs_logbudget_take(&budget, cs_now_ms(), DROP_WARN_LINES_PER_WINDOW,
+	if (!cs_logbudget_take(&budget, st_now_ms(), DROP_WARN_LINES_PER_WINDOW,
 	                       DROP_WARN_WINDOW_MS, &dropped))
 		return false;
 	if (dropped)
@@ -161,7 +161,7 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 	if (!st_session_want_write(t->sess) && !st_wsctl_want_write(&t->ctl))
 		return 0; /* lws's own frame went out (a PONG), or the loop's second feed (evloop.c) */
 	/* A PING the sweep asked for goes too: its PONG, like any frame, counts as life. */
-	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess, &t->ctl, cs_now_ms());
+	ssize_t n = st_tunnel_write(&srv->tunnel_writer, t->wsi, t->sess, &t->ctl, st_now_ms());
 	if (n == -EIO)
 		return -1;
 	if (n < 0) {
@@ -242,7 +242,7 @@ static void on_liveness_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct cs_server *srv = lws_container_of(sul, struct cs_server, tun.sul_liveness);
 	struct cs_tunnel_set *set = &srv->tun;
-	uint64_t now = cs_now_ms(), ping = srv->cfg.ping_interval_ms,
+	uint64_t now = st_now_ms(), ping = srv->cfg.ping_interval_ms,
 	         dead = srv->cfg.dead_peer_timeout_ms;
 	if (set->live_ping_ms != ping || set->live_dead_ms != dead) {
 		for (size_t i = 0; i < set->live_n; i++)

@@ -76,7 +76,7 @@ int cs_tunnel_link_new(struct cs_tunnel **out, struct cs_server *srv, struct lws
 	t->ordinal = ++srv->next_ordinal;
 	t->next_stream_id = 1;
 	st_budget_init(&t->budget, 0);
-	t->connected_ms = cs_now_ms();
+	t->connected_ms = st_now_ms();
 	memcpy(t->node, replica, node_len);
 	t->node[node_len] = '\0';
 	st_liveness_init(&t->live, t->connected_ms);

@@ -135,7 +135,7 @@ void cs__tunnel_update_rx(struct cs_tunnel *t)
 	if (want_pause == t->rx_paused)
 		return;
 	t->rx_paused = want_pause;
-	st_liveness_pause(&t->live, want_pause, cs_now_ms());
+	st_liveness_pause(&t->live, want_pause, st_now_ms());
 	if (want_pause) {
 		srv->m.tunnel_pauses++;
 		/* Once per tunnel at WARN; after that only the counter moves. */

@@ -29,6 +29,7 @@
 
 #include <curl/curl.h>
 
+#include <stream/clock.h>
 #include <stream/config.h>
 #include <stream/log.h>
 
@@ -158,13 +159,6 @@ static void on_stop(int sig)
 	stop_flag = 1;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- main -------------------------------------------------------------------------------- */
 
 static int parse_to(struct ctl *x)
@@ -250,7 +244,7 @@ int main(int argc, char **argv)
 	bool listed = false, ready = false;
 	uint64_t next_list = 0, next_check = 0, backoff = 500;
 	while (!stop_flag) {
-		uint64_t now = mono_ms();
+		uint64_t now = st_now_ms();
 		if ((!listed || x.relist) && now >= next_list && x.watch == NULL) {
 			x.relist = false;
 			if (cs__dnat_list_nodes(&x) == 0) {
@@ -269,7 +263,7 @@ int main(int argc, char **argv)
 		if (listed && (x.dirty || !ready)) {
 			if (cs__dnat_apply(&x, ready ? "Nodes changed" : "start") == 0 && !ready) {
 				ready = true;
-				next_check = mono_ms() + x.c.resync_interval_ms;
+				next_check = st_now_ms() + x.c.resync_interval_ms;
 				if (x.c.ready_file && x.c.ready_file[0]) {
 					FILE *f = fopen(x.c.ready_file, "w");
 					if (f)
@@ -277,14 +271,14 @@ int main(int argc, char **argv)
 				}
 			}
 		}
-		if (ready && mono_ms() >= next_check) {
+		if (ready && st_now_ms() >= next_check) {
 			bool moved = cs__dnat_read_local(&x);
 			if (moved || !cs__dnat_in_place(&x))
 				cs__dnat_apply(
 				        &x, moved ? "the host's addresses changed"
 				                  : "the chain or a jump was missing or changed: "
 				                    "restored");
-			next_check = mono_ms() + x.c.resync_interval_ms;
+			next_check = st_now_ms() + x.c.resync_interval_ms;
 		}
 		int running = 0;
 		curl_multi_perform(x.multi, &running);
@@ -304,7 +298,7 @@ int main(int argc, char **argv)
 				                : "unexpected status",
 				        status);
 				x.relist = true;
-				next_list = mono_ms() + backoff;
+				next_list = st_now_ms() + backoff;
 			}
 			cs__dnat_watch_end(&x);
 			break;

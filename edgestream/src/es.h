@@ -26,6 +26,7 @@
 #include <edgestream/edgestream.h>
 #include <stream/admin.h>
 #include <stream/certreload.h>
+#include <stream/clock.h>
 #include <stream/drain.h>
 #include <stream/heaptrim.h>
 #include <stream/log.h>
@@ -184,10 +185,6 @@ int es__create_loop(struct edgestream *es, char *err, size_t errlen);
 /* lib_loop.c: what other threads asked for (configuration, reload, stop). Loop thread. */
 void es__handle_requests(struct edgestream *es);
 
-/* lib.c */
-uint64_t es_now_ms(void);
-/* The same clock in microseconds, for the latency histograms. */
-uint64_t es_now_us(void);
 /* lib_config.c */
 /* es_parse_cloud_urls() - --cloud-url: one URL or several separated by commas (at most
  * ES_MAX_CLOUD_URLS), each wss://HOST[:PORT][/PATH], into es->urls and es->cloud_* (the first);

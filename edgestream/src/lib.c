@@ -27,20 +27,6 @@
 #include "backend.h"
 #include "tunnel.h"
 
-uint64_t es_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t es_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void lws_log_emit(int level, const char *line)
 {
 	size_t n = strlen(line);
@@ -94,7 +80,7 @@ static int instance_init(struct edgestream *es, struct edgestream **out,
 		edgestream_free(es);
 		return rc;
 	}
-	uint64_t seed = es_now_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)es;
+	uint64_t seed = st_now_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)es;
 	FILE *ur = fopen("/dev/urandom", "re");
 	if (ur) {
 		if (fread(&seed, sizeof seed, 1, ur) != 1)

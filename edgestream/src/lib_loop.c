@@ -41,7 +41,7 @@ static void drain_check(struct edgestream *es)
 {
 	size_t open = es->m.streams_open;
 	if (es->drain.state == ST_DRAIN_DRAINING &&
-	    st_drain_check(&es->drain, open, es_now_ms()) == ST_DRAIN_STOPPING)
+	    st_drain_check(&es->drain, open, st_now_ms()) == ST_DRAIN_STOPPING)
 		stop_tunnels(es, open == 0 ? "drained" : "drain timeout");
 }
 
@@ -84,7 +84,7 @@ void es__handle_requests(struct edgestream *es)
 		return;
 	es->stop_requests_seen = stops;
 	bool again = es->drain.state != ST_DRAIN_RUNNING;
-	if (st_drain_request(&es->drain, es_now_ms(), es->cfg.drain_timeout_ms) ==
+	if (st_drain_request(&es->drain, st_now_ms(), es->cfg.drain_timeout_ms) ==
 	    ST_DRAIN_STOPPING) {
 		stop_tunnels(es, again ? "asked again while draining" : "asked to");
 		return;

@@ -83,7 +83,7 @@ static void stream_free(struct es_stream *st)
 		       st_msg_type_name(st->type), st->ops ? st->ops->name : "no backend",
 		       st->outcome ? st->outcome : "done", (unsigned long long)st->to_cloud_bytes,
 		       (unsigned long long)st->from_cloud_bytes,
-		       (unsigned long long)(es_now_ms() - st->started_ms));
+		       (unsigned long long)(st_now_ms() - st->started_ms));
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
@@ -109,7 +109,7 @@ static void first_answer(struct es_stream *st)
 	if (st->answered)
 		return;
 	st->answered = true;
-	st_hist_observe(&st->es->ttfb[st->kind < 6 ? st->kind : 0], es_now_us() - st->started_us);
+	st_hist_observe(&st->es->ttfb[st->kind < 6 ? st->kind : 0], st_now_us() - st->started_us);
 }
 
 /*
@@ -211,7 +211,7 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 			st_budget_force(&es->budget, n - w);
 			st->to_cloud_charged += n - w;
 		}
-		st->to_cloud_queued_ms = es_now_ms();
+		st->to_cloud_queued_ms = st_now_ms();
 	}
 	return 0;
 }
@@ -227,7 +227,7 @@ bool es_stream_cloud_full(const struct es_stream *st)
 static void on_quiet_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct edgestream *es = lws_container_of(sul, struct edgestream, sul_quiet);
-	uint64_t now = es_now_ms();
+	uint64_t now = st_now_ms();
 	bool again = false;
 	for (struct es_tunnel *t = es->tunnels; t; t = t->next)
 		for (struct es_stream *st = t->streams; st; st = st->next) {
@@ -261,7 +261,7 @@ void es_stream_backend_done(struct es_stream *st)
 {
 	st_dbg_ns(st->es->node, st->id,
 	          "backend finished after %llu ms (%s, %zu bytes still queued)",
-	          (unsigned long long)(es_now_ms() - st->started_ms),
+	          (unsigned long long)(st_now_ms() - st->started_ms),
 	          st->answered ? "answered" : "no answer", st_buf_len(&st->to_cloud));
 	st->done = true;
 	flush(st); /* ends the stream once everything went out */
@@ -424,8 +424,8 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 	st->es = es;
 	st->id = id;
 	st->type = type;
-	st->started_ms = es_now_ms();
-	st->started_us = es_now_us();
+	st->started_ms = st_now_ms();
+	st->started_us = st_now_us();
 	st_buf_init(&st->to_cloud, 0); /* sized once the backend is known */
 	/* With credit the cloud never sends more than the window; without, bound it hard. */
 	bool flow = es_tunnel_caps(t) & ST_CAP_FLOW;

@@ -143,10 +143,10 @@ bool es_ready(void *user, const char **why)
 
 #define LIST_KEEP 128u /* room kept for the truncation line */
 
-/* UTC time of @mono_ms on es_now_ms()'s clock, ISO 8601. */
+/* UTC time of @mono_ms on st_now_ms()'s clock, ISO 8601. */
 static void wall_time(uint64_t mono_ms, char *buf, size_t cap)
 {
-	time_t now = time(NULL) - (time_t)((es_now_ms() - mono_ms) / 1000);
+	time_t now = time(NULL) - (time_t)((st_now_ms() - mono_ms) / 1000);
 	struct tm tm;
 	if (gmtime_r(&now, &tm) == NULL || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, cap, "-");
@@ -187,7 +187,7 @@ static void line(struct st_text *t, size_t *more, const char *fmt, ...)
 
 static void list_tunnels(struct edgestream *es, struct st_text *t, size_t *more, bool none)
 {
-	uint64_t now = es_now_ms();
+	uint64_t now = st_now_ms();
 	st_text_put(t, "CLOUD\tPROTOCOL\tREPLICA\tREMOTE\tCONNECTED\tSTREAMS\tBYTES_IN\t"
 	               "BYTES_OUT\tLAST_RX_MS_AGO\tRTT_MS\n");
 	for (struct es_tunnel *tu = none ? NULL : es->tunnels; tu; tu = tu->next) {
@@ -214,7 +214,7 @@ static void list_tunnels(struct edgestream *es, struct st_text *t, size_t *more,
 
 static void list_streams(struct edgestream *es, struct st_text *t, size_t *more, bool none)
 {
-	uint64_t now = es_now_ms();
+	uint64_t now = st_now_ms();
 	st_text_put(t, "NODE\tSTREAM\tKIND\tBACKEND\tAGE_MS\tTO_CLOUD\tFROM_CLOUD\tQUEUED\n");
 	for (struct es_tunnel *tu = none ? NULL : es->tunnels; tu; tu = tu->next)
 		for (struct es_stream *st = tu->streams; st; st = st->next) {

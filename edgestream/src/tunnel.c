@@ -153,7 +153,7 @@ static void update_rx(struct es_tunnel *t)
 	if (t->wsi == NULL || !t->connected || pause == t->rx_paused)
 		return;
 	t->rx_paused = pause;
-	st_liveness_pause(&t->live, pause, es_now_ms());
+	st_liveness_pause(&t->live, pause, st_now_ms());
 	if (pause) {
 		es->m.tunnel_pauses++;
 		st_log(es->m.tunnel_pauses == 1 ? ST_LOG_WARN : ST_LOG_DEBUG, es->node, 0,
@@ -199,7 +199,7 @@ static void on_ping_timer(lws_sorted_usec_list_t *sul)
 	struct edgestream *es = t->es;
 	if (t->wsi == NULL || !t->connected)
 		return;
-	uint64_t now = es_now_ms();
+	uint64_t now = st_now_ms();
 	if (st_tunnel_liveness(&t->live, &t->ctl, t->wsi, now, es->cfg.ping_interval_ms,
 	                       es->cfg.dead_peer_timeout_ms) == ST_LIVENESS_DEAD) {
 		char why[128]; /* closing already: the reason for the log and the callback */
@@ -258,7 +258,7 @@ static int established(struct es_tunnel *t, const struct st_ext_offer *agreed)
 	t->round_fails = 0;
 	t->move_fails = 0;
 	t->rx_paused = false;
-	t->connected_ms = es_now_ms();
+	t->connected_ms = st_now_ms();
 	t->bytes_in = t->bytes_out = 0;
 	snprintf(t->replica, sizeof t->replica, "%s", agreed->replica_id);
 	st_liveness_init(&t->live, t->connected_ms);
@@ -341,7 +341,7 @@ static int tunnel_receive(struct es_tunnel *t, const uint8_t *in, size_t len, bo
 static int own_message(void *user, const uint8_t *msg, size_t len)
 {
 	struct es_tunnel *t = user;
-	st_liveness_rx(&t->live, es_now_ms());
+	st_liveness_rx(&t->live, st_now_ms());
 	t->bytes_in += len;
 	return t->sess ? tunnel_message(t, msg, len) : -1; /* it closes on an error */
 }
@@ -352,7 +352,7 @@ static void own_control(void *user, enum st_ws_opcode op, const uint8_t *payload
 	struct es_tunnel *t = user;
 	if (op == ST_WS_CLOSE && t->close_reason[0] == '\0')
 		snprintf(t->close_reason, sizeof t->close_reason, "the cloud closed the websocket");
-	if (st_wsctl_recv(&t->ctl, &t->live, op, payload, len, es_now_ms(), 0) == ST_WSCTL_WRITE &&
+	if (st_wsctl_recv(&t->ctl, &t->live, op, payload, len, st_now_ms(), 0) == ST_WSCTL_WRITE &&
 	    t->wsi)
 		lws_callback_on_writable(t->wsi);
 }
@@ -374,7 +374,7 @@ static const struct st_tunnel_reader_cbs own_cbs = {
 static int tunnel_writeable(struct es_tunnel *t)
 {
 	/* The PONG and PING owed head the batch (stream/wsctl.h). */
-	ssize_t n = st_tunnel_write(&t->es->tunnel_writer, t->wsi, t->sess, &t->ctl, es_now_ms());
+	ssize_t n = st_tunnel_write(&t->es->tunnel_writer, t->wsi, t->sess, &t->ctl, st_now_ms());
 	if (n == -EIO)
 		return -1;
 	if (n < 0) {
@@ -437,14 +437,14 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_RECEIVE:
-		st_liveness_rx(&t->live, es_now_ms());
+		st_liveness_rx(&t->live, st_now_ms());
 		if (t->sess == NULL)
 			return -1;
 		t->bytes_in += len;
 		return tunnel_receive(t, in, len, lws_is_first_fragment(wsi),
 		                      lws_is_final_fragment(wsi));
 	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-		st_liveness_rx(&t->live, es_now_ms());
+		st_liveness_rx(&t->live, st_now_ms());
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		return t->sess ? tunnel_writeable(t) : 0;

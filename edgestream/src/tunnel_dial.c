@@ -241,7 +241,7 @@ void es__tunnel_down(struct es_tunnel *t, int err, const char *why)
 		t->retiring = false;
 		t->spare = true;
 		st_info("the retired tunnel to %s:%d closed after %llu s: %s", t->cloud_host,
-		        t->cloud_port, (unsigned long long)((es_now_ms() - t->connected_ms) / 1000),
+		        t->cloud_port, (unsigned long long)((st_now_ms() - t->connected_ms) / 1000),
 		        why);
 		es->m.tunnels_retired++;
 		es_publish_stats(es);
@@ -260,7 +260,7 @@ void es__tunnel_down(struct es_tunnel *t, int err, const char *why)
 		retry = 0;
 	} else if (was_up) {
 		t->round_fails = 0;
-		retry = es_backoff_after_up(&t->backoff, es_now_ms() - t->connected_ms);
+		retry = es_backoff_after_up(&t->backoff, st_now_ms() - t->connected_ms);
 	} else if (moving(t) && ++t->move_fails <= ES_MOVE_RETRIES) {
 		/* The new tunnel of a move was refused (the balancer sent it back to the draining
 		 * replica, which refuses upgrades): the old one still serves, try again soon; then
@@ -273,7 +273,7 @@ void es__tunnel_down(struct es_tunnel *t, int err, const char *why)
 	if (was_up) {
 		es->m.disconnects_total++;
 		st_warn("tunnel down after %llu s: %s%s",
-		        (unsigned long long)((es_now_ms() - t->connected_ms) / 1000), why,
+		        (unsigned long long)((st_now_ms() - t->connected_ms) / 1000), why,
 		        es->stopped ? "" : "; redialling");
 	}
 	if (!es->stopped)

@@ -54,7 +54,7 @@ void es__tunnel_on_reconnect(struct st_session *s, uint64_t drain_ms, void *user
 	for (n = es->tunnels; n; n = n->next)
 		if (n->spare)
 			break;
-	if (n == NULL && es_tunnel_new(&n, es, t->backoff.rng ^ es_now_ms()) < 0) {
+	if (n == NULL && es_tunnel_new(&n, es, t->backoff.rng ^ st_now_ms()) < 0) {
 		st_warn("the cloud asked to move to another replica; no memory for a second "
 		        "tunnel: staying until it closes");
 		return;
