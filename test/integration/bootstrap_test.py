@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
-from cloudstream_test import named, UPGRADE_SPDY  # noqa: E402
-from identity_test import metric, log_has, serial_of, admin_post  # noqa: E402
+from cloudstream_test import UPGRADE_SPDY  # noqa: E402
+from identity_test import serial_of  # noqa: E402
 
 
 def ca_hash(env, ca):
@@ -170,16 +170,15 @@ def get(env, cloud, host, target="/healthz"):
 # ---- join --------------------------------------------------------------------------------------
 
 def group_join():
-    env = h.Env("boot-join", nodes=("edge-1", "edge-2"))
-    failed = True
-    proxy = None
-    try:
+    with h.Group("join", "boot-join", nodes=("edge-1", "edge-2")) as g:
+        env = g.env
         tokens = os.path.join(env.dir, "join-tokens")
         open(tokens, "w").close()
         cloud = h.start_cloudstream(env, signing_flags(env, tokens))
         kubelet = h.start_kubelet(env)
         pin = ca_hash(env, env.path("tunnel-ca.crt"))
         proxy = CaptureProxy(env, cloud.ports["tunnel"])
+        g.on_close(proxy.close)
 
         def fresh_edge_joins_key_stays_home():
             tok = new_token(env, tokens, "--ttl", "10m", "--uses", "1", "--node", "edge-7")
@@ -211,10 +210,10 @@ def group_join():
                                    os.path.join(d, "edge.crt")], check=True,
                                   capture_output=True, text=True).stdout
             check("CN = system:node:edge-7" in subj, "subject %r" % subj)
-            check(log_has(cloud, "joined with token %s" % tok.split(".")[0], 0),  # its own token
+            check(h.log_has(cloud, "joined with token %s" % tok.split(".")[0], 0),  # its own token
                   "cloud log")
             check(tok.split(".")[1] not in open(cloud.logpath).read(), "the secret was logged")
-            check(metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"') == 1,
+            check(h.metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"') == 1,
                   "signed count")
             print("     captured %d bytes from the edge during the join, no key in them"
                   % len(sent))
@@ -233,7 +232,7 @@ def group_join():
                                os.path.join(env.dir, "e9"), "es-e9")
             check("refused the join (403): reused: token %s was already used"
                   % tok.split(".")[0] in why, why)
-            check(log_has(cloud, "join from", mark), "cloud did not log the refusal")
+            check(h.log_has(cloud, "join from", mark), "cloud did not log the refusal")
             check(not os.path.exists(os.path.join(env.dir, "e9", "edge.key")),
                   "a refused join left a key")
 
@@ -293,12 +292,12 @@ def group_join():
 
         def ca_not_matching_pin_refused():
             tok = new_token(env, tokens)
-            before = metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"')
+            before = h.metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"')
             wrong = ca_hash(env, env.path("stream-ca.crt"))
             why = refused_join(env, cloud, kubelet, "edge-14", tok, wrong,
                                os.path.join(env.dir, "e14"), "es-e14")
             check("the cloud's CA does not match --cloud-ca-hash" in why, why)
-            check(metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"') ==
+            check(h.metric(cloud, "cloudstream_certificates_signed_total", 'kind="join"') ==
                   before, "a join was signed for a cloud the edge does not trust")
             # the token is still good: the same edge with the right pin joins
             e14 = join_edge(env, cloud, kubelet, "edge-14", tok, pin,
@@ -338,7 +337,7 @@ def group_join():
             s.close()
             check(st == 403, "upgrade without a certificate: %d" % st)
 
-        rc = h.run(named("join", [
+        rc = g.run([
             ("fresh_edge_joins_key_stays_home", fresh_edge_joins_key_stays_home),
             ("reused_token_refused", reused_token_refused),
             ("used_token_stays_used_after_restart", used_token_stays_used_after_restart),
@@ -347,33 +346,15 @@ def group_join():
             ("unknown_token_refused", unknown_token_refused),
             ("ca_not_matching_pin_refused", ca_not_matching_pin_refused),
             ("renewal_for_another_node_refused", renewal_for_another_node_refused),
-        ]))
+        ])
         for reason in ("reused", "expired", "foreign_node", "unknown", "csr_name"):
-            check(metric(cloud, "cloudstream_join_refusals_total", 'reason="%s"' % reason) >= 1,
+            check(h.metric(cloud, "cloudstream_join_refusals_total", 'reason="%s"' % reason) >= 1,
                   "refusal metric %s" % reason)
-        check(env.stop(cloud) == 0, "cloudstream exit status")
-        failed = rc != 0
+        h.stop_exits_0(env, cloud)
         return rc
-    finally:
-        if proxy:
-            proxy.close()
-        h.close_env(env, failed)
 
 
 # ---- rotation ----------------------------------------------------------------------------------
-
-def edge_metric(edge, name, labels=""):
-    want = name + ("{%s}" % labels if labels else "")
-    s = socket.create_connection(("127.0.0.1", edge.ports["admin"]), timeout=5)
-    s.sendall(h.head("GET", "/metrics", [("Host", "x")]))
-    status, hdrs, rest = h.read_head(s)
-    text = h.read_body(s, hdrs, rest).decode()
-    s.close()
-    for line in text.splitlines():
-        if line.startswith(want + " "):
-            return float(line.split()[1])
-    raise h.Fail("edge metric %s not found" % want)
-
 
 class ExecEcho:
     """An exec-like stream held open through cloudstream and the edge: a SPDY upgrade to the
@@ -546,10 +527,10 @@ def group_rotation():
         check(len(serials) > after_srv, "no renewal against the new CA's server certificate")
         ex.ping()
         logs.check_alive()
-        renewals = edge_metric(edge, "edgestream_certificate_renewals_total", 'result="ok"')
-        fails = edge_metric(edge, "edgestream_certificate_renewals_total", 'result="failed"')
-        connects = edge_metric(edge, "edgestream_tunnel_connects_total")
-        signed = metric(cloud, "cloudstream_certificates_signed_total", 'kind="renew"')
+        renewals = h.metric(edge, "edgestream_certificate_renewals_total", 'result="ok"')
+        fails = h.metric(edge, "edgestream_certificate_renewals_total", 'result="failed"')
+        connects = h.metric(edge, "edgestream_tunnel_connects_total")
+        signed = h.metric(cloud, "cloudstream_certificates_signed_total", 'kind="renew"')
         print("     %d renewals (%d failed), %d serials, %d exec echoes, %d log lines, "
               "%d tunnel connects" % (renewals, fails, len(serials), ex.n, logs.lines, connects),
               flush=True)
@@ -558,10 +539,10 @@ def group_rotation():
               % (renewals, signed, want))
         check(fails == 0, "%d renewals failed" % fails)
         check(connects == 1, "the tunnel reconnected (%d connects)" % connects)
-        check(edge_metric(edge, "edgestream_tunnel_disconnects_total") == 0, "a disconnect")
+        check(h.metric(edge, "edgestream_tunnel_disconnects_total") == 0, "a disconnect")
         check(len(set(serials)) == len(serials), "a serial came back")
         # a new handshake now: new CA on both sides, the edge's trust a bundle
-        st, _ = admin_post(cloud, "/nodes/edge-r/close")
+        st, _ = h.admin_post(cloud, "/nodes/edge-r/close")
         check(st == 200, "admin close: %d" % st)
         deadline = time.monotonic() + 10
         while get(env, cloud, "edge-r:10350")[0] != 200:
@@ -584,9 +565,8 @@ def group_rotation():
 # ---- the kubelet's rotating certificate -----------------------------------------------------------
 
 def group_kubelet():
-    env = h.Env("boot-kubelet", nodes=("edge-k",))
-    failed = True
-    try:
+    with h.Group("kubelet", "boot-kubelet", nodes=("edge-k",)) as g:
+        env = g.env
         deny = os.path.join(env.dir, "deny-list")
         open(deny, "w").close()
         cloud = h.start_cloudstream(env, ["--deny-list", deny])
@@ -636,22 +616,22 @@ def group_kubelet():
             env.mint("client", "--ca", env.path("tunnel-ca"), "--out",
                      os.path.join(env.dir, "rotated"), "--node", "edge-k")
             kubelet_writes("2026-11-24-11-00-00", os.path.join(env.dir, "rotated"))
-            check(log_has(edge, "reloaded the tunnel certificate", 0, 5),  # this test's edge
+            check(h.log_has(edge, "reloaded the tunnel certificate", 0, 5),  # this test's edge
                   "the replaced symlink was not noticed")
             check(get(env, cloud, "edge-k:10350")[0] == 200, "the tunnel after the reload")
-            check(edge_metric(edge, "edgestream_tunnel_connects_total") == 1,
+            check(h.metric(edge, "edgestream_tunnel_connects_total") == 1,
                   "the reload reconnected")
             # the old serial revoked: the redial must use the rotated certificate
             with open(deny, "w") as f:
                 f.write("serial %s\n" % old)
             mark = h.log_mark(cloud)
             cloud.send_signal(signal.SIGHUP)
-            check(log_has(cloud, "revoked by the deny list", mark), "old tunnel not closed")
+            check(h.log_has(cloud, "revoked by the deny list", mark), "old tunnel not closed")
             deadline = time.monotonic() + 10
             while get(env, cloud, "edge-k:10350")[0] != 200:
                 check(time.monotonic() < deadline, "no tunnel with the rotated certificate")
                 time.sleep(0.1)
-            check(edge_metric(edge, "edgestream_tunnel_connects_total") == 2, "one redial")
+            check(h.metric(edge, "edgestream_tunnel_connects_total") == 2, "one redial")
             check(env.stop(edge) == 0, "edgestream exit status (ASan/LSan)")
 
         def refuses_other_tunnel_files():
@@ -663,15 +643,10 @@ def group_kubelet():
             else:
                 raise h.Fail("--tunnel-cert with --kubelet-rotating-cert was accepted")
 
-        rc = h.run(named("kubelet", [
+        return g.run([
             ("uses_the_rotating_file", uses_the_rotating_file),
             ("refuses_other_tunnel_files", refuses_other_tunnel_files),
-        ]))
-        check(env.stop(cloud) == 0, "cloudstream exit status")
-        failed = rc != 0
-        return rc
-    finally:
-        h.close_env(env, failed)
+        ], exit_0=[cloud])
 
 
 # ---- the Kubernetes CSR API as the signer -----------------------------------------------------------
@@ -790,12 +765,11 @@ class CsrApi:
 
 
 def group_kube_csr():
-    env = h.Env("boot-csr", nodes=("edge-1",))
-    failed = True
-    api = None
-    try:
+    with h.Group("kube_csr", "boot-csr", nodes=("edge-1",)) as g:
+        env = g.env
         signer = "example.com/edge-client"
         api = CsrApi(env, signer)
+        g.on_close(api.close)
         tokens = os.path.join(env.dir, "join-tokens")
         open(tokens, "w").close()
         cloud = h.start_cloudstream(env, ["--join-tokens", tokens, "--csr-signer-name", signer,
@@ -817,7 +791,7 @@ def group_kube_csr():
             pub = subprocess.run(["openssl", "pkey", "-in", os.path.join(d, "edge.key"),
                                   "-pubout"], check=True, capture_output=True).stdout
             check(spki_of_csr_in(req) == pub, "spec.request is not the edge's own request")
-            check(log_has(cloud, "joined with token %s" % tok.split(".")[0], 0),  # its own token
+            check(h.log_has(cloud, "joined with token %s" % tok.split(".")[0], 0),  # its own token
                   "cloud log")
             check(env.stop(edge) == 0, "edgestream exit status")
 
@@ -832,24 +806,15 @@ def group_kube_csr():
                           os.path.join(env.dir, "edge-d2"), "es-d2")
             check(env.stop(e) == 0, "edgestream exit status")
 
-        rc = h.run(named("kube_csr", [
+        return g.run([
             ("join_signed_by_the_cluster", join_signed_by_the_cluster),
             ("denied_by_the_cluster", denied_by_the_cluster),
-        ]))
-        check(env.stop(cloud) == 0, "cloudstream exit status")
-        failed = rc != 0
-        return rc
-    finally:
-        if api:
-            api.close()
-        h.close_env(env, failed)
+        ], exit_0=[cloud])
 
 
 def main():
-    group = sys.argv[1] if len(sys.argv) > 1 else "join"
-    sys.argv = sys.argv[1:]
-    return {"join": group_join, "rotation": group_rotation,
-            "kubelet": group_kubelet, "kube_csr": group_kube_csr}[group]()
+    return h.main_by_group({"join": group_join, "rotation": group_rotation,
+                            "kubelet": group_kubelet, "kube_csr": group_kube_csr}, "join")
 
 
 if __name__ == "__main__":

@@ -41,44 +41,13 @@ def kubelet_direct(env, kubelet, target):
     return status, hdrs, body
 
 
-def admin_get(cloud, path):
-    s = socket.create_connection(("127.0.0.1", cloud.ports["admin"]), timeout=5)
-    s.sendall(h.head("GET", path, [("Host", "x")]))
-    status, hdrs, rest = h.read_head(s)
-    body = h.read_body(s, hdrs, rest)
-    s.close()
-    return status, body.decode()
-
-
-def metric_value(cloud, name):
-    _, text = admin_get(cloud, "/metrics")
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise h.Fail("metric %s not found" % name)
-
-
-class Chain:
+class Chain(h.Chain):
     """kubelet stand-in + cloudstream + one test edge for edge-1."""
 
     def __init__(self, tag, protocol, edge_extra=(), cloud_extra=()):
-        self.env = h.Env(tag, nodes=("edge-1", "edge-2"))
-        try:
-            self.kubelet = h.start_kubelet(self.env)
-            self.cloud = h.start_cloudstream(self.env, cloud_extra)
-            self.edge = h.start_kubeedge_edge(self.env, self.cloud, self.kubelet,
-                                              protocol=protocol, extra=edge_extra)
-            self.api = h.Api(self.env, self.cloud.ports["stream"])
-        except Exception:
-            self.env.close(keep=True)
-            raise
-
-    def get(self, target, node="edge-1", headers=(), sock=None):
-        hdrs = [("Host", "%s:10350" % node)] + list(headers)
-        return self.api.request("GET", target, hdrs, sock=sock)
-
-    def close(self, failed=False):
-        h.close_env(self.env, failed)
+        super().__init__(tag, lambda env, cloud, kubelet: h.start_kubeedge_edge(
+            env, cloud, kubelet, protocol=protocol, extra=edge_extra),
+            nodes=("edge-1", "edge-2"), cloud_extra=cloud_extra)
 
 
 # ---- shared checks --------------------------------------------------------------------------
@@ -233,7 +202,7 @@ def edge_removes_seen(chain):
 
 
 def cloud_removes(chain, kind):
-    return labelled_metric(chain.cloud, "cloudstream_tunnel_removes_total", 'kind="%s"' % kind)
+    return h.metric(chain.cloud, "cloudstream_tunnel_removes_total", 'kind="%s"' % kind)
 
 
 def wait_for(pred, what, timeout=5.0):
@@ -417,10 +386,6 @@ def throughput(chain, target, n, verify=False):
     return n / dt / 1e6
 
 
-def labelled_metric(cloud, name, labels):
-    return metric_value(cloud, "%s{%s}" % (name, labels))
-
-
 def isolation(chain, n=64 << 20, stalled_n=32 << 20):
     """A stream whose client reads nothing must not hold up another stream of the same node
     (no head-of-line blocking in the tunnel), and must lose nothing once its client reads again.
@@ -429,15 +394,15 @@ def isolation(chain, n=64 << 20, stalled_n=32 << 20):
     ratios noisy; the throughput ratio is measured by the benchmark): the second stream's
     64 MiB must complete, intact, while the first stream's window is full, and the tunnel must
     never have been paused for it. Throughputs are printed for the record."""
-    pauses_before = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
-    base = labelled_metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
+    pauses_before = h.metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    base = h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
     stalled = chain.api.connect(timeout=60)
     stalled.sendall(h.head("GET", "/bytes?n=%d&seed=9" % stalled_n, [("Host", "edge-1:10350")]))
     # The stall must have happened, not be assumed: what the edge sent stops growing while the
     # stream is far from complete (its window is full and nobody reads it).
     seen, deadline = base - 1, time.monotonic() + 20
     while time.monotonic() < deadline:
-        now = labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+        now = h.metric(chain.cloud, "cloudstream_stream_bytes_total",
                               'direction="from_edge"')
         if now == seen and now > base:
             break
@@ -461,7 +426,7 @@ def isolation(chain, n=64 << 20, stalled_n=32 << 20):
     check(got == stalled_n, "isolation: stalled stream ended after %d of %d bytes" % (got, stalled_n))
     check(digest.hexdigest() == hdrs.get("x-body-sha256"),
           "isolation: stalled stream's bytes differ once it read again")
-    pauses = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    pauses = h.metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
     check(pauses == pauses_before, "isolation: the tunnel was paused %d times for one stalled "
           "stream" % (pauses - pauses_before))
     solo = throughput(chain, "/bytes?n=%d&seed=3" % n, n)
@@ -484,10 +449,10 @@ def status_passthrough(chain):
 
 
 def admin_endpoints(chain):
-    check(admin_get(chain.cloud, "/healthz") == (200, "ok\n"), "healthz")
-    check(admin_get(chain.cloud, "/readyz") == (200, "ok\n"), "readyz")
-    check(metric_value(chain.cloud, "cloudstream_sessions") == 1, "sessions gauge")
-    st, text = admin_get(chain.cloud, "/metrics")
+    check(h.admin_get(chain.cloud, "/healthz") == (200, "ok\n"), "healthz")
+    check(h.admin_get(chain.cloud, "/readyz") == (200, "ok\n"), "readyz")
+    check(h.metric(chain.cloud, "cloudstream_sessions") == 1, "sessions gauge")
+    st, text = h.admin_get(chain.cloud, "/metrics")
     for name in ("cloudstream_streams_total", "cloudstream_stream_bytes_total",
                  "cloudstream_request_errors_total", "cloudstream_flow_stalls_total"):
         check(name in text, "metric %s missing" % name)
@@ -504,7 +469,7 @@ def drain_on_sigterm(chain):
     h.recv_until(s, lambda b: len(b) >= len(greet), rest)
     chain.cloud.send_signal(15)
     time.sleep(0.2)
-    check(admin_get(chain.cloud, "/readyz")[0] == 503, "drain: still ready")
+    check(h.admin_get(chain.cloud, "/readyz")[0] == 503, "drain: still ready")
     st, _, body, s2 = chain.get("/metrics")
     s2.close()
     check(st == 503 and b"shutting down" in body, "drain: new request got %d %r" % (st, body))
@@ -692,7 +657,7 @@ def group_base():
     chain = Chain("cs-base", "base", edge_extra=("--send-remove", "4242"))
     rc = 1
     try:
-        rc = h.run(named("base", [
+        rc = h.run(h.named("base", [
             ("exec_echo", lambda: exec_echo(chain)),
             ("logs_tail", lambda: logs_tail(chain)),
             ("metrics_same_as_direct", lambda: metrics_same_as_direct(chain)),
@@ -722,15 +687,6 @@ def wait_log(p, pattern, since, timeout=10.0):
     return h.wait_log(p, pattern, since, timeout)
 
 
-def admin_post(cloud, path):
-    s = socket.create_connection(("127.0.0.1", cloud.ports["admin"]), timeout=5)
-    s.sendall(h.head("POST", path, [("Host", "x"), ("Content-Length", "0")]))
-    status, hdrs, rest = h.read_head(s)
-    body = h.read_body(s, hdrs, rest)
-    s.close()
-    return status, body.decode()
-
-
 RECONNECT_GRACE_S = 3.0
 
 
@@ -746,7 +702,7 @@ def waited_logs_request(chain):
     the edge redials 2 s later as KubeEdge's does) waits for the redial and succeeds."""
     logs_tail(chain)  # connected
     mark = h.log_mark(chain.cloud)
-    st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
+    st, body = h.admin_post(chain.cloud, "/nodes/edge-1/close")
     check(st == 200, "admin close: %d %r" % (st, body))
     t0 = time.monotonic()
     status, _, body, s = chain.get("/containerLogs/default/pod-a/ctr?tailLines=5")
@@ -756,7 +712,7 @@ def waited_logs_request(chain):
     check(status == 200 and body == want, "between tunnels: %d %r" % (status, body[:200]))
     check(1.0 <= took <= RECONNECT_GRACE_S,
           "between tunnels: answered after %.3f s (the edge redials after 2 s)" % took)
-    text = admin_get(chain.cloud, "/metrics")[1]
+    text = h.admin_get(chain.cloud, "/metrics")[1]
     check('cloudstream_node_reconnect_waits_total{outcome="back_local"} 1' in text,
           "back_local not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
     wait_log(chain.cloud, r"node=edge-1 stream=\d+ access: GET /containerLogs/default/pod-a/"
@@ -764,7 +720,7 @@ def waited_logs_request(chain):
     # The same by the node's IP (what a DNAT'd request names): waits, then reaches it, once
     # the redialled tunnel is up (not the one the admin port closed).
     wait_log(chain.cloud, r"node=edge-1 tunnel up .*1 IPs", mark)
-    st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
+    st, body = h.admin_post(chain.cloud, "/nodes/edge-1/close")
     check(st == 200, "admin close: %d %r" % (st, body))
     t0 = time.monotonic()
     status, _, body, s = chain.api.request("GET", "/metrics", [("Host", "10.77.0.21:10350")])
@@ -775,7 +731,7 @@ def waited_logs_request(chain):
         status, body[:200]))
     check(1.0 <= took_ip <= RECONNECT_GRACE_S,
           "by IP between tunnels: answered after %.3f s" % took_ip)
-    text = admin_get(chain.cloud, "/metrics")[1]
+    text = h.admin_get(chain.cloud, "/metrics")[1]
     check('cloudstream_node_reconnect_waits_total{outcome="back_local"} 2' in text,
           "back_local not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
     print("     between tunnels: the request waited and succeeded after %.0f ms (by name), "
@@ -787,11 +743,11 @@ def cap_and_client_gone(chain):
     once saying so; a waiting client that goes away leaves nothing waiting, and the cloud stays
     healthy (ASan, checked at its exit)."""
     logs_tail(chain)
-    st, body = admin_post(chain.cloud, "/nodes/edge-1/close")
+    st, body = h.admin_post(chain.cloud, "/nodes/edge-1/close")
     check(st == 200, "admin close: %d %r" % (st, body))
     first = chain.api.connect()
     first.sendall(h.head("GET", "/metrics", [("Host", "edge-1:10350")]))
-    wait_for(lambda: "cloudstream_node_reconnect_waiting 1" in admin_get(chain.cloud,
+    wait_for(lambda: "cloudstream_node_reconnect_waiting 1" in h.admin_get(chain.cloud,
                                                                          "/metrics")[1],
              "the first request waiting", 2.0)
     t0 = time.monotonic()
@@ -803,10 +759,10 @@ def cap_and_client_gone(chain):
     # The waiting client goes away. Its reading is paused while it waits (as while a pod
     # lookup is answered), so the close is seen when the wait ends: by the edge's redial here.
     first.close()
-    wait_for(lambda: "cloudstream_node_reconnect_waiting 0" in admin_get(chain.cloud,
+    wait_for(lambda: "cloudstream_node_reconnect_waiting 0" in h.admin_get(chain.cloud,
                                                                          "/metrics")[1],
              "no request waiting", RECONNECT_GRACE_S + 1.0)
-    text = admin_get(chain.cloud, "/metrics")[1]
+    text = h.admin_get(chain.cloud, "/metrics")[1]
     check('cloudstream_node_reconnect_waits_total{outcome="refused"} 1' in text,
           "after the cap: %r" % [l for l in text.splitlines() if "reconnect" in l])
     wait_for(lambda: chain.get("/metrics")[0] == 200, "edge-1 back", 5.0)
@@ -839,7 +795,7 @@ def gave_up_after_grace(chain):
         check(status == 503 and "waited" not in m and time.monotonic() - t1 < 0.5,
               "%s after the grace: %d %r after %.3f s" % (node, status, m,
                                                            time.monotonic() - t1))
-    text = admin_get(chain.cloud, "/metrics")[1]
+    text = h.admin_get(chain.cloud, "/metrics")[1]
     check('cloudstream_node_reconnect_waits_total{outcome="gave_up"} 1' in text and
           "cloudstream_node_reconnect_waiting 0" in text,
           "gave_up not counted: %r" % [l for l in text.splitlines() if "reconnect" in l])
@@ -854,7 +810,7 @@ def group_reconnect():
                                "--internal-ip-policy", "trust-header"))
     rc = 1
     try:
-        rc = h.run(named("reconnect", [
+        rc = h.run(h.named("reconnect", [
             ("waited_logs_request", lambda: waited_logs_request(chain)),
             ("cap_and_client_gone", lambda: cap_and_client_gone(chain)),
             ("gave_up_after_grace", lambda: gave_up_after_grace(chain)),
@@ -865,19 +821,11 @@ def group_reconnect():
         chain.close(rc != 0)
 
 
-def named(prefix, pairs):
-    out = []
-    for name, fn in pairs:
-        fn.__name__ = prefix + "." + name
-        out.append(fn)
-    return out
-
-
 def group_ext():
     chain = Chain("cs-ext", "ext")
     rc = 1
     try:
-        rc = h.run(named("ext", [
+        rc = h.run(h.named("ext", [
             ("exec_echo", lambda: exec_echo(chain)),
             ("logs_tail", lambda: logs_tail(chain)),
             ("metrics_same_as_direct", lambda: metrics_same_as_direct(chain)),
@@ -1041,18 +989,18 @@ def group_auth():
                 return st
             name = "cloudstream_apiserver_certificates_shared_total"
             status("apiserver-kubelet-client")  # kept (earlier cases may have kept it)
-            before = metric_value(cloud, name)
+            before = h.metric(cloud, name)
             for _ in range(3):
                 st = status("apiserver-kubelet-client")
                 check(st in (200, 503), "apiserver connection: %d" % st)
-            check(metric_value(cloud, name) - before == 3,
-                  "3 apiserver connections, %g shared" % (metric_value(cloud, name) - before))
+            check(h.metric(cloud, name) - before == 3,
+                  "3 apiserver connections, %g shared" % (h.metric(cloud, name) - before))
             for i in range(2):
                 st = status("not-allowed")
                 check(st == 403, "a subject not allowed, connection %d: %d" % (i + 1, st))
-            check(metric_value(cloud, name) - before == 4,
+            check(h.metric(cloud, name) - before == 4,
                   "the second not-allowed connection shares the first's: %g"
-                  % (metric_value(cloud, name) - before))
+                  % (h.metric(cloud, name) - before))
             st = status("apiserver-kubelet-client")
             check(st in (200, 503), "apiserver connection after them: %d" % st)
 
@@ -1069,9 +1017,9 @@ def group_auth():
 
         def reconnect_replaces():
             e1 = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="edge-a")
-            before = metric_value(cloud, "cloudstream_sessions_replaced_total")
+            before = h.metric(cloud, "cloudstream_sessions_replaced_total")
             e2 = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="edge-b")
-            check(metric_value(cloud, "cloudstream_sessions_replaced_total") == before + 1,
+            check(h.metric(cloud, "cloudstream_sessions_replaced_total") == before + 1,
                   "reconnect did not replace the session")
             api = h.Api(env, cloud.ports["stream"])
             st, _, _, s = api.request("GET", "/healthz", [("Host", "edge-1:10350")])
@@ -1100,7 +1048,7 @@ def group_auth():
             check(st == 503, "unknown pod: status %d %r" % (st, body))
             env.stop(e1)
 
-        rc = h.run(named("auth", [
+        rc = h.run(h.named("auth", [
             ("pod_lookup_through_apiserver", pod_lookup),
             ("impersonation_403", impersonation),
             ("internal_ip_not_in_cert_403", internal_ip_not_in_cert),
@@ -1126,8 +1074,8 @@ def check_clean_exit(chain):
 
 
 def tunnel_sessions(chain):
-    return (metric_value(chain.cloud, "cloudstream_sessions"),
-            labelled_metric(chain.cloud, "cloudstream_sessions_total", 'protocol="base"'))
+    return (h.metric(chain.cloud, "cloudstream_sessions"),
+            h.metric(chain.cloud, "cloudstream_sessions_total", 'protocol="base"'))
 
 
 def stalled_reader_never_kills_node(chain, seconds=30):
@@ -1138,7 +1086,7 @@ def stalled_reader_never_kills_node(chain, seconds=30):
     within moments: the client reads what it had received, then a reset (never an end that
     looks complete)."""
     sessions0 = tunnel_sessions(chain)
-    cuts0 = metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total")
+    cuts0 = h.metric(chain.cloud, "cloudstream_stream_stall_cuts_total")
     stalled = chain.api.connect()
     stalled.sendall(h.head("GET", "/containerLogs/default/pod-a/ctr?follow=true&burst=1000",
                            [("Host", "edge-1:10350")]))
@@ -1152,7 +1100,7 @@ def stalled_reader_never_kills_node(chain, seconds=30):
         check(status == 200, "metrics during the stall: status %d %r" % (status, body[:200]))
         answers += 1
         worst = max(worst, took)
-        if cut_at is None and metric_value(
+        if cut_at is None and h.metric(
                 chain.cloud, "cloudstream_stream_stall_cuts_total") > cuts0:
             cut_at = time.monotonic() - t0
         time.sleep(max(0.0, 1.0 - (time.monotonic() - t)))
@@ -1171,8 +1119,8 @@ def pausing_reader_is_not_cut(chain, n=16 << 20):
     """A client that stops reading again and again, each time for less than the stall time,
     pauses the tunnel again and again and is never cut: every byte arrives."""
     import fake_kubelet  # the bodies' reference
-    cuts0 = metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total")
-    pauses0 = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    cuts0 = h.metric(chain.cloud, "cloudstream_stream_stall_cuts_total")
+    pauses0 = h.metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
     s = chain.api.connect()
     # A fixed receive buffer (no autotuning to megabytes on loopback): what a pause leaves
     # unread backs up into cloudstream within the pause even when the producer is slow on a
@@ -1201,10 +1149,10 @@ def pausing_reader_is_not_cut(chain, n=16 << 20):
     # last: KubeEdge's own habit.
     check(body.rstrip(b"\n") == want.rstrip(b"\n"), "pausing reader: %d bytes, want %d"
           % (len(body), n))
-    pauses = labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    pauses = h.metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
     print("     pausing reader: %d tunnel pauses, no cut" % (pauses - pauses0), flush=True)
     check(pauses > pauses0, "the reader never paused the tunnel: the test tests nothing")
-    check(metric_value(chain.cloud, "cloudstream_stream_stall_cuts_total") == cuts0,
+    check(h.metric(chain.cloud, "cloudstream_stream_stall_cuts_total") == cuts0,
           "a reader that drains within the stall time was cut")
 
 
@@ -1219,7 +1167,7 @@ def group_stall():
             ("pausing_reader_is_not_cut", lambda: pausing_reader_is_not_cut(chain)),
         ]
         only = os.environ.get("ST_ONLY")
-        rc = h.run(named("stall", [t for t in tests if not only or t[0] in only.split(",")]))
+        rc = h.run(h.named("stall", [t for t in tests if not only or t[0] in only.split(",")]))
         check_clean_exit(chain)
         return rc
     finally:
@@ -1227,10 +1175,8 @@ def group_stall():
 
 
 def main():
-    group = sys.argv[1] if len(sys.argv) > 1 else "base"
-    sys.argv = sys.argv[1:]
-    return {"base": group_base, "ext": group_ext, "auth": group_auth,
-            "stall": group_stall, "reconnect": group_reconnect}[group]()
+    return h.main_by_group({"base": group_base, "ext": group_ext, "auth": group_auth,
+                            "stall": group_stall, "reconnect": group_reconnect}, "base")
 
 
 if __name__ == "__main__":

@@ -67,14 +67,6 @@ def json_lines(p, start=0):
     return out
 
 
-def named(prefix, pairs):
-    out = []
-    for name, fn in pairs:
-        fn.__name__ = prefix + "." + name
-        out.append(fn)
-    return out
-
-
 # ---- cloudstream ------------------------------------------------------------------------------
 
 def cloud_yaml(env, extra=""):
@@ -280,18 +272,13 @@ def cloud_sighup(env):
 
 
 def group_cloud():
-    env = h.Env("cfg-cloud", nodes=("edge-1",))
-    failed = True
-    try:
-        rc = h.run(named("cloud", [
+    with h.Group("cloud", "cfg-cloud", nodes=("edge-1",)) as g:
+        env = g.env
+        return g.run([
             ("yaml_starts", lambda: cloud_yaml_starts(env)),
             ("bad_files", lambda: cloud_bad_files(env)),
             ("check_config", lambda: cloud_check_config(env)),
-            ("sighup", lambda: cloud_sighup(env))]))
-        failed = rc != 0
-        return rc
-    finally:
-        h.close_env(env, failed)
+            ("sighup", lambda: cloud_sighup(env))])
 
 
 # ---- edgestream -------------------------------------------------------------------------------
@@ -400,24 +387,17 @@ def edge_sighup(env, cloud, kubelet):
 
 
 def group_edge():
-    env = h.Env("cfg-edge", nodes=("edge-1",))
-    failed = True
-    try:
+    with h.Group("edge", "cfg-edge", nodes=("edge-1",)) as g:
+        env = g.env
         kubelet = h.start_kubelet(env)
         cloud = h.start_cloudstream(env)
-        rc = h.run(named("edge", [
+        return g.run([
             ("check_and_bad_files", lambda: edge_check_and_bad_files(env, cloud, kubelet)),
-            ("sighup", lambda: edge_sighup(env, cloud, kubelet))]))
-        failed = rc != 0
-        return rc
-    finally:
-        h.close_env(env, failed)
+            ("sighup", lambda: edge_sighup(env, cloud, kubelet))])
 
 
 def main():
-    group = sys.argv[1] if len(sys.argv) > 1 else "cloud"
-    sys.argv = sys.argv[1:]
-    return {"cloud": group_cloud, "edge": group_edge}[group]()
+    return h.main_by_group({"cloud": group_cloud, "edge": group_edge}, "cloud")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Node that lists the host's address; `cloudstream-dnat status` reads the controll
 410 on the watch (a compacted resourceVersion) lists again and a change made meanwhile is
 followed.
 """
-import ctypes
 import os
 import signal
 import subprocess
@@ -28,12 +27,13 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
+import netns  # noqa: E402
 from harness import check  # noqa: E402
+from netns import in_netns, ns_exec, sh  # noqa: E402
 from kube_csr import CsrApi  # noqa: E402
 from kube_reviews import KubeReviews  # noqa: E402
 
 TOOL = os.path.join(h.SRC, "deploy", "cloudstream-dnat")
-CLONE_NEWNET = 0x40000000
 EDGE_LABEL = {"node-role.kubernetes.io/edge": ""}
 FOLLOW_S = 5.0
 
@@ -83,58 +83,18 @@ except OSError as e:
 '''
 
 
-def sh(*args, check_rc=True):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if check_rc and r.returncode != 0:
-        raise h.Fail("%s: %s%s" % (" ".join(args), r.stdout, r.stderr))
-    return r
-
-
-def ns_exec(ns, *args):
-    return ["ip", "netns", "exec", ns] + list(args)
-
-
-def in_netns(ns, fn):
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open("/var/run/netns/" + ns, os.O_RDONLY)
-    try:
-        if libc.setns(target, CLONE_NEWNET) != 0:
-            raise h.Fail("setns: errno %d" % ctypes.get_errno())
-        try:
-            return fn()
-        finally:
-            libc.setns(own, CLONE_NEWNET)
-    finally:
-        os.close(own)
-        os.close(target)
-
-
 def main():
     if os.geteuid() != 0:
         print("skipped: network namespaces and iptables need root")
         return 77
-    tag = "%d" % os.getpid()
-    a, b = "csdcA" + tag, "csdcB" + tag
     env = h.Env("dnatctl", nodes=("edge-1",))
-    made = []
+    net = None
     kube = None
     failed = True
     results = []
     try:
-        for ns in (a, b):
-            sh("ip", "netns", "add", ns)
-            made.append(ns)
-            sh(*ns_exec(ns, "ip", "link", "set", "lo", "up"))
-        sh("ip", "link", "add", "da" + tag, "type", "veth", "peer", "name", "db" + tag)
-        sh("ip", "link", "set", "da" + tag, "netns", a)
-        sh("ip", "link", "set", "db" + tag, "netns", b)
-        sh(*ns_exec(a, "ip", "addr", "add", "10.231.0.1/24", "dev", "da" + tag))
-        sh(*ns_exec(b, "ip", "addr", "add", "10.231.0.2/24", "dev", "db" + tag))
-        sh(*ns_exec(a, "ip", "link", "set", "da" + tag, "up"))
-        sh(*ns_exec(b, "ip", "link", "set", "db" + tag, "up"))
-        sh(*ns_exec(a, "ip", "route", "add", "10.232.0.0/24", "via", "10.231.0.2"))
-        sh(*ns_exec(b, "ip", "route", "add", "10.232.0.0/24", "dev", "lo"))
+        net = netns.Pair("csdc", "d", node_net_local=True)
+        a, b = net.a, net.b
 
         env.mint("ca", "--out", env.path("kubelet-serving-ca"))
         env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-5"),
@@ -146,7 +106,7 @@ def main():
         csr = CsrApi((env.path("kubelet-serving-ca.crt"), env.path("kubelet-serving-ca.key")))
         kube = in_netns(a, lambda: KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
                                                token, csr=csr))
-        wrap_b = ["ip", "netns", "exec", b]
+        wrap_b = ns_exec(b)
         kubelet = h.start_kubelet(env, prefix=wrap_b)
         cloud = h.start_cloudstream(env, ["--stream-listen", "10.231.0.2:0"], prefix=wrap_b)
         h.start_kubeedge_edge(env, cloud, kubelet, node="edge-5",
@@ -305,8 +265,8 @@ def main():
         if kube:
             kube.close()
         h.close_env(env, failed)
-        for ns in made:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if net:
+            net.close()
 
 
 if __name__ == "__main__":

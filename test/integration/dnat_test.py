@@ -20,7 +20,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import harness as h  # noqa: E402
+import netns  # noqa: E402
 from harness import check  # noqa: E402
+from netns import ns_exec, sh  # noqa: E402
 
 TOOL = os.path.join(h.SRC, "deploy", "cloudstream-dnat")
 NODE_IP = "10.232.0.5"
@@ -66,17 +68,6 @@ except OSError as e:
 '''
 
 
-def sh(*args, check_rc=True):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if check_rc and r.returncode != 0:
-        raise h.Fail("%s: %s%s" % (" ".join(args), r.stdout, r.stderr))
-    return r
-
-
-def ns_exec(ns, *args):
-    return ["ip", "netns", "exec", ns] + list(args)
-
-
 def client(env, ns, host_hdr, target, timeout=1.0):
     r = subprocess.run(ns_exec(ns, h.PY, "-c", CLIENT, env.pki, host_hdr, target, str(timeout)),
                        capture_output=True, text=True, timeout=30)
@@ -87,36 +78,24 @@ def main():
     if os.geteuid() != 0:
         print("skipped: network namespaces and iptables need root")
         return 77
-    tag = "%d" % os.getpid()
-    a, b = "csdnatA" + tag, "csdnatB" + tag
     env = h.Env("dnat", nodes=("edge-1",))
-    made = []
+    net = None
     try:
-        for ns in (a, b):
-            sh("ip", "netns", "add", ns)
-            made.append(ns)
-            sh(*ns_exec(ns, "ip", "link", "set", "lo", "up"))
-        sh("ip", "link", "add", "va" + tag, "type", "veth", "peer", "name", "vb" + tag)
-        sh("ip", "link", "set", "va" + tag, "netns", a)
-        sh("ip", "link", "set", "vb" + tag, "netns", b)
-        sh(*ns_exec(a, "ip", "addr", "add", "10.231.0.1/24", "dev", "va" + tag))
-        sh(*ns_exec(b, "ip", "addr", "add", "10.231.0.2/24", "dev", "vb" + tag))
-        sh(*ns_exec(a, "ip", "link", "set", "va" + tag, "up"))
-        sh(*ns_exec(b, "ip", "link", "set", "vb" + tag, "up"))
-        # The node network is "somewhere past B" for A; B itself has no route to it.
-        sh(*ns_exec(a, "ip", "route", "add", "10.232.0.0/24", "via", "10.231.0.2"))
-        sh(*ns_exec(b, "ip", "route", "add", "10.232.0.0/24", "dev", "lo"))
+        # The node network is "somewhere past B" for A; in B, where nothing has a node address,
+        # it leads to loopback (B's own connections to a node, caught by OUTPUT).
+        net = netns.Pair("csdnat", "v", node_net_local=True)
+        a, b = net.a, net.b
 
         env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-5"),
                  "--node", "edge-5", "--ip", NODE_IP)
-        wrap = ["ip", "netns", "exec", b]
+        wrap = ns_exec(b)
         kubelet = h.start_kubelet(env, prefix=wrap)
         cloud = h.start_cloudstream(env, ["--stream-listen", "10.231.0.2:0"], prefix=wrap)
         edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-5",
                                      cert=env.path("node-edge-5.crt"), prefix=wrap)
         own_ready = os.path.join(env.dir, "own.ready")
         env.start("own-10350", [h.PY, "-c", OWN_SERVER, own_ready], own_ready,
-                  prefix=["ip", "netns", "exec", a])
+                  prefix=ns_exec(a))
         port = cloud.ports["stream"]
         failures = 0
         for backend in ("nft", "legacy"):
@@ -200,7 +179,7 @@ def main():
                 for ns in (a, b):
                     sh(*ns_exec(ns, TOOL, "remove", "--backend", backend))
                     sh(*ns_exec(ns, TOOL, "remove", "--backend", backend))
-                    r = sh(*ns_exec(ns, TOOL, "status", "--backend", backend), check_rc=False)
+                    r = sh(*ns_exec(ns, TOOL, "status", "--backend", backend), ok=range(256))
                     check(r.returncode == 3, "status after remove: %s" % r.stdout)
                 unreachable_before()
 
@@ -218,8 +197,8 @@ def main():
         return 1 if failures else 0
     finally:
         env.close()
-        for ns in made:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if net:
+            net.close()
 
 
 if __name__ == "__main__":

@@ -76,33 +76,22 @@ class LocalHttp:
         self.srv.server_close()
 
 
-class Chain:
+class Chain(h.Chain):
     """kubelet stand-in + cloudstream + edgestream for edge-1 (what cloudstream_test's checks
     expect of a chain), plus a local HTTP port on the allow-list and one that is not."""
 
     def __init__(self, tag, edge_extra=(), cloud_extra=(), kubelet_extra=()):
-        self.env = h.Env(tag, nodes=("edge-1",))
         self.allowed = LocalHttp()
         self.forbidden = LocalHttp()
-        try:
-            self.kubelet = h.start_kubelet(self.env, extra=kubelet_extra)
-            self.cloud = h.start_cloudstream(self.env, cloud_extra)
-            self.edge = h.start_edgestream(
-                self.env, self.cloud, self.kubelet,
-                extra=["--local-port", "node-exporter=%d" % self.allowed.port] + list(edge_extra))
-            self.api = h.Api(self.env, self.cloud.ports["stream"])
-        except Exception:
-            self.env.close(keep=True)
-            raise
-
-    def get(self, target, node="edge-1", headers=(), sock=None):
-        hdrs = [("Host", "%s:10350" % node)] + list(headers)
-        return self.api.request("GET", target, hdrs, sock=sock)
+        super().__init__(tag, lambda env, cloud, kubelet: h.start_edgestream(
+            env, cloud, kubelet,
+            extra=["--local-port", "node-exporter=%d" % self.allowed.port] + list(edge_extra)),
+            cloud_extra=cloud_extra, kubelet_extra=kubelet_extra)
 
     def close(self, failed=False):
         self.allowed.close()
         self.forbidden.close()
-        h.close_env(self.env, failed)
+        super().close(failed)
 
 
 def access_log(chain):
@@ -253,30 +242,20 @@ def kubelet_down(chain):
 
 
 def edge_metrics(chain):
-    port = chain.edge.ports["admin"]
-    st, text = admin_get(port, "/metrics")
+    st, text = h.admin_get(chain.edge, "/metrics")
     check(st == 200, "edge metrics: %d" % st)
     check('edgestream_tunnel_connected{protocol="extended"} 1' in text, "edge metrics:\n" + text)
     m = re.search(r"^edgestream_streams_total (\d+)$", text, re.M)
     check(m and int(m.group(1)) > 5, "edge metrics: streams_total")
-    check(admin_get(port, "/readyz") == (200, "ok\n"), "edge readyz")
-    check(admin_get(port, "/healthz") == (200, "ok\n"), "edge healthz")
-
-
-def admin_get(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(h.head("GET", path, [("Host", "x")]))
-    status, hdrs, rest = h.read_head(s)
-    body = h.read_body(s, hdrs, rest)
-    s.close()
-    return status, body.decode()
+    check(h.admin_get(chain.edge, "/readyz") == (200, "ok\n"), "edge readyz")
+    check(h.admin_get(chain.edge, "/healthz") == (200, "ok\n"), "edge healthz")
 
 
 def group_cloud():
     chain = Chain("es-cloud")
     rc = 1
     try:
-        rc = h.run(cst.named("cloud", [
+        rc = h.run(h.named("cloud", [
             ("exec_echo", lambda: cst.exec_echo(chain)),
             ("attach_echo", lambda: upgrade_echo(chain, "POST",
                                                  "/attach/default/pod-a/ctr?output=1&input=1")),
@@ -403,14 +382,14 @@ def h2_stalled_beside_active(chain):
     growing far below what the kubelet would send), the active follower keeps getting lines,
     each metrics answer comes in < 1 s and byte-exact, and everything rode one connection."""
     port0 = body_of(chain, "/conn")
-    base = cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+    base = h.metric(chain.cloud, "cloudstream_stream_bytes_total",
                                'direction="from_edge"')
     stalled = chain.api.connect(timeout=60)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.sendall(h.head("GET", "/stream", [("Host", "edge-1:10350")]))
     seen, deadline = base - 1, time.monotonic() + 20
     while time.monotonic() < deadline:
-        now = cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+        now = h.metric(chain.cloud, "cloudstream_stream_bytes_total",
                                   'direction="from_edge"')
         if now == seen and now > base:
             break
@@ -481,7 +460,7 @@ def group_h2():
     chain = Chain("es-h2", kubelet_extra=("--h2",))
     rc = 1
     try:
-        rc = h.run(cst.named("h2", [
+        rc = h.run(h.named("h2", [
             ("used", lambda: h2_used(chain)),
             ("logs_tail", lambda: cst.logs_tail(chain)),
             ("logs_follow", lambda: logs_follow(chain)),
@@ -503,7 +482,7 @@ def group_h2():
         return rc
     chain = Chain("es-h2-gone", kubelet_extra=("--h2",))
     try:
-        rc = h.run(cst.named("h2", [
+        rc = h.run(h.named("h2", [
             ("kubelet_gone", lambda: h2_kubelet_gone(chain)),
             ("edge_exits_clean_after_loss", lambda: exits_clean(chain)),
         ]))
@@ -513,7 +492,7 @@ def group_h2():
         return rc
     chain = Chain("es-h2-limit", kubelet_extra=("--h2", "--h2-max-streams", "3"))
     try:
-        rc = h.run(cst.named("h2", [
+        rc = h.run(h.named("h2", [
             ("streams_limit", lambda: h2_streams_limit(chain)),
         ]))
     finally:
@@ -524,7 +503,7 @@ def group_h2():
     # over HTTP/1.1.
     c = BaseChain("es-h2-base", kubelet_extra=("--h2",))
     try:
-        rc = h.run(cst.named("h2_base", [
+        rc = h.run(h.named("h2_base", [
             ("logs_body_only", lambda: base_logs_body_only(c)),
             ("metrics_body_only", lambda: base_metrics_body_only(c)),
             ("proto", lambda: check(
@@ -536,7 +515,7 @@ def group_h2():
         return rc
     chain = Chain("es-h2-off", kubelet_extra=("--h2",), edge_extra=("--kubelet-http2", "off"))
     try:
-        rc = h.run(cst.named("h2_off", [
+        rc = h.run(h.named("h2_off", [
             ("http11", lambda: check(body_of(chain, "/proto") == b"http/1.1",
                                      "--kubelet-http2 off still used HTTP/2")),
             ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(chain)),
@@ -562,7 +541,7 @@ def many_stalled_clients(chain, n=300, seconds=10):
     256 get streams, the rest a 503 with the reason. Then, for 10 s: no request to that node
     waits more than 1 s (a /metrics client every 0.5 s gets 200 or that 503), the tunnel is never
     paused or dropped, and what cloudstream holds for the node stays within the budget."""
-    connects0 = int(cst.metric_value(chain.edge, "edgestream_tunnel_connects_total"))
+    connects0 = int(h.metric(chain.edge, "edgestream_tunnel_connects_total"))
     rss0 = rss_kib(chain.cloud)
     stalled = []
     for _ in range(n):
@@ -572,8 +551,8 @@ def many_stalled_clients(chain, n=300, seconds=10):
     # Every stream opened or refused, every first window sent: the burst is over.
     seen, deadline = None, time.monotonic() + 60
     while time.monotonic() < deadline:
-        now = (cst.metric_value(chain.cloud, "cloudstream_budget_refusals_total"),
-               cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+        now = (h.metric(chain.cloud, "cloudstream_budget_refusals_total"),
+               h.metric(chain.cloud, "cloudstream_stream_bytes_total",
                                    'direction="from_edge"'))
         if now == seen:
             break
@@ -593,9 +572,9 @@ def many_stalled_clients(chain, n=300, seconds=10):
         else:
             check(status == 200, "metrics: status %d %r" % (status, body[:200]))
         time.sleep(max(0.0, 0.5 - took))
-    refused = cst.metric_value(chain.cloud, "cloudstream_budget_refusals_total")
-    pauses = cst.labelled_metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
-    peak = cst.metric_value(chain.cloud, "cloudstream_buffered_bytes_peak")
+    refused = h.metric(chain.cloud, "cloudstream_budget_refusals_total")
+    pauses = h.metric(chain.cloud, "cloudstream_flow_stalls_total", 'scope="tunnel"')
+    peak = h.metric(chain.cloud, "cloudstream_buffered_bytes_peak")
     rss = rss_kib(chain.cloud)
     for s in stalled:
         s.close()
@@ -604,7 +583,7 @@ def many_stalled_clients(chain, n=300, seconds=10):
           % (n, refused, statuses, worst, peak // 1024, pauses, rss0, rss), flush=True)
     check(worst < 1.0, "a request waited %.3f s" % worst)
     check(pauses == 0, "the tunnel was paused %d times" % pauses)
-    check(int(cst.metric_value(chain.edge, "edgestream_tunnel_connects_total")) == connects0,
+    check(int(h.metric(chain.edge, "edgestream_tunnel_connects_total")) == connects0,
           "the tunnel was dropped")
     check(refused > 0, "the node's budget was never reached: the test tests nothing")
     # The process budget also carries the 503 answers queued to the refused clients (no
@@ -638,15 +617,15 @@ def edge_budget_refuses_streams():
             socks.append(s)
         check(statuses.count(101) == 5 and statuses.count(503) == 15,
               "statuses: %r" % statuses)
-        m = cst.labelled_metric(chain.edge, "edgestream_streams_refused_by_session_total",
+        m = h.metric(chain.edge, "edgestream_streams_refused_by_session_total",
                                 'reason="budget"')
         check(m == 15, "refusals counted: %r" % m)
-        check(cst.metric_value(chain.edge, "edgestream_buffered_bytes") ==
+        check(h.metric(chain.edge, "edgestream_buffered_bytes") ==
               5 * (65536 + 4096 + 8192 + 65536 + 49152), "budget in use")
         for s in socks:
             s.close()
         deadline = time.monotonic() + 5
-        while cst.metric_value(chain.edge, "edgestream_buffered_bytes") != 0:
+        while h.metric(chain.edge, "edgestream_buffered_bytes") != 0:
             check(time.monotonic() < deadline, "the edge's budget was not given back")
             time.sleep(0.05)
         with open(chain.edge.logpath, "rb") as f:
@@ -675,16 +654,16 @@ def edge_budget_holds_stalled_downloads(n=60):
         # settles.
         seen, deadline = None, time.monotonic() + 60
         while time.monotonic() < deadline:
-            now = (cst.metric_value(chain.edge, "edgestream_buffered_bytes_peak"),
-                   cst.metric_value(chain.cloud, "cloudstream_budget_refusals_total"),
-                   cst.labelled_metric(chain.cloud, "cloudstream_stream_bytes_total",
+            now = (h.metric(chain.edge, "edgestream_buffered_bytes_peak"),
+                   h.metric(chain.cloud, "cloudstream_budget_refusals_total"),
+                   h.metric(chain.cloud, "cloudstream_stream_bytes_total",
                                        'direction="from_edge"'))
             if now == seen:
                 break
             seen = now
             time.sleep(1.0)
-        peak = cst.metric_value(chain.edge, "edgestream_buffered_bytes_peak")
-        refused = cst.labelled_metric(chain.edge, "edgestream_streams_refused_by_session_total",
+        peak = h.metric(chain.edge, "edgestream_buffered_bytes_peak")
+        refused = h.metric(chain.edge, "edgestream_streams_refused_by_session_total",
                                       'reason="budget"')
         print("     %d stalled downloads: %d refused for the budget; the edge's budget peaked at "
               "%d of %d bytes" % (n, refused, peak, budget), flush=True)
@@ -694,7 +673,7 @@ def edge_budget_holds_stalled_downloads(n=60):
         for s in socks:
             s.close()
         deadline = time.monotonic() + 10
-        while cst.metric_value(chain.edge, "edgestream_buffered_bytes") != 0:
+        while h.metric(chain.edge, "edgestream_buffered_bytes") != 0:
             check(time.monotonic() < deadline, "the edge's budget was not given back")
             time.sleep(0.1)
     finally:
@@ -705,7 +684,7 @@ def group_stall():
     chain = Chain("es-stall", cloud_extra=("--session-buffer-bytes", "16MiB"))
     rc = 1
     try:
-        rc = h.run(cst.named("stall", [
+        rc = h.run(h.named("stall", [
             ("many_stalled_clients", lambda: many_stalled_clients(chain)),
             ("metrics_after", lambda: cst.metrics_same_as_direct(chain)),
             ("edge_budget_refuses_streams", edge_budget_refuses_streams),
@@ -816,7 +795,7 @@ def proc_cpu_seconds(p):
 
 def edge_removes(c):
     """edgestream_tunnel_removes_total by kind."""
-    _, text = admin_get(c.edge.ports["admin"], "/metrics")
+    _, text = h.admin_get(c.edge, "/metrics")
     out = {"answered": 0, "crossed": 0, "repeated": 0}
     out.update((k, int(v)) for k, v in re.findall(
         r'^edgestream_tunnel_removes_total\{kind="(\w+)"\} (\d+)$', text, re.M))
@@ -940,7 +919,7 @@ def base_stalled_backend_is_cut(c):
     cloud uploads. The base protocol has no credit, so the edge pauses the tunnel for it; after
     --stall-timeout (500 ms here) the stream is cut (REMOVE to the cloud, counted), the tunnel
     lives on (--dead-peer-timeout 6s) and other requests are answered meanwhile in < 1 s."""
-    _, text = admin_get(c.edge.ports["admin"], "/metrics")
+    _, text = h.admin_get(c.edge, "/metrics")
     cuts0 = int(re.search(r"^edgestream_stream_stall_cuts_total (\d+)$", text, re.M).group(1))
     connects0 = int(re.search(r"^edgestream_tunnel_connects_total (\d+)$", text, re.M).group(1))
     st = c.cloud.open(tp.EXEC, "/exec/default/pod-a/ctr", "command=stall", EXEC_SPDY,
@@ -966,7 +945,7 @@ def base_stalled_backend_is_cut(c):
         time.sleep(0.1)
     cut_after = time.monotonic() - t0
     check(st.removed.wait(10), "the stalled stream was never cut")
-    _, text = admin_get(c.edge.ports["admin"], "/metrics")
+    _, text = h.admin_get(c.edge, "/metrics")
     cuts = int(re.search(r"^edgestream_stream_stall_cuts_total (\d+)$", text, re.M).group(1))
     connects = int(re.search(r"^edgestream_tunnel_connects_total (\d+)$", text, re.M).group(1))
     print("     stalled backend: cut after %.1f s, other requests %.3f s at most"
@@ -986,7 +965,7 @@ def base_no_extension_sent(c):
 def group_base():
     c = BaseChain()
     try:
-        return h.run(cst.named("base", [
+        return h.run(h.named("base", [
             ("handshake", lambda: base_handshake(c)),
             ("exec", lambda: base_exec(c)),
             ("logs_body_only", lambda: base_logs_body_only(c)),
@@ -1063,7 +1042,7 @@ def refuses_cloud(env, name, extra, want, prefix=()):
         raise h.Fail("%s: the tunnel came up" % name)
     log = open(os.path.join(env.dir, "edge-%s.log" % name), "rb").read().decode(errors="replace")
     check(want in log, "%s: %r not in the log:\n%s" % (name, want, log[-1500:]))
-    check(cst.metric_value(cloud, "cloudstream_sessions") == 0, "%s: a session" % name)
+    check(h.metric(cloud, "cloudstream_sessions") == 0, "%s: a session" % name)
     env.stop(cloud)
     env.stop(kubelet)
 
@@ -1105,7 +1084,7 @@ def cert_reload_and_sigterm(env):
     while b"reloaded the tunnel certificate" not in open(edge.logpath, "rb").read():
         check(time.monotonic() < deadline, "reload: not in the log")
         time.sleep(0.05)
-    st, text = admin_get(edge.ports["admin"], "/metrics")
+    st, text = h.admin_get(edge, "/metrics")
     check("edgestream_cert_reloads_total 1" in text, "reload: counter")
     check(env.stop(edge) == 0, "SIGTERM: exit status %s" % edge.returncode)
     env.stop(cloud)
@@ -1237,14 +1216,14 @@ def ctl_lists_sessions_and_streams(_env):
         check(all(0 <= v < 50 for v in rtts.values()), "rtt %r" % rtts)
         # The edges' own listings: same shape, and the stream ids the cloud listed.
         for node, edge in edges.items():
-            st, text = admin_get(edge.ports["admin"], "/tunnels")
+            st, text = h.admin_get(edge, "/tunnels")
             tl = [ln.split("\t") for ln in text.splitlines()]
             check(st == 200 and tl[0][:2] == ["CLOUD", "PROTOCOL"] and len(tl) == 2,
                   "%s /tunnels %d %r" % (node, st, text))
             want = "1" if node in got else "0"
             check(tl[1][1] == "extended" and tl[1][5] == want and float(tl[1][9]) < 50 and
                   int(tl[1][6]) > 0 and int(tl[1][7]) > 0, "%s tunnel %r" % (node, tl[1]))
-            st, text = admin_get(edge.ports["admin"], "/streams")
+            st, text = h.admin_get(edge, "/streams")
             sl = [ln.split("\t") for ln in text.splitlines()]
             check(st == 200 and sl[0][:3] == ["NODE", "STREAM", "KIND"],
                   "%s /streams %d %r" % (node, st, text))
@@ -1254,7 +1233,7 @@ def ctl_lists_sessions_and_streams(_env):
                       "%s edge streams %r, cloud's %r" % (node, sl, streams[node]))
             else:
                 check(len(sl) == 1, "%s edge streams %r" % (node, sl))
-            st, _ = admin_get(edge.ports["admin"], "/nodes/x/close")
+            st, _ = h.admin_get(edge, "/nodes/x/close")
             check(st == 404, "edge admin: an unknown action is 404, got %d" % st)
             # cloudstream-ctl prints the edge's listings too, ?node= as on the cloud
             eadm = "127.0.0.1:%d" % edge.ports["admin"]
@@ -1269,7 +1248,7 @@ def ctl_lists_sessions_and_streams(_env):
                 check(r.returncode == 0 and len(r.stdout.splitlines()) == want,
                       "ctl streams %s at %s: %r" % (who, node, r))
         # Latency histograms: one answer per follow on each side, and the process metrics.
-        st, text = admin_get(cloud.ports["admin"], "/metrics")
+        st, text = h.admin_get(cloud, "/metrics")
         cloud_text = text
         check('cloudstream_request_ttfb_seconds_count{kind="logs"} 2\n' in text and
               'cloudstream_request_ttfb_seconds_bucket{kind="logs",le="+Inf"} 2\n' in text,
@@ -1281,7 +1260,7 @@ def ctl_lists_sessions_and_streams(_env):
         start = float(re.search(r"^process_start_time_seconds (\S+)$", text, re.M).group(1))
         check(time.time() - 600 < start <= time.time() + 1, "start time %r" % start)
         for node, edge in edges.items():
-            st, text = admin_get(edge.ports["admin"], "/metrics")
+            st, text = h.admin_get(edge, "/metrics")
             n = 1 if node in got else 0
             check('edgestream_request_ttfb_seconds_count{kind="logs"} %d\n' % n in text and
                   re.search(r"^process_open_fds [1-9]", text, re.M),
@@ -1479,7 +1458,7 @@ def start_tls_front(env, backend_port, name):
     and no session id context, so OpenSSL answers every attempt to resume a session with an
     internal_error alert ("session id context uninitialized"). Ready once a TLS handshake with
     the kubelet client certificate works (a probe that does not offer a session)."""
-    port = free_port()
+    port = h.free_port()
     argv = ["socat", "-d", "-d",
             "OPENSSL-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,cert=%s,key=%s,cafile=%s,verify=1"
             % (port, env.path("kubelet.crt"), env.path("kubelet.key"),
@@ -1503,14 +1482,6 @@ def start_tls_front(env, backend_port, name):
             check(p.poll() is None, "socat exited:\n" + env.tail(p))
             check(time.monotonic() < deadline, "socat not listening:\n" + env.tail(p))
             time.sleep(0.05)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def kubelet_refuses_resumption(env):
@@ -1573,7 +1544,7 @@ def kubelet_refuses_resumption(env):
         for t in threads:
             t.join()
         check(results == [(200, True)] * 4, "at once: %r" % results)
-    st, metrics = admin_get(edge.ports["admin"], "/metrics")
+    st, metrics = h.admin_get(edge, "/metrics")
     m = re.search(r"^edgestream_kubelet_tls_resumption_refused_total (\d+)$", metrics, re.M)
     check(m and int(m.group(1)) == 1, "resumption refused: %r" % (m and m.group(0)))
     check("edgestream_backend_failures_total 0\n" in metrics, "backend failures counted")
@@ -1715,7 +1686,7 @@ def cloud_urls_in_turn(env):
     kubelet = h.start_kubelet(env, name="kubelet-urls")
     a = h.start_cloudstream(env, name="cloud-urls-a")
     b = h.start_cloudstream(env, name="cloud-urls-b")
-    dead = free_port()
+    dead = h.free_port()
     urls = ",".join("wss://%s:%d/v1/kubeedge/connect" % hp for hp in (
         ("127.0.0.1", dead), ("localhost", a.ports["tunnel"]), ("localhost", b.ports["tunnel"])))
     t0 = time.monotonic()
@@ -1726,12 +1697,12 @@ def cloud_urls_in_turn(env):
     check(b"tunnel up to localhost:%d (127.0.0.1)" % a.ports["tunnel"] in log,
           "not up on the second URL, resolved:\n" + env.tail(edge))
     check(first_s < 4, "up after %.2f s: a backoff between the entries?" % first_s)
-    check(cst.metric_value(a, "cloudstream_sessions") == 1, "cloud a holds no tunnel")
+    check(h.metric(a, "cloudstream_sessions") == 1, "cloud a holds no tunnel")
     time.sleep(1.2)  # up for more than a flap (backoff.h): the next redial is at once
     a.kill()
     a.wait()
     t1 = time.monotonic()
-    while cst.metric_value(b, "cloudstream_sessions") != 1:
+    while h.metric(b, "cloudstream_sessions") != 1:
         check(time.monotonic() - t1 < 4, "not up on cloud b 4 s after the kill:\n" +
               env.tail(edge))
         time.sleep(0.005)
@@ -1826,7 +1797,7 @@ def two_instances(env):
 def group_ops():
     env = h.Env("es-ops", nodes=("edge-1",))
     try:
-        return h.run(cst.named("ops", [
+        return h.run(h.named("ops", [
             ("redial_with_backoff", lambda: redial_with_backoff(env)),
             ("cloud_cert_other_ca", lambda: cloud_cert_other_ca(env)),
             ("cloud_cert_wrong_name", lambda: cloud_cert_wrong_name(env)),
@@ -1849,10 +1820,8 @@ def group_ops():
 
 
 def main():
-    group = sys.argv[1] if len(sys.argv) > 1 else "cloud"
-    sys.argv = sys.argv[1:]
-    return {"cloud": group_cloud, "base": group_base, "ops": group_ops,
-            "stall": group_stall, "h2": group_h2}[group]()
+    return h.main_by_group({"cloud": group_cloud, "base": group_base, "ops": group_ops,
+                            "stall": group_stall, "h2": group_h2}, "cloud")
 
 
 if __name__ == "__main__":

@@ -29,10 +29,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
-import cloudstream_test as cst  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -77,20 +75,14 @@ def open_silent(port, n):
     return socks
 
 
-class Chain(cst.Chain):
-    """cloudstream_test's chain, with cloudstream started after @prefix (e.g. prlimit)."""
+class Chain(h.Chain):
+    """cloudstream_test's chain (a KubeEdge-protocol edge), with cloudstream started after
+    @cloud_prefix (e.g. prlimit)."""
 
     def __init__(self, tag, cloud_extra=(), cloud_prefix=()):
-        self.env = h.Env(tag, nodes=("edge-1", "edge-2"))
-        try:
-            self.kubelet = h.start_kubelet(self.env)
-            self.cloud = h.start_cloudstream(self.env, cloud_extra, prefix=cloud_prefix)
-            self.edge = h.start_kubeedge_edge(self.env, self.cloud, self.kubelet,
-                                              protocol="base")
-            self.api = h.Api(self.env, self.cloud.ports["stream"])
-        except Exception:
-            self.env.close(keep=True)
-            raise
+        super().__init__(tag, lambda env, cloud, kubelet: h.start_kubeedge_edge(
+            env, cloud, kubelet, protocol="base"),
+            nodes=("edge-1", "edge-2"), cloud_extra=cloud_extra, cloud_prefix=cloud_prefix)
 
 
 def timed_get(chain, s):
@@ -161,8 +153,8 @@ def gate(chain):
     third.close()
     check(took < 1.0, "a third handshake from one source took %.2f s to be refused" % took)
     # What /metrics shows meanwhile: two handshakes held, one refused for its source.
-    inflight = cst.metric_value(chain.cloud, "cloudstream_tunnel_handshakes_in_flight")
-    refused = cst.metric_value(chain.cloud, "cloudstream_tunnel_refused_per_source_total")
+    inflight = h.metric(chain.cloud, "cloudstream_tunnel_handshakes_in_flight")
+    refused = h.metric(chain.cloud, "cloudstream_tunnel_refused_per_source_total")
     check(inflight == 2, "handshakes in flight by /metrics: %g, want 2" % inflight)
     check(refused == 1, "refused per source by /metrics: %g, want 1" % refused)
     # The stalled ones hold their slots until the deadline (2 s), then end.
@@ -201,7 +193,7 @@ def emfile(chain):
     check(len(listener) <= 25, "%d listener/lws log lines at the fd limit" % len(listener))
     check(any(b"Too many open files" in ln for ln in listener),
           "the fd limit was never reached (log: %r)" % listener[-5:])
-    pauses = cst.metric_value(chain.cloud, "cloudstream_tunnel_accept_pauses_total")
+    pauses = h.metric(chain.cloud, "cloudstream_tunnel_accept_pauses_total")
     check(pauses >= 1, "no accept pause counted at the fd limit")
     for x in hogs:
         x.close()
@@ -226,7 +218,7 @@ def log_since(cloud, mark):
 
 
 def closed_total(cloud, reason):
-    return cst.metric_value(cloud, 'cloudstream_tunnels_closed_total{reason="%s"}' % reason)
+    return h.metric(cloud, 'cloudstream_tunnels_closed_total{reason="%s"}' % reason)
 
 
 def wait_closed_total(cloud, reason, want, timeout):
@@ -382,7 +374,7 @@ def main():
         tests = [("emfile", lambda: emfile(chain))]
     rc = 1
     try:
-        rc = h.run(cst.named("flood", tests))
+        rc = h.run(h.named("flood", tests))
         return rc
     finally:
         chain.close(rc != 0)

@@ -27,11 +27,9 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
@@ -179,34 +177,14 @@ def wait_log(p, pattern, since, what, timeout=10.0):
     return h.wait_log(p, pattern, since, timeout, what, re.M)
 
 
-def admin_get(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(h.head("GET", path, [("Host", "x")]))
-    status, hdrs, rest = h.read_head(s)
-    body = h.read_body(s, hdrs, rest)
-    s.close()
-    return status, body.decode()
-
-
-class Chain:
-    """kubelet stand-in + cloudstream + the Go agent as edge-1: what cloudstream_test's checks
-    expect of a chain (env, kubelet, api, get)."""
+class Chain(h.Chain):
+    """kubelet stand-in + cloudstream + the Go agent as edge-1 (also .agent): what
+    cloudstream_test's checks expect of a chain (env, kubelet, api, get)."""
 
     def __init__(self):
-        self.env = h.Env("go-agent", nodes=("edge-1",))
-        try:
-            self.kubelet = h.start_kubelet(self.env)
-            self.cloud = h.start_cloudstream(self.env)
-            self.agent = start_agent(self.env, self.cloud, self.kubelet,
-                                     args=["-stats-every", "300ms"])
-            self.api = h.Api(self.env, self.cloud.ports["stream"])
-        except Exception:
-            h.close_env(self.env, True)
-            raise
-
-    def get(self, target, node="edge-1", headers=(), sock=None):
-        hdrs = [("Host", "%s:10350" % node)] + list(headers)
-        return self.api.request("GET", target, hdrs, sock=sock)
+        super().__init__("go-agent", lambda env, cloud, kubelet: start_agent(
+            env, cloud, kubelet, args=["-stats-every", "300ms"]))
+        self.agent = self.edge
 
 
 def tunnel_up(c):
@@ -222,10 +200,10 @@ def tunnel_up(c):
 
 def agent_admin_metrics(c):
     """The library's admin endpoint runs inside the agent."""
-    st, text = admin_get(c.agent.ports["admin"], "/metrics")
+    st, text = h.admin_get(c.agent, "/metrics")
     check(st == 200, "admin /metrics: %d" % st)
     check('edgestream_tunnel_connected{protocol="extended"} 1' in text, "admin:\n" + text)
-    check(admin_get(c.agent.ports["admin"], "/readyz") == (200, "ok\n"), "admin /readyz")
+    check(h.admin_get(c.agent, "/readyz") == (200, "ok\n"), "admin /readyz")
 
 
 def stats_printed(c):
@@ -305,7 +283,7 @@ def group_chain():
     c = Chain()
     rc = 1
     try:
-        rc = h.run(cst.named("go_agent", [
+        rc = h.run(h.named("go_agent", [
             ("tunnel_up", lambda: tunnel_up(c)),
             ("metrics_same_as_direct", lambda: cst.metrics_same_as_direct(c)),
             ("logs_tail", lambda: cst.logs_tail(c)),

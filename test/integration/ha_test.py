@@ -85,7 +85,7 @@ class Haproxy:
     def __init__(self, fleet):
         env = fleet.env
         self.env = env
-        self.tunnel_port, self.stream_port = rt.free_port(), rt.free_port()
+        self.tunnel_port, self.stream_port = h.free_port(), h.free_port()
         # redispatch 1: a connection refused by a dead replica goes to another one at once
         # (without it haproxy retries the same server after its 1 s turn-around).
         cfg = ["global", "  maxconn 4096", "defaults", "  mode tcp",
@@ -140,7 +140,7 @@ class Fleet:
         self.cs = [None, None, None]
         self.lan = netns.Lan("csha", 3) if lan else None
         self.ports = [{"tunnel": TUNNEL, "stream": STREAM, "admin": ADMIN} if lan else
-                      {k: rt.free_port() for k in ("tunnel", "stream", "admin")}
+                      {k: h.free_port() for k in ("tunnel", "stream", "admin")}
                       for _ in range(3)]
         try:
             self.env = h.Env(tag, nodes=nodes)

@@ -13,7 +13,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,41 +24,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import check  # noqa: E402
-from cloudstream_test import raw_upgrade, admin_get, named  # noqa: E402
+from cloudstream_test import raw_upgrade  # noqa: E402
 
 
 # Who may use the stream port (the apiserver's kubelet client certificate of the test PKI).
 ALLOWED = ["--stream-allowed-subjects", "kube-apiserver-kubelet-client"]
 
 
-def metric(cloud, name, labels=""):
-    want = name + ("{%s}" % labels if labels else "")
-    _, text = admin_get(cloud, "/metrics")
-    for line in text.splitlines():
-        if line.startswith(want + " "):
-            return float(line.split()[1])
-    raise h.Fail("metric %s not found" % want)
-
-
-def admin_post(cloud, path):
-    s = socket.create_connection(("127.0.0.1", cloud.ports["admin"]), timeout=5)
-    s.sendall(h.head("POST", path, [("Host", "x"), ("Content-Length", "0")]))
-    status, hdrs, rest = h.read_head(s)
-    body = h.read_body(s, hdrs, rest)
-    s.close()
-    return status, body.decode()
-
-
 def serial_of(cert):
     out = subprocess.run(["openssl", "x509", "-noout", "-serial", "-in", cert],
                          check=True, capture_output=True, text=True).stdout
     return out.strip().split("=", 1)[1]
-
-
-def log_has(p, text, since, timeout=5.0):
-    """Whether @text appears in what @p logged after @since (h.log_mark, taken before the
-    action): a line an earlier test wrote to the same log never answers."""
-    return h.log_has(p, text, since, timeout)
 
 
 def wait_exit(p, timeout):
@@ -230,9 +205,8 @@ class NodeApiserver:
 # ---- revocation ------------------------------------------------------------------------------
 
 def group_revocation():
-    env = h.Env("id-revoke", nodes=("edge-1", "edge-2"))
-    failed = True
-    try:
+    with h.Group("revocation", "id-revoke", nodes=("edge-1", "edge-2")) as g:
+        env = g.env
         deny = os.path.join(env.dir, "deny-list")
         with open(deny, "w") as f:
             f.write("# nothing revoked yet\n")
@@ -262,15 +236,15 @@ def group_revocation():
             took = time.monotonic() - t0
             print("     deny list: tunnel closed %.3f s after SIGHUP" % took, flush=True)
             check(took <= 1.0, "tunnel closed %.3f s after the reload (> 1 s)" % took)
-            check(log_has(cloud, "revoked by the deny list", mark), "no log line for the close")
+            check(h.log_has(cloud, "revoked by the deny list", mark), "no log line for the close")
             st, body = raw_upgrade(env, tport, node1, [])
             check(st == 403 and "deny list" in body and serial.lstrip("0") in body,
                   "re-admission: %d %r" % (st, body))
-            check(log_has(cloud, "refused (403, denied)", mark),
+            check(h.log_has(cloud, "refused (403, denied)", mark),
                   "refusal not logged with its reason")
-            check(metric(cloud, "cloudstream_tunnel_refusals_total", 'reason="denied"') >= 1,
+            check(h.metric(cloud, "cloudstream_tunnel_refusals_total", 'reason="denied"') >= 1,
                   "refusal not counted")
-            check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="denied"') == 1,
+            check(h.metric(cloud, "cloudstream_tunnels_closed_total", 'reason="denied"') == 1,
                   "close not counted")
             st, _ = get(env, cloud, "edge-1:10350")
             check(st == 503, "a request for the revoked node: %d" % st)
@@ -290,9 +264,9 @@ def group_revocation():
             write_deny("node edge-2\nthis is not an entry\n")
             mark = h.log_mark(cloud)
             cloud.send_signal(signal.SIGHUP)
-            check(log_has(cloud, "deny list not reloaded, the old one stays", mark),
+            check(h.log_has(cloud, "deny list not reloaded, the old one stays", mark),
                   "a bad file was not reported")
-            check(log_has(cloud, "line 2", mark), "the bad line is not named")
+            check(h.log_has(cloud, "line 2", mark), "the bad line is not named")
             st, _ = raw_upgrade(env, tport, env.path("node-edge-2"), [])
             check(st == 403, "a bad file lifted the revocation: %d" % st)
             write_deny("")
@@ -304,21 +278,21 @@ def group_revocation():
 
         def admin_close():
             edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1", name="e1-admin")
-            st, body = admin_get(cloud, "/nodes/edge-1/close")
+            st, body = h.admin_get(cloud, "/nodes/edge-1/close")
             check(st == 405, "GET of the close action: %d %r" % (st, body))
             mark = h.log_mark(cloud)
             t0 = time.monotonic()
-            st, body = admin_post(cloud, "/nodes/edge-1/close")
+            st, body = h.admin_post(cloud, "/nodes/edge-1/close")
             check(st == 200 and "edge-1" in body, "close: %d %r" % (st, body))
             check(wait_exit(edge, 2.0), "edge-1 still connected after the admin close")
             print("     admin close: edge gone after %.3f s" % (time.monotonic() - t0), flush=True)
-            st, body = admin_post(cloud, "/nodes/edge-1/close")
+            st, body = h.admin_post(cloud, "/nodes/edge-1/close")
             check(st == 404 and "no tunnel" in body, "close of a node without tunnel: %d" % st)
-            st, _ = admin_post(cloud, "/nodes/Not_A_Name/close")
+            st, _ = h.admin_post(cloud, "/nodes/Not_A_Name/close")
             check(st == 400, "close of an invalid name: %d" % st)
-            check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="admin"') == 1,
+            check(h.metric(cloud, "cloudstream_tunnels_closed_total", 'reason="admin"') == 1,
                   "admin close not counted")
-            check(log_has(cloud, "closed by the admin port", mark), "admin close not logged")
+            check(h.log_has(cloud, "closed by the admin port", mark), "admin close not logged")
 
         def hostname_override_checked():
             st, body = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "a" * 300)])
@@ -332,7 +306,7 @@ def group_revocation():
             check(st == 403, "invalid: %d %r" % (st, body))
             st, _ = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "edge-1")])
             check(st == 101, "its own name: %d" % st)
-            check(metric(cloud, "cloudstream_tunnel_refusals_total",
+            check(h.metric(cloud, "cloudstream_tunnel_refusals_total",
                          'reason="hostname_override"') == 4, "refusals not counted by reason")
 
         def file_change_without_sighup():
@@ -349,28 +323,21 @@ def group_revocation():
                 check(time.monotonic() < deadline, "edge-1 not re-admitted after the file emptied")
                 time.sleep(0.05)
 
-        rc = h.run(named("revocation", [
+        return g.run([
             ("deny_serial_closes_tunnel_within_1s", deny_serial_closes_tunnel),
             ("deny_node_name", deny_node_name),
             ("bad_file_keeps_old_list", bad_file_keeps_old_list),
             ("admin_close", admin_close),
             ("hostname_override_checked", hostname_override_checked),
             ("file_change_without_sighup", file_change_without_sighup),
-        ]))
-        check(env.stop(cloud) == 0, "cloudstream exit status")
-        failed = rc != 0
-        return rc
-    finally:
-        h.close_env(env, failed)
+        ], exit_0=[cloud])
 
 
 # ---- IP identity -----------------------------------------------------------------------------
 
 def group_ip():
-    env = h.Env("id-ip", nodes=("edge-1", "edge-2"))
-    failed = True
-    api = None
-    try:
+    with h.Group("ip", "id-ip", nodes=("edge-1", "edge-2")) as g:
+        env = g.env
         kubelet = h.start_kubelet(env)
         # edge-3 and edge-4/edge-5: certificates with IP SANs (verified by the certificate);
         # edge-4 and edge-5 really share 10.77.0.5 (overlapping site subnets).
@@ -379,6 +346,7 @@ def group_ip():
                      "--node", node, "--ip", ip)
         api = NodeApiserver(env, {"edge-1": ["10.77.0.11"], "edge-2": ["10.77.0.12"],
                                   "edge-6": ["10.77.0.3"]})
+        g.on_close(api.stop)
         cloud = h.start_cloudstream(env, ALLOWED + api.flags(env) + [
             "--internal-ip-policy", "node-address", "--pod-cache-ttl", "2s",
             "--node-watch"])
@@ -405,15 +373,15 @@ def group_ip():
             st, body = wait_status("10.77.0.11:10350", 200)
             check(st == 200 and body.strip() == "ok", "by its IP: %d %r" % (st, body))
             check("/api/v1/nodes/edge-1" in api.requests, "the Node was not asked for")
-            check(metric(cloud, "cloudstream_node_address_checks_total",
+            check(h.metric(cloud, "cloudstream_node_address_checks_total",
                          'result="verified"') == 1, "verification not counted")
-            check(log_has(cloud, "SessionInternalIP 10.77.0.11 verified", mark), "not logged")
+            check(h.log_has(cloud, "SessionInternalIP 10.77.0.11 verified", mark), "not logged")
 
         def unlisted_ip_not_routed():
             mark = h.log_mark(cloud)
             h.start_kubeedge_edge(env, cloud, kubelet, node="edge-2", name="ke-2",
                                   extra=["--internal-ip", "10.77.0.99"])
-            check(log_has(cloud, "SessionInternalIP 10.77.0.99 is not in Node edge-2", mark),
+            check(h.log_has(cloud, "SessionInternalIP 10.77.0.99 is not in Node edge-2", mark),
                   "an unlisted IP was not reported")
             st, body = get(env, cloud, "10.77.0.99:10350")
             check(st == 503, "an unlisted IP was routed: %d %r" % (st, body))
@@ -433,7 +401,7 @@ def group_ip():
                       "claim %d: %d %r" % (attempt, st, body))
                 time.sleep(0.3)  # the Node answer is cached by then
             check("Node object does not list it" in body, "the retry's reason: %r" % body)
-            check(log_has(cloud, "refused (403, ip_conflict)", mark), "the refusal is not logged")
+            check(h.log_has(cloud, "refused (403, ip_conflict)", mark), "the refusal is not logged")
             st, body = get(env, cloud, "10.77.0.3:10350")
             check(st == 200, "edge-3 lost its IP: %d %r" % (st, body))
 
@@ -454,9 +422,9 @@ def group_ip():
                                     ("X-Forwarded-Uri", "/api/v1/nodes/edge-5/proxy/healthz")])
             s.close()
             check(st == 200, "shared IP with X-Forwarded-Uri: %d" % st)
-            check(metric(cloud, "cloudstream_shared_ips_total") >= 1, "sharing not counted")
-            check(metric(cloud, "cloudstream_shared_ip_refusals_total") >= 1, "409 not counted")
-            check(log_has(cloud, "IP 10.77.0.5 is verified for both node", mark),
+            check(h.metric(cloud, "cloudstream_shared_ips_total") >= 1, "sharing not counted")
+            check(h.metric(cloud, "cloudstream_shared_ip_refusals_total") >= 1, "409 not counted")
+            check(h.log_has(cloud, "IP 10.77.0.5 is verified for both node", mark),
                   "sharing not logged")
 
         def node_verified_ip_shares():
@@ -495,7 +463,7 @@ def group_ip():
             check(took <= 5.0, "closed %.3f s after the delete (> 5 s)" % took)
             st, body = raw_upgrade(env, tport, env.path("cert-edge-7"), [])
             check(st == 403 and "Node object was deleted" in body, "re-admission: %d %r" % (st, body))
-            check(metric(cloud, "cloudstream_tunnels_closed_total", 'reason="node_deleted"') == 1,
+            check(h.metric(cloud, "cloudstream_tunnels_closed_total", 'reason="node_deleted"') == 1,
                   "not counted")
             api.add_node("edge-7", [])
             deadline = time.monotonic() + 5
@@ -503,21 +471,14 @@ def group_ip():
                 check(time.monotonic() < deadline, "edge-7 refused after its Node came back")
                 time.sleep(0.1)
 
-        rc = h.run(named("ip", [
+        return g.run([
             ("kubeedge_cert_without_ip_sans_node_address", kubeedge_cert_without_ip_sans),
             ("unlisted_ip_not_routed", unlisted_ip_not_routed),
             ("claim_of_verified_ip_refused_403", claim_of_verified_ip_refused),
             ("shared_ip_409_names_both", shared_ip_409),
             ("node_verified_ip_shares", node_verified_ip_shares),
             ("node_deleted_closes_tunnel_within_5s", node_deleted_closes_tunnel),
-        ]))
-        check(env.stop(cloud) == 0, "cloudstream exit status")
-        failed = rc != 0
-        return rc
-    finally:
-        if api:
-            api.stop()
-        h.close_env(env, failed)
+        ], exit_0=[cloud])
 
 
 # ---- the edge: edged's read-only port, certificate rotation, expiry ----------------------------
@@ -602,29 +563,15 @@ def not_after(path):
     return int(t.replace(tzinfo=datetime.timezone.utc).timestamp())
 
 
-def edge_metric(edge, name, labels=""):
-    want = name + ("{%s}" % labels if labels else "")
-    s = socket.create_connection(("127.0.0.1", edge.ports["admin"]), timeout=5)
-    s.sendall(h.head("GET", "/metrics", [("Host", "x")]))
-    status, hdrs, rest = h.read_head(s)
-    text = h.read_body(s, hdrs, rest).decode()
-    s.close()
-    for line in text.splitlines():
-        if line.startswith(want + " "):
-            return float(line.split()[1])
-    raise h.Fail("edge metric %s not found" % want)
-
-
 def group_edge():
-    env = h.Env("id-edge", nodes=("edge-1", "edge-2"))
-    failed = True
-    backend = None
-    try:
+    with h.Group("edge", "id-edge", nodes=("edge-1", "edge-2")) as g:
+        env = g.env
         deny = os.path.join(env.dir, "deny-list")
         open(deny, "w").close()
         cloud = h.start_cloudstream(env, ALLOWED + ["--deny-list", deny])
         kubelet = h.start_kubelet(env)
         backend = PlainBackend()
+        g.on_close(backend.close)
 
         def wait_get(host, target="/healthz", want=200, timeout=5.0):
             deadline = time.monotonic() + timeout
@@ -675,13 +622,13 @@ def group_edge():
             new_serial = serial_of(os.path.join(d, "new.crt"))
             with open(os.path.join(d, "new.crt"), "rb") as f, open(cert, "wb") as o:
                 o.write(f.read())  # the certificate alone: the key on disk is the old one
-            check(log_has(edge, "do not load yet", 0),  # the edge is this test's own
+            check(h.log_has(edge, "do not load yet", 0),  # the edge is this test's own
                   "the mismatched pair was not noticed")
             time.sleep(0.5)  # several checks
-            check(not log_has(edge, "reloaded the tunnel certificate", 0, 0.1),
+            check(not h.log_has(edge, "reloaded the tunnel certificate", 0, 0.1),
                   "a mismatched pair was swapped in")
             # a new handshake now: it must still work, with the old pair
-            st, _ = admin_post(cloud, "/nodes/edge-1/close")
+            st, _ = h.admin_post(cloud, "/nodes/edge-1/close")
             check(st == 200, "admin close: %d" % st)
             st, body = wait_get("edge-1:10350")
             check(st == 200, "redial with the certificate but not yet the key on disk: %d %r"
@@ -690,13 +637,13 @@ def group_edge():
             with open(os.path.join(d, "new.key"), "rb") as f, open(key + ".tmp", "wb") as o:
                 o.write(f.read())
             os.rename(key + ".tmp", key)
-            check(log_has(edge, "reloaded the tunnel certificate", 0), "the new pair not loaded")
+            check(h.log_has(edge, "reloaded the tunnel certificate", 0), "the new pair not loaded")
             # revoke the old serial: the tunnel on the old pair closes, the redial uses the new
             with open(deny, "w") as f:
                 f.write("serial %s\n" % old_serial)
             mark = h.log_mark(cloud)
             cloud.send_signal(signal.SIGHUP)
-            check(log_has(cloud, "revoked by the deny list", mark),
+            check(h.log_has(cloud, "revoked by the deny list", mark),
                   "the old-pair tunnel not closed")
             st, body = wait_get("edge-1:10350")
             check(st == 200, "redial with the new pair: %d %r" % (st, body))
@@ -707,9 +654,9 @@ def group_edge():
 
         def certificate_expiry_metrics():
             want = not_after(env.path("cloudstream-tunnel.crt"))
-            got = metric(cloud, "cloudstream_certificate_expiry_seconds", 'cert="tunnel"')
+            got = h.metric(cloud, "cloudstream_certificate_expiry_seconds", 'cert="tunnel"')
             check(int(got) == want, "cloud tunnel: %d, want %d" % (got, want))
-            check(metric(cloud, "cloudstream_certificate_expiry_seconds", 'cert="stream"') > 0,
+            check(h.metric(cloud, "cloudstream_certificate_expiry_seconds", 'cert="stream"') > 0,
                   "cloud stream certificate")
             # an edge certificate 5 minutes old with 60 s left: under a third of its lifetime
             short = os.path.join(env.dir, "short")
@@ -717,30 +664,22 @@ def group_edge():
             edge = h.start_edgestream(env, cloud, None, node="edge-2", name="es-short",
                                       cert=short + ".crt",
                                       extra=["--kubelet-url", "http://127.0.0.1:%d" % backend.port])
-            got = edge_metric(edge, "edgestream_certificate_expiry_seconds", 'cert="tunnel"')
+            got = h.metric(edge, "edgestream_certificate_expiry_seconds", 'cert="tunnel"')
             check(int(got) == na, "edge: %d, want %d" % (got, na))
-            check(log_has(edge, "the tunnel certificate expires in", 0), "no expiry warning")
+            check(h.log_has(edge, "the tunnel certificate expires in", 0), "no expiry warning")
             env.stop(edge)
 
-        rc = h.run(named("edge", [
+        return g.run([
             ("edged_read_only_port_plain_http", edged_read_only_port),
             ("plain_http_only_to_loopback", plain_http_only_to_loopback),
             ("rotation_piecemeal_keeps_old_pair", rotation_piecemeal_keeps_old_pair),
             ("certificate_expiry_metrics", certificate_expiry_metrics),
-        ]))
-        check(env.stop(cloud) == 0, "cloudstream exit status")
-        failed = rc != 0
-        return rc
-    finally:
-        if backend:
-            backend.close()
-        h.close_env(env, failed)
+        ], exit_0=[cloud])
 
 
 def main():
-    group = sys.argv[1] if len(sys.argv) > 1 else "revocation"
-    sys.argv = sys.argv[1:]
-    return {"revocation": group_revocation, "ip": group_ip, "edge": group_edge}[group]()
+    return h.main_by_group({"revocation": group_revocation, "ip": group_ip,
+                            "edge": group_edge}, "revocation")
 
 
 if __name__ == "__main__":

@@ -33,14 +33,6 @@ UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
 NAMES = ("cs-a", "cs-b", "cs-c")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Relay:
     """A TCP relay 127.0.0.1:port → 127.0.0.1:target that can be cut (every connection closed,
     new ones refused at once) and healed: one per directed peer link."""
@@ -152,7 +144,7 @@ def _start_fixed(env, extra=(), name="cloudstream", prefix=(), wrap=None):
 
 def make_fleet(tag, nodes):
     # The ports must be known before the replicas start (each one's --peers names the others).
-    env_ports = [free_port() for _ in NAMES]
+    env_ports = [h.free_port() for _ in NAMES]
     f = Fleet.__new__(Fleet)
     f.env = h.Env(tag, nodes=nodes)
     f.env.fleet_ports = env_ports
@@ -176,14 +168,7 @@ def make_fleet(tag, nodes):
 h.start_cloudstream = _start_fixed
 
 
-def admin_get(p, path):
-    """GET @path on @p's admin port (at p.host when it has one: a replica in a namespace)."""
-    s = socket.create_connection((getattr(p, "host", "127.0.0.1"), p.ports["admin"]), timeout=5)
-    s.sendall(h.head("GET", path, [("Host", "x")]))
-    status, hdrs, rest = h.read_head(s)
-    body = h.read_body(s, hdrs, rest)
-    s.close()
-    return status, body.decode()
+admin_get = h.admin_get  # kept under this name: ha_test and test/bench call rt.admin_get
 
 
 def metric(p, name):
@@ -376,7 +361,7 @@ def dns():
     env = h.Env("replicas-dns", nodes=("edge-1", "edge-2"))
     failed = True
     try:
-        ports = [free_port(), free_port()]
+        ports = [h.free_port(), h.free_port()]
         env.fleet_ports = ports
         kubelet = h.start_kubelet(env)
         common = ["--peer-cert", env.path("cloudstream-peer.crt"),
@@ -421,7 +406,7 @@ def service():
     failed = True
     api = None
     try:
-        ports = [free_port() for _ in NAMES]
+        ports = [h.free_port() for _ in NAMES]
         env.fleet_ports = ports
         token = os.path.join(env.dir, "token")
         with open(token, "w") as f:
@@ -473,7 +458,7 @@ def readiness():
     env = h.Env("replicas-ready", nodes=())
     failed = True
     try:
-        nowhere = free_port()  # nothing listens there: that peer never syncs
+        nowhere = h.free_port()  # nothing listens there: that peer never syncs
         p = h.start_cloudstream(env, name="lonely", extra=[
             "--replica-id", "lonely", "--peers", "127.0.0.1:%d" % nowhere,
             "--peer-cert", env.path("cloudstream-peer.crt"),

@@ -22,8 +22,6 @@ connection's original destination. Groups:
                   (a new serial) before it ends
 """
 import base64
-import ctypes
-import json
 import os
 import subprocess
 import sys
@@ -33,14 +31,15 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
+import netns  # noqa: E402
 from harness import check  # noqa: E402
+from netns import in_netns, ns_exec, sh  # noqa: E402
 from cryptography import x509  # noqa: E402
 from kube_csr import CsrApi  # noqa: E402
 from kube_reviews import KubeReviews  # noqa: E402
 
 TOOL = os.path.join(h.SRC, "deploy", "cloudstream-dnat")
 NODES = {"edge-5": "10.232.0.5", "edge-6": "10.232.0.6", "edge-7": "10.232.0.7"}
-CLONE_NEWNET = 0x40000000
 
 # kube-apiserver's side: verify the serving certificate against the kubelet-serving CA and the
 # IP dialled (no SNI for an IP), present the apiserver's client certificate, GET /healthz.
@@ -64,58 +63,6 @@ while True:
 print("ok", cert["serialNumber"], dict(x[0] for x in cert["subject"]).get("commonName"),
       data.split(b"\r\n")[0].decode())
 '''
-
-
-def sh(*args):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if r.returncode != 0:
-        raise h.Fail("%s: %s%s" % (" ".join(args), r.stdout, r.stderr))
-    return r
-
-
-def ns_exec(ns, *args):
-    return ["ip", "netns", "exec", ns] + list(args)
-
-
-def in_netns(ns, fn):
-    """Runs @fn with this thread in network namespace @ns: sockets made meanwhile stay there."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open("/var/run/netns/" + ns, os.O_RDONLY)
-    try:
-        if libc.setns(target, CLONE_NEWNET) != 0:
-            raise h.Fail("setns: errno %d" % ctypes.get_errno())
-        try:
-            return fn()
-        finally:
-            libc.setns(own, CLONE_NEWNET)
-    finally:
-        os.close(own)
-        os.close(target)
-
-
-class Net:
-    def __init__(self, tag):
-        self.a, self.b = "cssrvA" + tag, "cssrvB" + tag
-        self.tag = tag
-        self.made = []
-        for ns in (self.a, self.b):
-            sh("ip", "netns", "add", ns)
-            self.made.append(ns)
-            sh(*ns_exec(ns, "ip", "link", "set", "lo", "up"))
-        va, vb = "sa" + tag, "sb" + tag
-        sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
-        sh("ip", "link", "set", va, "netns", self.a)
-        sh("ip", "link", "set", vb, "netns", self.b)
-        sh(*ns_exec(self.a, "ip", "addr", "add", "10.231.0.1/24", "dev", va))
-        sh(*ns_exec(self.b, "ip", "addr", "add", "10.231.0.2/24", "dev", vb))
-        sh(*ns_exec(self.a, "ip", "link", "set", va, "up"))
-        sh(*ns_exec(self.b, "ip", "link", "set", vb, "up"))
-        sh(*ns_exec(self.a, "ip", "route", "add", "10.232.0.0/24", "via", "10.231.0.2"))
-
-    def close(self):
-        for ns in self.made:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def handshake(env, net, ip):
@@ -150,14 +97,13 @@ def metrics(net, cloud):
 
 
 def run_group(group):
-    tag = "%d" % os.getpid()
     env = h.Env("srvcert-" + group)
     net = None
     failed = True
     kube = None
     try:
-        net = Net(tag)
-        wrap = ["ip", "netns", "exec", net.b]
+        net = netns.Pair("cssrv", "s")
+        wrap = ns_exec(net.b)
         env.mint("ca", "--out", env.path("kubelet-serving-ca"), "--cn", "kubelet-serving")
         for n, ip in NODES.items():
             env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-" + n),

@@ -418,3 +418,142 @@ def start_edgestream(env, cloud, kubelet=None, node="edge-1", extra=(), name=Non
                         timeout=timeout)
     p.ports = ready_ports(text.split("node=")[0])
     return p
+
+
+# ---- what several test files do the same way ----------------------------------------------------
+
+def named(group, pairs):
+    """The test functions of @pairs, (name, function), renamed GROUP.NAME for run()'s lines and
+    its argv selection."""
+    out = []
+    for name, fn in pairs:
+        fn.__name__ = group + "." + name
+        out.append(fn)
+    return out
+
+
+def main_by_group(groups, default):
+    """main() of a test file in groups: argv[1] names the group (@default without one), the
+    words after it select tests of that group (run()). Returns the group's exit status."""
+    group = sys.argv[1] if len(sys.argv) > 1 else default
+    sys.argv = sys.argv[1:]
+    return groups[group]()
+
+
+def stop_exits_0(env, *procs):
+    """Stops each of @procs (SIGTERM); each must exit 0: a clean drain, and in a sanitizer build
+    no leak or error report (those make the exit status non-zero)."""
+    for p in procs:
+        status = env.stop(p)
+        check(status == 0, "%s exit status %s" % (p.name, status))
+
+
+def plain_request(port, method, path, host="127.0.0.1", headers=()):
+    """One plain HTTP/1.1 request to @host:@port (the daemons' admin ports): (status, body as
+    text)."""
+    s = socket.create_connection((host, port), timeout=5)
+    try:
+        s.sendall(head(method, path, [("Host", "x")] + list(headers)))
+        status, hdrs, rest = read_head(s)
+        return status, read_body(s, hdrs, rest).decode()
+    finally:
+        s.close()
+
+
+def admin_get(p, path):
+    """GET @path on @p's admin port (p.ports["admin"]; at p.host when it has one, else on
+    loopback): (status, body as text)."""
+    return plain_request(p.ports["admin"], "GET", path, getattr(p, "host", "127.0.0.1"))
+
+
+def admin_post(p, path):
+    """POST @path, without a body, on @p's admin port (admin_get): (status, body as text)."""
+    return plain_request(p.ports["admin"], "POST", path, getattr(p, "host", "127.0.0.1"),
+                         [("Content-Length", "0")])
+
+
+def metric(p, name, labels=""):
+    """The value of metric @name (with exactly the labels @labels, as written between the
+    braces) on @p's admin /metrics; fails when there is no such line."""
+    want = name + ("{%s}" % labels if labels else "")
+    _, text = admin_get(p, "/metrics")
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[1])
+    raise Fail("%s: metric %s not found" % (p.name, want))
+
+
+def free_port():
+    """A loopback TCP port free at the time of the call (another process may take it before it
+    is used)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Chain:
+    """What the stream tests run against: a kubelet stand-in, cloudstream, and the edge for
+    edge-1 that @start_edge(env, cloud, kubelet) starts (a KubeEdge-protocol test edge,
+    edgestream, the Go agent), with the apiserver's client (api) on the stream port. A start
+    that fails stops what had started and keeps the directory."""
+
+    def __init__(self, tag, start_edge, nodes=("edge-1",), cloud_extra=(), cloud_prefix=(),
+                 kubelet_extra=()):
+        self.env = Env(tag, nodes=nodes)
+        try:
+            self.kubelet = start_kubelet(self.env, extra=kubelet_extra)
+            self.cloud = start_cloudstream(self.env, cloud_extra, prefix=cloud_prefix)
+            self.edge = start_edge(self.env, self.cloud, self.kubelet)
+            self.api = Api(self.env, self.cloud.ports["stream"])
+        except Exception:
+            close_env(self.env, True)
+            raise
+
+    def get(self, target, node="edge-1", headers=(), sock=None):
+        """GET @target on @node's kubelet port through cloudstream: (status, headers, body,
+        socket), as Api.request."""
+        hdrs = [("Host", "%s:10350" % node)] + list(headers)
+        return self.api.request("GET", target, hdrs, sock=sock)
+
+    def close(self, failed=False):
+        close_env(self.env, failed)
+
+
+
+class Group:
+    """One group of a test file, as a with-block: its Env (.env) and its tests (run). At the
+    end of the block the closers given to on_close() run (last first), then every process is
+    stopped and the directory removed, or kept with the daemons' last log lines printed when a
+    test failed or the block raised."""
+
+    def __init__(self, group, tag, nodes=("edge-1",)):
+        self.group = group
+        self.env = Env(tag, nodes=nodes)
+        self.failed = True
+        self._closers = []
+
+    def __enter__(self):
+        return self
+
+    def on_close(self, fn):
+        """@fn() runs at the end of the block, before the processes are stopped (what the
+        test runs inside this process: a stand-in's server)."""
+        self._closers.append(fn)
+
+    def run(self, pairs, exit_0=()):
+        """Runs the group's tests, (name, function) pairs (named, run), then stops each process
+        of @exit_0, which must exit 0 (stop_exits_0). Returns run()'s status."""
+        rc = run(named(self.group, pairs))
+        stop_exits_0(self.env, *exit_0)
+        self.failed = rc != 0
+        return rc
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            for fn in reversed(self._closers):
+                fn()
+        finally:
+            close_env(self.env, self.failed or exc_type is not None)
+        return False

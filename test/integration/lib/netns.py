@@ -159,3 +159,68 @@ class Lan:
         self.made = []
         if os.path.exists("/sys/class/net/" + self.host_link):
             sh("ip", "link", "del", self.host_link, ok=(0, 1, 2))
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def ns_exec(ns, *args):
+    """The command line that runs @args in network namespace @ns (ip netns exec execs it: the
+    PID is the program's)."""
+    return ["ip", "netns", "exec", ns] + list(args)
+
+
+def in_netns(ns, fn):
+    """Runs @fn with this thread in network namespace @ns: sockets made meanwhile stay there."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open("/var/run/netns/" + ns, os.O_RDONLY)
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise Error("setns: errno %d" % ctypes.get_errno())
+        try:
+            return fn()
+        finally:
+            libc.setns(own, CLONE_NEWNET)
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+class Pair:
+    """Two namespaces on one veth, as the DNAT tests want them: A, <prefix>A<PID> at 10.231.0.1,
+    the apiserver's host, which routes the node network 10.232.0.0/24 via B, <prefix>B<PID> at
+    10.231.0.2, cloudstream's host. @node_net_local: B takes the node network as its own (a
+    route to its loopback), for connections B itself makes to a node address (OUTPUT DNAT).
+    The veth ends are <veth>a<PID> and <veth>b<PID>. close() removes both namespaces (and the
+    veth with them); stop the processes in them first."""
+
+    def __init__(self, prefix, veth, node_net_local=False):
+        tag = "%d" % os.getpid()
+        self.a, self.b = prefix + "A" + tag, prefix + "B" + tag
+        self.made = []
+        try:
+            for ns in (self.a, self.b):
+                sh("ip", "netns", "add", ns)
+                self.made.append(ns)
+                sh(*ns_exec(ns, "ip", "link", "set", "lo", "up"))
+            va, vb = veth + "a" + tag, veth + "b" + tag
+            sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
+            sh("ip", "link", "set", va, "netns", self.a)
+            sh("ip", "link", "set", vb, "netns", self.b)
+            sh(*ns_exec(self.a, "ip", "addr", "add", "10.231.0.1/24", "dev", va))
+            sh(*ns_exec(self.b, "ip", "addr", "add", "10.231.0.2/24", "dev", vb))
+            sh(*ns_exec(self.a, "ip", "link", "set", va, "up"))
+            sh(*ns_exec(self.b, "ip", "link", "set", vb, "up"))
+            sh(*ns_exec(self.a, "ip", "route", "add", "10.232.0.0/24", "via", "10.231.0.2"))
+            if node_net_local:
+                sh(*ns_exec(self.b, "ip", "route", "add", "10.232.0.0/24", "dev", "lo"))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        for ns in self.made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.made = []
