@@ -18,6 +18,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 from harness import check  # noqa: E402
 from kube_csr import CsrApi  # noqa: E402
 from kube_reviews import KubeReviews  # noqa: E402
@@ -43,9 +44,7 @@ def main():
     kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"), "tok", csr=csr)
     results = []
     try:
-        token_file = os.path.join(env.dir, "token")
-        with open(token_file, "w") as f:
-            f.write("tok\n")
+        token_file = standin.write_token(env, "tok")
         check(csr.node_object("edge-1")["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
               == 10250, "stand-in default")
         # Refused at start without an apiserver.
@@ -59,8 +58,8 @@ def main():
         print("ok   advertise.needs_apiserver_url", flush=True)
         kubelet = h.start_kubelet(env)
         cloud = h.start_cloudstream(env, [
-            "--advertise-kubelet-port", "10350", "--apiserver-url", kube.url,
-            "--apiserver-ca", env.path("kubelet-ca.crt"), "--apiserver-token-file", token_file])
+            "--advertise-kubelet-port", "10350"] +
+            standin.apiserver_flags(env, kube.url, token_file))
         rv0 = csr.rv
         edge = h.start_kubeedge_edge(env, cloud, kubelet, node="edge-1")
         t = wait("patched", lambda: len(csr.node_status_patches) >= 1)

@@ -32,8 +32,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 from harness import check  # noqa: E402
-from cloudstream_test import UPGRADE_SPDY  # noqa: E402
 from identity_test import serial_of  # noqa: E402
 
 
@@ -361,13 +361,8 @@ class ExecEcho:
     kubelet stand-in's echoing exec; a message every @period seconds must come back."""
 
     def __init__(self, env, cloud, node):
-        self.s = h.Api(env, cloud.ports["stream"]).connect()
-        self.s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1&output=1",
-                              [("Host", "%s:10350" % node)] + UPGRADE_SPDY))
-        st, _, rest = h.read_head(self.s)
-        check(st == 101, "exec: %d" % st)
-        greet = b"hello from default/pod-a/ctr\n"
-        self.buf = h.recv_until(self.s, lambda b: len(b) >= len(greet), rest)[len(greet):]
+        self.s, _, self.buf = h.open_exec(h.Api(env, cloud.ports["stream"]), node,
+                                          "greet&input=1&output=1")
         self.n = 0
 
     def ping(self):
@@ -658,7 +653,6 @@ class CsrApi:
     (subject and key from the request, clientAuth, expirationSeconds)."""
 
     def __init__(self, env, signer):
-        import http.server
         import json
         import base64
         import datetime
@@ -666,9 +660,7 @@ class CsrApi:
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-        self.token_file = os.path.join(env.dir, "csr-token")
-        with open(self.token_file, "w") as f:
-            f.write("csr-token-7\n")
+        self.token_file = standin.write_token(env, "csr-token-7", "csr-token")
         self.objects = {}
         self.creates = []
         with open(env.path("tunnel-ca.key"), "rb") as f:
@@ -702,17 +694,12 @@ class CsrApi:
                                            "reason": "AutoApproved", "message": "test"}],
                            "certificate": base64.b64encode(pem).decode()}
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(standin.Handler):
             protocol_version = "HTTP/1.1"
             base = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 
             def answer(self, code, obj):
-                b = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(b)))
-                self.end_headers()
-                self.wfile.write(b)
+                self.reply(code, json.dumps(obj).encode())
 
             def authorized(self):
                 if self.headers.get("Authorization") == "Bearer csr-token-7":
@@ -745,20 +732,10 @@ class CsrApi:
                 else:
                     self.answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
 
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(env.path("kubelet.crt"), env.path("kubelet.key"))
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = standin.serve(Handler, env)
 
     def flags(self, env):
-        return ["--apiserver-url", "https://127.0.0.1:%d" % self.port,
-                "--apiserver-ca", env.path("kubelet-ca.crt"),
-                "--apiserver-token-file", self.token_file]
+        return standin.apiserver_flags(env, self.httpd.url, self.token_file)
 
     def close(self):
         self.httpd.shutdown()

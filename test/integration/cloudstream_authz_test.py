@@ -21,11 +21,10 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
-from harness import check  # noqa: E402
+import standin  # noqa: E402
+from harness import UPGRADE_SPDY, check  # noqa: E402
 from kube_reviews import KubeReviews  # noqa: E402
 
-UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
-                ("X-Stream-Protocol-Version", "v4.channel.k8s.io")]
 TTL_S = 4  # every cache TTL of the Webhook cloudstream
 
 METRICS_USER = "system:serviceaccount:kube-system:metrics-server"
@@ -81,9 +80,7 @@ class Setup:
             env.mint("client", "--ca", env.path("stream-ca"), "--out", env.path("someone"),
                      "--cn", "someone-else")
             self.caller_token = "cloudstream-sa-token"
-            self.token_file = os.path.join(env.dir, "token")
-            with open(self.token_file, "w") as f:
-                f.write(self.caller_token + "\n")
+            self.token_file = standin.write_token(env, self.caller_token)
             self.kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
                                     self.caller_token, TOKENS, RULES,
                                     {("default", "web"): "edge-1"})
@@ -99,9 +96,8 @@ class Setup:
             raise
 
     def webhook_flags(self):
-        return ["--authorization-mode", "Webhook", "--authentication-token-webhook",
-                "--apiserver-url", self.kube.url, "--apiserver-ca", self.env.path("kubelet-ca.crt"),
-                "--apiserver-token-file", self.token_file]
+        return (["--authorization-mode", "Webhook", "--authentication-token-webhook"] +
+                standin.apiserver_flags(self.env, self.kube.url, self.token_file))
 
     def api(self, port, token, cert):
         """A client with @cert; by default the apiserver's, or none when a token is used."""

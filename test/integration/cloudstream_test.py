@@ -21,10 +21,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
-from harness import check  # noqa: E402
-
-UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
-                ("X-Stream-Protocol-Version", "v4.channel.k8s.io")]
+import standin  # noqa: E402
+from harness import UPGRADE_SPDY, check  # noqa: E402
 
 
 def kubelet_direct(env, kubelet, target):
@@ -53,18 +51,11 @@ class Chain(h.Chain):
 # ---- shared checks --------------------------------------------------------------------------
 
 def exec_echo(chain):
-    s = chain.api.connect()
-    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1&output=1",
-                     [("Host", "edge-1:10350")] + UPGRADE_SPDY))
-    status, hdrs, rest = h.read_head(s)
-    check(status == 101, "exec: status %d, want 101" % status)
+    s, hdrs, rest = h.open_exec(chain.api, "edge-1", "greet&input=1&output=1")
     check(hdrs.get("upgrade", "").lower() == "spdy/3.1", "exec: upgrade header %r" % hdrs)
-    greet = b"hello from default/pod-a/ctr\n"
-    buf = h.recv_until(s, lambda b: len(b) >= len(greet), rest)
-    check(buf[:len(greet)] == greet, "exec: greeting %r" % buf)
     payload = bytes(range(256)) * 40  # 10 KiB, every byte value, through a TEXT-frame tunnel
     s.sendall(payload)
-    echo = h.recv_until(s, lambda b: len(b) >= len(payload), buf[len(greet):])
+    echo = h.recv_until(s, lambda b: len(b) >= len(payload), rest)
     check(echo == payload, "exec: echo differs (%d bytes)" % len(echo))
     s.close()
 
@@ -179,13 +170,7 @@ def refused_upgrade_is_fast(chain):
 
 
 def edge_end_closes_fast(chain):
-    s = chain.api.connect()
-    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet-exit",
-                     [("Host", "edge-1:10350")] + UPGRADE_SPDY))
-    status, _, rest = h.read_head(s)
-    check(status == 101, "exec exit: status %d" % status)
-    greet = b"hello from default/pod-a/ctr\n"
-    h.recv_until(s, lambda b: len(b) >= len(greet), rest)
+    s, _, _ = h.open_exec(chain.api, "edge-1", "greet-exit", "exec exit")
     t0 = time.monotonic()
     _, _ = h.wait_closed(s, 5)
     took = time.monotonic() - t0
@@ -386,6 +371,20 @@ def throughput(chain, target, n, verify=False):
     return n / dt / 1e6
 
 
+def from_edge_bytes_once_still(chain, base, interval):
+    """cloudstream_stream_bytes_total{direction="from_edge"}, read every @interval seconds until
+    two reads in a row agree above @base (a stream stalled: its window full, nobody reading) or
+    20 s pass: the last value read."""
+    seen, deadline = base - 1, time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
+        if now == seen and now > base:
+            break
+        seen = now
+        time.sleep(interval)
+    return seen
+
+
 def isolation(chain, n=64 << 20, stalled_n=32 << 20):
     """A stream whose client reads nothing must not hold up another stream of the same node
     (no head-of-line blocking in the tunnel), and must lose nothing once its client reads again.
@@ -400,14 +399,7 @@ def isolation(chain, n=64 << 20, stalled_n=32 << 20):
     stalled.sendall(h.head("GET", "/bytes?n=%d&seed=9" % stalled_n, [("Host", "edge-1:10350")]))
     # The stall must have happened, not be assumed: what the edge sent stops growing while the
     # stream is far from complete (its window is full and nobody reads it).
-    seen, deadline = base - 1, time.monotonic() + 20
-    while time.monotonic() < deadline:
-        now = h.metric(chain.cloud, "cloudstream_stream_bytes_total",
-                              'direction="from_edge"')
-        if now == seen and now > base:
-            break
-        seen = now
-        time.sleep(0.2)
+    seen = from_edge_bytes_once_still(chain, base, 0.2)
     check(0 < seen - base < stalled_n,
           "isolation: the stalled stream did not stall (%d bytes)" % (seen - base))
     print("     isolation: the stalled stream stopped after %d bytes" % (seen - base), flush=True)
@@ -460,13 +452,7 @@ def admin_endpoints(chain):
 
 def drain_on_sigterm(chain):
     """SIGTERM: not ready, new requests get 503, the stream in flight goes on, then exit 0."""
-    s = chain.api.connect()
-    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet",
-                     [("Host", "edge-1:10350")] + UPGRADE_SPDY))
-    status, _, rest = h.read_head(s)
-    check(status == 101, "drain: status %d" % status)
-    greet = b"hello from default/pod-a/ctr\n"
-    h.recv_until(s, lambda b: len(b) >= len(greet), rest)
+    s, _, _ = h.open_exec(chain.api, "edge-1", "greet", "drain")
     chain.cloud.send_signal(15)
     time.sleep(0.2)
     check(h.admin_get(chain.cloud, "/readyz")[0] == 503, "drain: still ready")
@@ -748,7 +734,7 @@ def cap_and_client_gone(chain):
     first = chain.api.connect()
     first.sendall(h.head("GET", "/metrics", [("Host", "edge-1:10350")]))
     wait_for(lambda: "cloudstream_node_reconnect_waiting 1" in h.admin_get(chain.cloud,
-                                                                         "/metrics")[1],
+                                                                           "/metrics")[1],
              "the first request waiting", 2.0)
     t0 = time.monotonic()
     status, _, body, s = chain.get("/metrics")
@@ -760,7 +746,7 @@ def cap_and_client_gone(chain):
     # lookup is answered), so the close is seen when the wait ends: by the edge's redial here.
     first.close()
     wait_for(lambda: "cloudstream_node_reconnect_waiting 0" in h.admin_get(chain.cloud,
-                                                                         "/metrics")[1],
+                                                                           "/metrics")[1],
              "no request waiting", RECONNECT_GRACE_S + 1.0)
     text = h.admin_get(chain.cloud, "/metrics")[1]
     check('cloudstream_node_reconnect_waits_total{outcome="refused"} 1' in text,
@@ -867,16 +853,12 @@ class FakeApiserver:
     """Answers GET /api/v1/namespaces/<ns>/pods/<pod> for pod lookups (HTTPS, bearer token)."""
 
     def __init__(self, env, pods):
-        import http.server
-
         token = "test-token-123"
-        self.token_file = os.path.join(env.dir, "token")
-        with open(self.token_file, "w") as f:
-            f.write(token + "\n")
+        self.token_file = standin.write_token(env, token)
         self.requests = []
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(standin.Handler):
             def do_GET(self):
                 outer.requests.append((self.path, self.headers.get("Authorization")))
                 parts = self.path.strip("/").split("/")
@@ -885,25 +867,13 @@ class FakeApiserver:
                     node = pods.get((parts[3], parts[5]))
                 body = (json.dumps({"kind": "Pod", "spec": {"nodeName": node}}) if node
                         else json.dumps({"kind": "Status", "code": 404})).encode()
-                self.send_response(200 if node else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200 if node else 404, body)
 
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(env.path("kubelet.crt"), env.path("kubelet.key"))
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.url = "https://127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = standin.serve(Handler, env)
+        self.url = self.httpd.url
 
     def flags(self, env):
-        return ["--apiserver-url", self.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
-                "--apiserver-token-file", self.token_file]
+        return standin.apiserver_flags(env, self.url, self.token_file)
 
 
 def group_auth():

@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 import netns  # noqa: E402
 from harness import check  # noqa: E402
 from netns import in_netns, ns_exec, sh  # noqa: E402
@@ -100,9 +101,7 @@ def main():
         env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-5"),
                  "--node", "edge-5", "--ip", "10.232.0.5")
         token = "dnat-controller-token"
-        token_file = os.path.join(env.dir, "token")
-        with open(token_file, "w") as f:
-            f.write(token + "\n")
+        token_file = standin.write_token(env, token)
         csr = CsrApi((env.path("kubelet-serving-ca.crt"), env.path("kubelet-serving-ca.key")))
         kube = in_netns(a, lambda: KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
                                                token, csr=csr))
@@ -117,8 +116,8 @@ def main():
         ready = os.path.join(env.dir, "ctl.ready")
         ctl, _ = env.start("dnat-controller", [
             os.path.join(h.BIN, "cloudstream", "cloudstream-dnat-controller"),
-            "--to", "10.231.0.2:%d" % cloud.ports["stream"], "--apiserver-url", kube.url,
-            "--apiserver-ca", env.path("kubelet-ca.crt"), "--apiserver-token-file", token_file,
+            "--to", "10.231.0.2:%d" % cloud.ports["stream"],
+            *standin.apiserver_flags(env, kube.url, token_file),
             "--backend", "nft", "--resync-interval", "1s", "--watch-timeout", "2s",
             "--ready-file", ready, "--log-level", "debug"], ready, prefix=ns_exec(a))
 

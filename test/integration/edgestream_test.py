@@ -16,7 +16,6 @@ ops:   redial with backoff and jitter after the cloud dies, cloud certificates f
        or with the wrong name refused, certificate reload, admin endpoints, the embedding
        example, SIGTERM, a kubelet behind a TLS front (socat) that refuses session resumption.
 """
-import http.server
 import json
 import os
 import re
@@ -33,13 +32,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-from harness import check  # noqa: E402
+import standin  # noqa: E402
+from harness import UPGRADE_SPDY, check  # noqa: E402
 import cloudstream_test as cst  # noqa: E402
 import fake_kubelet  # noqa: E402  (its bodies are the reference)
 import tunnelproto as tp  # noqa: E402
 from kubeedge_cloud import KubeEdgeCloud  # noqa: E402
-
-UPGRADE_SPDY = cst.UPGRADE_SPDY
 
 
 class LocalHttp:
@@ -49,7 +47,7 @@ class LocalHttp:
         outer = self
         self.connections = 0
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(standin.Handler):
             protocol_version = "HTTP/1.1"
 
             def setup(self):
@@ -57,19 +55,10 @@ class LocalHttp:
                 super().setup()
 
             def do_GET(self):  # noqa: N802 - http.server's name
-                payload = body + self.path.encode() + b"\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.reply(200, body + self.path.encode() + b"\n", "text/plain")
 
-            def log_message(self, *a):
-                pass
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.srv = standin.serve(Handler)
         self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def close(self):
         self.srv.shutdown()
@@ -382,19 +371,11 @@ def h2_stalled_beside_active(chain):
     growing far below what the kubelet would send), the active follower keeps getting lines,
     each metrics answer comes in < 1 s and byte-exact, and everything rode one connection."""
     port0 = body_of(chain, "/conn")
-    base = h.metric(chain.cloud, "cloudstream_stream_bytes_total",
-                               'direction="from_edge"')
+    base = h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
     stalled = chain.api.connect(timeout=60)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.sendall(h.head("GET", "/stream", [("Host", "edge-1:10350")]))
-    seen, deadline = base - 1, time.monotonic() + 20
-    while time.monotonic() < deadline:
-        now = h.metric(chain.cloud, "cloudstream_stream_bytes_total",
-                                  'direction="from_edge"')
-        if now == seen and now > base:
-            break
-        seen = now
-        time.sleep(0.3)
+    seen = cst.from_edge_bytes_once_still(chain, base, 0.3)
     check(0 < seen - base < 64 << 20, "the stalled stream did not stall (%d bytes)" % (seen - base))
     print("     h2 stall: the stalled stream stopped after %d bytes" % (seen - base), flush=True)
     active, rest = follow_open(chain, "/containerLogs/default/pod-a/ctr?tailLines=1&follow=true"
@@ -552,8 +533,7 @@ def many_stalled_clients(chain, n=300, seconds=10):
     seen, deadline = None, time.monotonic() + 60
     while time.monotonic() < deadline:
         now = (h.metric(chain.cloud, "cloudstream_budget_refusals_total"),
-               h.metric(chain.cloud, "cloudstream_stream_bytes_total",
-                                   'direction="from_edge"'))
+               h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"'))
         if now == seen:
             break
         seen = now
@@ -607,7 +587,7 @@ def edge_budget_refuses_streams():
         for _ in range(20):
             s = chain.api.connect()
             s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1",
-                             [("Host", "edge-1:10350")] + cst.UPGRADE_SPDY))
+                             [("Host", "edge-1:10350")] + UPGRADE_SPDY))
             status, hdrs, rest = h.read_head(s)
             if status != 101:
                 body = h.read_body(s, hdrs, rest)
@@ -617,8 +597,7 @@ def edge_budget_refuses_streams():
             socks.append(s)
         check(statuses.count(101) == 5 and statuses.count(503) == 15,
               "statuses: %r" % statuses)
-        m = h.metric(chain.edge, "edgestream_streams_refused_by_session_total",
-                                'reason="budget"')
+        m = h.metric(chain.edge, "edgestream_streams_refused_by_session_total", 'reason="budget"')
         check(m == 15, "refusals counted: %r" % m)
         check(h.metric(chain.edge, "edgestream_buffered_bytes") ==
               5 * (65536 + 4096 + 8192 + 65536 + 49152), "budget in use")
@@ -656,15 +635,14 @@ def edge_budget_holds_stalled_downloads(n=60):
         while time.monotonic() < deadline:
             now = (h.metric(chain.edge, "edgestream_buffered_bytes_peak"),
                    h.metric(chain.cloud, "cloudstream_budget_refusals_total"),
-                   h.metric(chain.cloud, "cloudstream_stream_bytes_total",
-                                       'direction="from_edge"'))
+                   h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"'))
             if now == seen:
                 break
             seen = now
             time.sleep(1.0)
         peak = h.metric(chain.edge, "edgestream_buffered_bytes_peak")
         refused = h.metric(chain.edge, "edgestream_streams_refused_by_session_total",
-                                      'reason="budget"')
+                           'reason="budget"')
         print("     %d stalled downloads: %d refused for the budget; the edge's budget peaked at "
               "%d of %d bytes" % (n, refused, peak, budget), flush=True)
         check(refused > 0, "no stream was refused: the budget was never full, the test tests "

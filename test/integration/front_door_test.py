@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 from harness import (Env, Fail, PEERS, PY, check, close_env, log_mark, run,  # noqa: E402
                      start_cloudstream, wait_log,
                      start_edgestream, start_kubeedge_edge, read_body, read_head, sha256)
+import standin  # noqa: E402
 
 NODE_IP = "127.0.0.11"    # edge-1's address: an IP SAN of its tunnel certificate; never dialled
 OTHER_IP = "127.0.0.12"   # nobody's
@@ -715,9 +716,7 @@ def pods():
         trap.bind((POD_IP_OUTSIDE, port))
         trap.listen(8)
         trap.setblocking(False)
-        token_file = os.path.join(env.dir, "token")
-        with open(token_file, "w") as f:
-            f.write("cloudstream-sa-token\n")
+        token_file = standin.write_token(env, "cloudstream-sa-token")
         kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
                            "cloudstream-sa-token", pod_ips={
                                POD_IP: [{"namespace": "default", "name": "webhook",
@@ -733,9 +732,8 @@ def pods():
         c.sock_path = env.sock("front-door.sock")
         c.kubelet = start_kubelet_for_node(env)
         c.cloud = start_cloudstream(env, extra=[
-            "--front-door-socket", c.sock_path, "--front-door-pod-ips",
-            "--apiserver-url", kube.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
-            "--apiserver-token-file", token_file])
+            "--front-door-socket", c.sock_path, "--front-door-pod-ips"] +
+            standin.apiserver_flags(env, kube.url, token_file))
         c.door_port = 0
         c.edge = start_edgestream(env, c.cloud, c.kubelet, node="edge-1", extra=[
             "--pod-ports", str(port), "--pod-cidr", "127.0.0.16/28"])

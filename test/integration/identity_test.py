@@ -9,11 +9,9 @@ stand-in, a header never displacing a verified IP, a really shared IP refused wi
 The edges are the KubeEdge-protocol test edge (peers/kubeedge_edge.py) with `system:node:<name>`
 certificates minted per run by stream-certs (without IP SANs unless a test asks for them).
 """
-import http.server
 import json
 import os
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -23,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 from harness import check  # noqa: E402
 from cloudstream_test import raw_upgrade  # noqa: E402
 
@@ -92,9 +91,7 @@ class NodeApiserver:
 
     def __init__(self, env, nodes):
         token = "identity-token-1"
-        self.token_file = os.path.join(env.dir, "token")
-        with open(self.token_file, "w") as f:
-            f.write(token + "\n")
+        self.token_file = standin.write_token(env, token)
         self.nodes = nodes  # name -> [addresses]; tests change it through add/delete
         self.requests = []
         self.rv = 1000
@@ -102,7 +99,7 @@ class NodeApiserver:
         self.cond = threading.Condition()
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(standin.Handler):
             protocol_version = "HTTP/1.1"
 
             def watch(self, rv, timeout):
@@ -160,26 +157,13 @@ class NodeApiserver:
                         code, obj = 404, not_found("nodes", name)
                 else:
                     code, obj = 404, not_found("unknown", self.path)
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(code, json.dumps(obj).encode())
 
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(env.path("kubelet.crt"), env.path("kubelet.key"))
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.url = "https://127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = standin.serve(Handler, env)
+        self.url = self.httpd.url
 
     def flags(self, env):
-        return ["--apiserver-url", self.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
-                "--apiserver-token-file", self.token_file]
+        return standin.apiserver_flags(env, self.url, self.token_file)
 
     def _event(self, etype, name, addresses):
         with self.cond:
@@ -307,7 +291,7 @@ def group_revocation():
             st, _ = raw_upgrade(env, tport, node1, [("SessionHostNameOverride", "edge-1")])
             check(st == 101, "its own name: %d" % st)
             check(h.metric(cloud, "cloudstream_tunnel_refusals_total",
-                         'reason="hostname_override"') == 4, "refusals not counted by reason")
+                           'reason="hostname_override"') == 4, "refusals not counted by reason")
 
         def file_change_without_sighup():
             # a ConfigMap-mounted list is replaced by the kubelet; nobody sends SIGHUP
@@ -374,7 +358,7 @@ def group_ip():
             check(st == 200 and body.strip() == "ok", "by its IP: %d %r" % (st, body))
             check("/api/v1/nodes/edge-1" in api.requests, "the Node was not asked for")
             check(h.metric(cloud, "cloudstream_node_address_checks_total",
-                         'result="verified"') == 1, "verification not counted")
+                           'result="verified"') == 1, "verification not counted")
             check(h.log_has(cloud, "SessionInternalIP 10.77.0.11 verified", mark), "not logged")
 
         def unlisted_ip_not_routed():
@@ -487,7 +471,7 @@ class PlainBackend:
     """KubeEdge edged's read-only port as it answers: plain HTTP on loopback, /metrics, /stats."""
 
     def __init__(self):
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(standin.Handler):
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):  # noqa: N802 - http.server's name
@@ -500,18 +484,10 @@ class PlainBackend:
                     ctype = "application/json"
                 else:
                     body, ctype = b"404 page not found\n", "text/plain"
-                self.send_response(200 if ctype != "text/plain" else 404)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200 if ctype != "text/plain" else 404, body, ctype)
 
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = standin.serve(Handler)
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
         self.httpd.shutdown()

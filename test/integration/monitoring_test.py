@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 sys.path.insert(0, os.path.join(HERE, "peers"))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 from harness import check  # noqa: E402
 from kube_reviews import KubeReviews  # noqa: E402
 
@@ -245,16 +246,13 @@ def main():
                 rules.append({"user": user, "verbs": r["verbs"], "resources": r["resources"]})
         tokens = {"ms-token": {"username": MS_USER, "groups": ["system:serviceaccounts"]},
                   "prom-token": {"username": PROM_USER, "groups": ["system:serviceaccounts"]}}
-        token_file = os.path.join(env.dir, "token")
-        with open(token_file, "w") as f:
-            f.write("cs-token\n")
+        token_file = standin.write_token(env, "cs-token")
         kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"), "cs-token",
                            tokens, rules)
         kubelet = h.start_kubelet(env)
         cloud = h.start_cloudstream(env, [
-            "--authorization-mode", "Webhook", "--authentication-token-webhook",
-            "--apiserver-url", kube.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
-            "--apiserver-token-file", token_file])
+            "--authorization-mode", "Webhook", "--authentication-token-webhook"] +
+            standin.apiserver_flags(env, kube.url, token_file))
         h.start_edgestream(env, cloud, kubelet, extra=[
             "--local-port", "node-exporter=%d" % exporter.server_address[1]])
         api = h.Api(env, cloud.ports["stream"], cert=None)

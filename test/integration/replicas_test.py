@@ -26,10 +26,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 from harness import check  # noqa: E402
 
-UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
-                ("X-Stream-Protocol-Version", "v4.channel.k8s.io")]
+UPGRADE_SPDY = h.UPGRADE_SPDY  # ha_test and test/bench use rt.UPGRADE_SPDY
 NAMES = ("cs-a", "cs-b", "cs-c")
 
 
@@ -219,17 +219,10 @@ def metrics(api, node, direct):
 
 
 def exec_echo(api, node):
-    s = api.connect()
-    s.sendall(h.head("POST", "/exec/default/pod-a/ctr?command=greet&input=1&output=1",
-                     [("Host", "%s:10350" % node)] + UPGRADE_SPDY))
-    status, hdrs, rest = h.read_head(s)
-    check(status == 101, "exec on %s: status %d" % (node, status))
-    greet = b"hello from default/pod-a/ctr\n"
-    buf = h.recv_until(s, lambda b: len(b) >= len(greet), rest)
-    check(buf[:len(greet)] == greet, "exec on %s: greeting %r" % (node, buf))
+    s, _, rest = h.open_exec(api, node, "greet&input=1&output=1", "exec on %s" % node)
     payload = os.urandom(200000)
     s.sendall(payload)
-    echo = h.recv_until(s, lambda b: len(b) >= len(payload), buf[len(greet):])
+    echo = h.recv_until(s, lambda b: len(b) >= len(payload), rest)
     check(echo == payload, "exec on %s: echo differs (%d bytes)" % (node, len(echo)))
     s.close()
 
@@ -408,9 +401,7 @@ def service():
     try:
         ports = [h.free_port() for _ in NAMES]
         env.fleet_ports = ports
-        token = os.path.join(env.dir, "token")
-        with open(token, "w") as f:
-            f.write("peer-watch-token\n")
+        token = standin.write_token(env, "peer-watch-token")
         api = kube_endpointslices.EndpointSlices(env.path("kubelet.crt"), env.path("kubelet.key"),
                                                  "peer-watch-token")
         for i in (0, 1):
@@ -421,8 +412,7 @@ def service():
         for i, name in enumerate(NAMES):
             cs.append(h.start_cloudstream(env, name=name, extra=[
                 "--replica-id", name, "--peer-service", "cloud/cloudstream-peers",
-                "--apiserver-url", api.url, "--apiserver-ca", env.path("kubelet-ca.crt"),
-                "--apiserver-token-file", token,
+                *standin.apiserver_flags(env, api.url, token),
                 "--peer-cert", env.path("cloudstream-peer.crt"),
                 "--peer-key", env.path("cloudstream-peer.key"),
                 "--peer-ca", env.path("peer-ca.crt"),

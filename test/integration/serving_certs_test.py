@@ -31,6 +31,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 import netns  # noqa: E402
 from harness import check  # noqa: E402
 from netns import in_netns, ns_exec, sh  # noqa: E402
@@ -109,9 +110,7 @@ def run_group(group):
             env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-" + n),
                      "--node", n, "--ip", ip)
         token = "cloudstream-sa-token"
-        token_file = os.path.join(env.dir, "token")
-        with open(token_file, "w") as f:
-            f.write(token + "\n")
+        token_file = standin.write_token(env, token)
         addrs = {n: [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": n}]
                  for n, ip in NODES.items() if n != "edge-7"}
         csr = CsrApi((env.path("kubelet-serving-ca.crt"), env.path("kubelet-serving-ca.key")),
@@ -120,9 +119,8 @@ def run_group(group):
             env.path("kubelet.crt"), env.path("kubelet.key"), token, csr=csr,
             caller_can_approve=(group != "csr_approver")))
         kubelet = h.start_kubelet(env, prefix=wrap)
-        extra = ["--stream-listen", "10.231.0.2:0", "--apiserver-url", kube.url,
-                 "--apiserver-ca", env.path("kubelet-ca.crt"), "--apiserver-token-file",
-                 token_file]
+        extra = (["--stream-listen", "10.231.0.2:0"] +
+                 standin.apiserver_flags(env, kube.url, token_file))
         if group == "ca":
             extra += ["--serving-certs", "ca", "--serving-ca-cert",
                       env.path("kubelet-serving-ca.crt"), "--serving-ca-key",

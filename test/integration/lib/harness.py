@@ -493,6 +493,28 @@ def free_port():
     return port
 
 
+# A SPDY upgrade as kube-apiserver sends it for exec, attach and port-forward.
+UPGRADE_SPDY = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                ("X-Stream-Protocol-Version", "v4.channel.k8s.io")]
+# What the kubelet stand-in's exec writes first for command=greet (and greet-exit, then closes).
+EXEC_GREETING = b"hello from default/pod-a/ctr\n"
+
+
+def open_exec(api, node, command, what="exec"):
+    """An exec of the kubelet stand-in's pod-a/ctr on @node (command=@command: greet, then an
+    echo with input=1&output=1) through the stream port of @api (an Api), upgraded to SPDY: the
+    101 and the greeting checked. Returns (socket, response headers, what came after the
+    greeting)."""
+    s = api.connect()
+    s.sendall(head("POST", "/exec/default/pod-a/ctr?command=" + command,
+                   [("Host", "%s:10350" % node)] + UPGRADE_SPDY))
+    status, hdrs, rest = read_head(s)
+    check(status == 101, "%s: status %d, want 101" % (what, status))
+    buf = recv_until(s, lambda b: len(b) >= len(EXEC_GREETING), rest)
+    check(buf[:len(EXEC_GREETING)] == EXEC_GREETING, "%s: greeting %r" % (what, buf))
+    return s, hdrs, buf[len(EXEC_GREETING):]
+
+
 class Chain:
     """What the stream tests run against: a kubelet stand-in, cloudstream, and the edge for
     edge-1 that @start_edge(env, cloud, kubelet) starts (a KubeEdge-protocol test edge,
