@@ -258,13 +258,7 @@ def main():
         def refuses_start_without_authorization():
             base = [os.path.join(h.BIN, "cloudstream", "cloudstream"),
                     "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
-                    "--admin-listen", "",
-                    "--tunnel-cert", env.path("cloudstream-tunnel.crt"),
-                    "--tunnel-key", env.path("cloudstream-tunnel.key"),
-                    "--tunnel-ca", env.path("tunnel-ca.crt"),
-                    "--stream-cert", env.path("cloudstream-stream.crt"),
-                    "--stream-key", env.path("cloudstream-stream.key"),
-                    "--stream-client-ca", env.path("stream-ca.crt")]
+                    "--admin-listen", "", *h.cloudstream_pki_flags(env)]
             for extra, words in (
                     ([], ["--stream-allowed-subjects", "--authorization-mode Webhook"]),
                     (["--authentication-token-webhook", "--stream-allowed-subjects", "x"],

@@ -1618,15 +1618,10 @@ def cloudstream_bad_config(env):
     that does not load, a listen address the host does not have or a port in use, and
     apiserver options that cannot work (all found at start, not at the first request)."""
     exe = os.path.join(h.BIN, "cloudstream", "cloudstream")
-    base = ["--tunnel-cert", env.path("cloudstream-tunnel.crt"),
-            "--tunnel-key", env.path("cloudstream-tunnel.key"),
-            "--tunnel-ca", env.path("tunnel-ca.crt"),
-            "--stream-cert", env.path("cloudstream-stream.crt"),
-            "--stream-key", env.path("cloudstream-stream.key"),
-            "--stream-client-ca", env.path("stream-ca.crt"),
-            "--stream-allowed-subjects", "kube-apiserver-kubelet-client",
-            "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
-            "--admin-listen", "127.0.0.1:0", "--sandbox", "off"]
+    base = h.cloudstream_pki_flags(env) + [
+        "--stream-allowed-subjects", "kube-apiserver-kubelet-client",
+        "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
+        "--admin-listen", "127.0.0.1:0", "--sandbox", "off"]
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
@@ -1713,17 +1708,8 @@ def two_instances(env):
     for tag, node, level in (("A", "edge-1", "debug"), ("B", "edge-2", "warn")):
         path = os.path.join(env.dir, "two-%s.json" % tag)
         with open(path, "w") as f:
-            json.dump({
-                "cloud-url": "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
-                "cloud-server-name": "localhost",
-                "tunnel-cert": env.path("node-%s.crt" % node),
-                "tunnel-key": env.path("node-%s.key" % node),
-                "tunnel-ca": env.path("tunnel-ca.crt"),
-                "kubelet-url": "https://127.0.0.1:%d" % kubelet.port,
-                "kubelet-cert": env.path("edgestream-kubelet-client.crt"),
-                "kubelet-key": env.path("edgestream-kubelet-client.key"),
-                "kubelet-ca": env.path("kubelet-ca.crt"),
-                "admin-listen": "", "log-level": level}, f)
+            json.dump(dict(h.edge_options(env, cloud, kubelet, node),
+                           **{"admin-listen": "", "log-level": level}), f)
         files.append(path)
     p = subprocess.Popen([os.path.join(h.BIN, "edgestream", "edgestream-two-instances")] + files,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,

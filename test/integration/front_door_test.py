@@ -566,19 +566,13 @@ def bad_config():
     """Front-door settings that cannot work stop the start (exit 2) and --check-config names
     each of them; a file other than a socket at --front-door-socket is never removed."""
     import subprocess
-    from harness import BIN
+    from harness import BIN, cloudstream_pki_flags
     env = Env("door-config", nodes=("edge-1",))
     failed = True
     try:
         base = [os.path.join(BIN, "cloudstream", "cloudstream"),
                 "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
-                "--admin-listen", "",
-                "--tunnel-cert", env.path("cloudstream-tunnel.crt"),
-                "--tunnel-key", env.path("cloudstream-tunnel.key"),
-                "--tunnel-ca", env.path("tunnel-ca.crt"),
-                "--stream-cert", env.path("cloudstream-stream.crt"),
-                "--stream-key", env.path("cloudstream-stream.key"),
-                "--stream-client-ca", env.path("stream-ca.crt"),
+                "--admin-listen", "", *cloudstream_pki_flags(env),
                 "--stream-allowed-subjects", "kube-apiserver-kubelet-client"]
         bad = ["--front-door-kubelet-ports", "10250,99999", "--front-door-socket-mode", "0999",
                "--front-door-pod-ips"]

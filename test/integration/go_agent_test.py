@@ -137,18 +137,8 @@ def write_config(env, cloud, kubelet, name, node="edge-1", extra=None):
     ready = os.path.join(env.dir, name + ".ready")
     if os.path.exists(ready):
         os.unlink(ready)
-    opts = {
-        "cloud-url": "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
-        "cloud-server-name": "localhost",
-        "tunnel-cert": env.path("node-%s.crt" % node),
-        "tunnel-key": env.path("node-%s.key" % node),
-        "tunnel-ca": env.path("tunnel-ca.crt"),
-        "kubelet-url": "https://127.0.0.1:%d" % kubelet.port,
-        "kubelet-cert": env.path("edgestream-kubelet-client.crt"),
-        "kubelet-key": env.path("edgestream-kubelet-client.key"),
-        "kubelet-ca": env.path("kubelet-ca.crt"),
-        "admin-listen": "127.0.0.1:0", "ready-file": ready,
-    }
+    opts = h.edge_options(env, cloud, kubelet, node)
+    opts.update({"admin-listen": "127.0.0.1:0", "ready-file": ready})
     opts.update(extra or {})
     path = os.path.join(env.dir, name + ".json")
     with open(path, "w") as f:

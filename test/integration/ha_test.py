@@ -155,12 +155,8 @@ class Fleet:
     def start_replica(self, i):
         env, addr = self.env, self.addr(i)
         peers = ",".join("%s:%d" % (self.addr(j), self.port(j, "tunnel")) for j in range(3))
-        extra = ["--replica-id", NAMES[i], "--peers", peers,
-                 "--peer-cert", env.path("cloudstream-peer.crt"),
-                 "--peer-key", env.path("cloudstream-peer.key"),
-                 "--peer-ca", env.path("peer-ca.crt"),
-                 "--peer-server-ca", env.path("tunnel-ca.crt"),
-                 "--peer-server-name", "localhost", "--peer-redial-max", "500ms",
+        extra = ["--replica-id", NAMES[i], "--peers", peers, *h.peer_pki_flags(env),
+                 "--peer-redial-max", "500ms",
                  "--peer-dead-timeout", "%ds" % PEER_DEAD_S, "--drain-timeout", DRAIN_TIMEOUT]
 
         def on_addr(argv):
@@ -253,12 +249,7 @@ def with_ha(tag, nodes, body, lan=True):
             if p.poll() is None:
                 fleet.env.stop(p)
         for p in live(fleet):
-            rc = fleet.env.stop(p)
-            with open(p.logpath, "rb") as f:
-                log = f.read()
-            check(rc == 0, "%s exited %s" % (p.name, rc))
-            check(b"Sanitizer" not in log and b"runtime error" not in log,
-                  "%s: sanitizer report:\n%s" % (p.name, fleet.env.tail(p, 30)))
+            h.stop_clean(fleet.env, p)
         failed = False
     finally:
         fleet.close(failed)

@@ -105,12 +105,8 @@ class Fleet:
         env = self.env
         peers = ",".join("127.0.0.1:%d" % (self.relays[i][j].port if j != i
                                            else self.tunnel_ports[i]) for j in range(3))
-        extra = ["--replica-id", NAMES[i], "--peers", peers,
-                 "--peer-cert", env.path("cloudstream-peer.crt"),
-                 "--peer-key", env.path("cloudstream-peer.key"),
-                 "--peer-ca", env.path("peer-ca.crt"),
-                 "--peer-server-ca", env.path("tunnel-ca.crt"),
-                 "--peer-server-name", "localhost", "--peer-redial-max", "500ms",
+        extra = ["--replica-id", NAMES[i], "--peers", peers, *h.peer_pki_flags(env),
+                 "--peer-redial-max", "500ms",
                  "--peer-dead-timeout", "3s",
                  "--front-door-socket", env.sock("door-%s.sock" % NAMES[i])]
         p = h.start_cloudstream(env, extra=extra, name=NAMES[i])
@@ -279,12 +275,7 @@ def with_fleet(tag, body, nodes=tuple(LAYOUT)):
         for p in fleet.cs:
             if p is None or p.poll() is not None:
                 continue
-            rc = fleet.env.stop(p)
-            with open(p.logpath, "rb") as f:
-                log = f.read()
-            check(rc == 0, "%s exited %s" % (p.name, rc))
-            check(b"Sanitizer" not in log and b"runtime error" not in log,
-                  "%s: sanitizer report:\n%s" % (p.name, fleet.env.tail(p, 30)))
+            h.stop_clean(fleet.env, p)
         failed = False
     finally:
         fleet.close(failed)
@@ -357,11 +348,7 @@ def dns():
         ports = [h.free_port(), h.free_port()]
         env.fleet_ports = ports
         kubelet = h.start_kubelet(env)
-        common = ["--peer-cert", env.path("cloudstream-peer.crt"),
-                  "--peer-key", env.path("cloudstream-peer.key"),
-                  "--peer-ca", env.path("peer-ca.crt"),
-                  "--peer-server-ca", env.path("tunnel-ca.crt"),
-                  "--peer-server-name", "localhost", "--peer-dns-interval", "1s"]
+        common = h.peer_pki_flags(env) + ["--peer-dns-interval", "1s"]
         a = h.start_cloudstream(env, name=NAMES[0], extra=common + [
             "--replica-id", NAMES[0], "--peer-dns", "localhost:%d" % ports[0],
             "--peers", "127.0.0.1:%d" % ports[1]])
@@ -413,11 +400,7 @@ def service():
             cs.append(h.start_cloudstream(env, name=name, extra=[
                 "--replica-id", name, "--peer-service", "cloud/cloudstream-peers",
                 *standin.apiserver_flags(env, api.url, token),
-                "--peer-cert", env.path("cloudstream-peer.crt"),
-                "--peer-key", env.path("cloudstream-peer.key"),
-                "--peer-ca", env.path("peer-ca.crt"),
-                "--peer-server-ca", env.path("tunnel-ca.crt"),
-                "--peer-server-name", "localhost", "--peer-sync-timeout", "3s"]))
+                *h.peer_pki_flags(env), "--peer-sync-timeout", "3s"]))
         for i, node in enumerate(("edge-1", "edge-2", "edge-3")):
             h.start_edgestream(env, cs[i], kubelet, node=node)
         fleet = type("F", (), {"cs": cs})()

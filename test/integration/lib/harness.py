@@ -147,6 +147,26 @@ def ready_ports(text):
     return ports
 
 
+def cloudstream_pki_flags(env):
+    """cloudstream's certificates, keys and CAs from the run's PKI, as flags."""
+    return ["--tunnel-cert", env.path("cloudstream-tunnel.crt"),
+            "--tunnel-key", env.path("cloudstream-tunnel.key"),
+            "--tunnel-ca", env.path("tunnel-ca.crt"),
+            "--stream-cert", env.path("cloudstream-stream.crt"),
+            "--stream-key", env.path("cloudstream-stream.key"),
+            "--stream-client-ca", env.path("stream-ca.crt")]
+
+
+def peer_pki_flags(env):
+    """A cloudstream replica's certificate, key and CAs for its links to the other replicas
+    (issue 13), from the run's PKI, as flags; the others' tunnel certificates name localhost."""
+    return ["--peer-cert", env.path("cloudstream-peer.crt"),
+            "--peer-key", env.path("cloudstream-peer.key"),
+            "--peer-ca", env.path("peer-ca.crt"),
+            "--peer-server-ca", env.path("tunnel-ca.crt"),
+            "--peer-server-name", "localhost"]
+
+
 def start_cloudstream(env, extra=(), name="cloudstream", prefix=(), wrap=None):
     """The cloud daemon on loopback ports. @wrap(argv) may turn the command line into another
     way of running the same daemon (images_test.py: in a container, from its image). Unless
@@ -157,13 +177,7 @@ def start_cloudstream(env, extra=(), name="cloudstream", prefix=(), wrap=None):
         os.unlink(ready)
     argv = [os.path.join(BIN, "cloudstream", "cloudstream"),
             "--tunnel-listen", "127.0.0.1:0", "--stream-listen", "127.0.0.1:0",
-            "--admin-listen", "127.0.0.1:0",
-            "--tunnel-cert", env.path("cloudstream-tunnel.crt"),
-            "--tunnel-key", env.path("cloudstream-tunnel.key"),
-            "--tunnel-ca", env.path("tunnel-ca.crt"),
-            "--stream-cert", env.path("cloudstream-stream.crt"),
-            "--stream-key", env.path("cloudstream-stream.key"),
-            "--stream-client-ca", env.path("stream-ca.crt"),
+            "--admin-listen", "127.0.0.1:0", *cloudstream_pki_flags(env),
             "--ready-file", ready, "--log-level", "debug"] + list(extra)
     if not any(str(a).startswith(("--stream-allowed-subjects", "--authorization-mode"))
                for a in extra):
@@ -448,6 +462,17 @@ def stop_exits_0(env, *procs):
         check(status == 0, "%s exit status %s" % (p.name, status))
 
 
+def stop_clean(env, p):
+    """Stops @p (SIGTERM): it must exit 0 and its log hold no sanitizer report (UBSan's runtime
+    errors leave the exit status alone)."""
+    status = env.stop(p)
+    with open(p.logpath, "rb") as f:
+        log = f.read()
+    check(status == 0, "%s exited %s" % (p.name, status))
+    check(b"Sanitizer" not in log and b"runtime error" not in log,
+          "%s: sanitizer report:\n%s" % (p.name, env.tail(p, 30)))
+
+
 def plain_request(port, method, path, host="127.0.0.1", headers=()):
     """One plain HTTP/1.1 request to @host:@port (the daemons' admin ports): (status, body as
     text)."""
@@ -513,6 +538,23 @@ def open_exec(api, node, command, what="exec"):
     buf = recv_until(s, lambda b: len(b) >= len(EXEC_GREETING), rest)
     check(buf[:len(EXEC_GREETING)] == EXEC_GREETING, "%s: greeting %r" % (what, buf))
     return s, hdrs, buf[len(EXEC_GREETING):]
+
+
+def edge_options(env, cloud, kubelet, node="edge-1"):
+    """edgestream's options for @node dialling @cloud's tunnel port (a cloudstream, or anything
+    with ports["tunnel"]) in front of @kubelet, named as in a JSON configuration file (the
+    library's names, the flags' without --)."""
+    return {
+        "cloud-url": "wss://127.0.0.1:%d/v1/kubeedge/connect" % cloud.ports["tunnel"],
+        "cloud-server-name": "localhost",
+        "tunnel-cert": env.path("node-%s.crt" % node),
+        "tunnel-key": env.path("node-%s.key" % node),
+        "tunnel-ca": env.path("tunnel-ca.crt"),
+        "kubelet-url": "https://127.0.0.1:%d" % kubelet.port,
+        "kubelet-cert": env.path("edgestream-kubelet-client.crt"),
+        "kubelet-key": env.path("edgestream-kubelet-client.key"),
+        "kubelet-ca": env.path("kubelet-ca.crt"),
+    }
 
 
 class Chain:
