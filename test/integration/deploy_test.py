@@ -1230,17 +1230,7 @@ def main():
     env = h.Env("deploy", nodes=(NODE,))
     net = None
     failed = True
-    results = []
-
-    def step(name, fn, *a):
-        try:
-            r = fn(*a)
-            print("ok   deploy.%s" % name, flush=True)
-            results.append(name)
-            return r
-        except Exception as e:  # noqa: BLE001 - report everything
-            print("FAIL deploy.%s: %s: %s" % (name, type(e).__name__, e), flush=True)
-            return None
+    step = h.Steps("deploy")
 
     try:
         net = Net()
@@ -1274,7 +1264,7 @@ def main():
         want = ["objects", "config_rollout", "rollout_strategy", "pod_security", "admin_closed",
                 "components", "rbac", "security", "kubelet_stand_in", "cloudstream", "edgestream",
                 "edgestream_wrong_node", "systemd", "cloudstream_sigterm"]
-        failed = results != want
+        failed = step.passed != want
         return 1 if failed else 0
     finally:
         h.close_env(env, failed)

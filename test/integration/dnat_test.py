@@ -99,14 +99,7 @@ def main():
         port = cloud.ports["stream"]
         failures = 0
         for backend in ("nft", "legacy"):
-            def step(name, fn):
-                nonlocal failures
-                try:
-                    fn()
-                    print("ok   dnat.%s.%s" % (backend, name), flush=True)
-                except Exception as e:  # noqa: BLE001
-                    failures += 1
-                    print("FAIL dnat.%s.%s: %s" % (backend, name, e), flush=True)
+            step = h.Steps("dnat." + backend)
 
             def unreachable_before():
                 rc, out = client(env, a, NODE_IP + ":10350", NODE_IP)
@@ -183,14 +176,15 @@ def main():
                     check(r.returncode == 3, "status after remove: %s" % r.stdout)
                 unreachable_before()
 
-            step("unreachable_before", unreachable_before)
-            step("apply_twice", apply_twice)
-            step("through_dnat_by_host", through_dnat_by_host)
-            step("through_dnat_by_orig_dst", through_dnat_by_orig_dst)
-            step("loopback_not_captured", loopback_not_captured)
-            step("own_port_not_captured", own_port_not_captured)
-            step("apply_replaces", apply_replaces)
-            step("remove_restores", remove_restores)
+            steps = [("unreachable_before", unreachable_before), ("apply_twice", apply_twice),
+                     ("through_dnat_by_host", through_dnat_by_host),
+                     ("through_dnat_by_orig_dst", through_dnat_by_orig_dst),
+                     ("loopback_not_captured", loopback_not_captured),
+                     ("own_port_not_captured", own_port_not_captured),
+                     ("apply_replaces", apply_replaces), ("remove_restores", remove_restores)]
+            for name, fn in steps:
+                step(name, fn)
+            failures += len(steps) - len(step.passed)
         env.stop(edge)
         rc = env.stop(cloud)
         check(rc == 0, "cloudstream exit %s" % rc)

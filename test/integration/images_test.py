@@ -400,18 +400,8 @@ def main():
     _, objs = load_manifests()
     env = h.Env("images", nodes=(NODE,))
     ctd = Containerd(env.dir)
-    results, failed = [], True
+    step, failed = h.Steps("images"), True
     conts = []
-
-    def step(name, fn, *a):
-        try:
-            r = fn(*a)
-            print("ok   images.%s" % name, flush=True)
-            results.append(name)
-            return r
-        except Exception as e:  # noqa: BLE001 - report everything
-            print("FAIL images.%s: %s: %s" % (name, type(e).__name__, e), flush=True)
-            return None
 
     try:
         t0 = time.monotonic()
@@ -446,7 +436,7 @@ def main():
         step("sigterm", stop_all)
         print("for the record: images test %.1f s" % (time.monotonic() - t0), flush=True)
         want = ["build", "contents", "pod", "cloudstream", "edgestream", "chain", "sigterm"]
-        failed = results != want
+        failed = step.passed != want
         return 1 if failed else 0
     finally:
         for p in conts:

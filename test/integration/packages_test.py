@@ -371,22 +371,12 @@ def main():
             dpkg("--purge", p)
     before = footprint(DEBS)
     env = h.Env("packages", nodes=(NODE,))
-    results, failed = [], True
-
-    def step(name, fn, *a):
-        try:
-            r = fn(*a)
-            print("ok   packages.%s" % name, flush=True)
-            results.append(name)
-            return r
-        except Exception as e:  # noqa: BLE001 - report everything
-            print("FAIL packages.%s: %s: %s" % (name, type(e).__name__, e), flush=True)
-            return None
+    step, failed = h.Steps("packages"), True
 
     try:
         t0 = time.monotonic()
         step("install", test_install, DEBS)
-        if "install" not in results:
+        if "install" not in step.passed:
             return 1
         step("pki", test_pki, env)
         cloud = step("cloudstream_unit", test_cloudstream, env)
@@ -400,7 +390,7 @@ def main():
         print("for the record: packages test %.1f s" % (time.monotonic() - t0), flush=True)
         want = ["install", "pki", "cloudstream_unit", "edgestream_unit", "sigterm",
                 "systemd_analyze", "libedgestream_dev", "remove_purge"]
-        failed = results != want
+        failed = step.passed != want
         return 1 if failed else 0
     finally:
         h.close_env(env, failed)

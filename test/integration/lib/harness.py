@@ -446,6 +446,26 @@ def named(group, pairs):
     return out
 
 
+class Steps:
+    """The steps of a test that goes on after one fails: step(name, fn, *args) runs fn(*args),
+    prints "ok   PREFIX.NAME" or "FAIL PREFIX.NAME: why" as run() does for a test, and returns
+    what fn returned (None when it raised); passed lists the names of those that passed."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.passed = []
+
+    def __call__(self, name, fn, *args):
+        try:
+            r = fn(*args)
+            print("ok   %s.%s" % (self.prefix, name), flush=True)
+            self.passed.append(name)
+            return r
+        except Exception as e:  # noqa: BLE001 - a step reports everything
+            print("FAIL %s.%s: %s: %s" % (self.prefix, name, type(e).__name__, e), flush=True)
+            return None
+
+
 def main_by_group(groups, default):
     """main() of a test file in groups: argv[1] names the group (@default without one), the
     words after it select tests of that group (run()). Returns the group's exit status."""
