@@ -576,7 +576,6 @@ def rolling():
         es_bad = {n: loops.failed_after(n, t_first) for n in ES_NODES}
         es_bad = {n: v for n, v in es_bad.items() if v}
         ke_gap = {n: [r for r in loops.failed_after(n, t_first)] for n in KE_NODES}
-        ke_out = {n: loops.longest_outage(n, t_first) for n in KE_NODES}
         total = sum(1 for n in loops.rec for r in loops.rec[n] if r[0] >= t_first)
         check(not es_bad, "edgestream nodes failed during the rolling restart: %r" % (
             {n: (len(v), v[:2]) for n, v in es_bad.items()},))
