@@ -175,6 +175,17 @@ static void render_metrics(struct st_text *t, void *user)
 	              srv->n_fronts);
 	st_text_counter(t, "cloudstream_apiserver_connections_total",
 	                "Connections accepted on the stream port.", m->fronts_total);
+	st_text_counter(t, "cloudstream_apiserver_http2_connections_total",
+	                "Stream-port connections that chose HTTP/2 (ALPN h2).",
+	                m->h2_connections_total);
+	st_text_counter(t, "cloudstream_apiserver_http2_streams_total",
+	                "HTTP/2 streams on the stream port taken as requests.",
+	                m->h2_streams_total);
+	st_text_counter(
+	        t, "cloudstream_apiserver_http2_streams_refused_total",
+	        "HTTP/2 streams refused with REFUSED_STREAM (over the per-connection limit, "
+	        "or after GOAWAY).",
+	        m->h2_streams_refused);
 	st_text_counter(t, "cloudstream_apiserver_refused_total",
 	                "Stream-port connections closed at their first bytes: a client certificate "
 	                "that did not verify (refused subjects and users are answered 403: "

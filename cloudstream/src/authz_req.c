@@ -169,6 +169,17 @@ bool cs__authz_on_tls(struct cs_front *f)
 	return f->cert_user != NULL || rc == -EINVAL;
 }
 
+void cs__authz_share_tls(struct cs_front *dst, const struct cs_front *conn)
+{
+	dst->cert_refused = conn->cert_refused;
+	dst->cert_user = conn->cert_user;
+	if (dst->cert_user) {
+		struct shared_user *s = (struct shared_user *)((char *)dst->cert_user -
+		                                               offsetof(struct shared_user, u));
+		s->refs++;
+	}
+}
+
 void cs__authz_request_done(struct cs_front *f)
 {
 	free(f->tok_user);

@@ -73,6 +73,9 @@ struct cs_metrics {
 	uint64_t stall_cuts;      /* base protocol: streams cut for pausing the tunnel too long */
 	uint64_t budget_refusals; /* streams refused: their first window did not fit a budget */
 	uint64_t fronts_total, fronts_refused_tls;
+	uint64_t h2_connections_total; /* stream-port connections that chose HTTP/2 */
+	uint64_t h2_streams_total;     /* HTTP/2 streams taken as requests */
+	uint64_t h2_streams_refused;   /* ... refused (REFUSED_STREAM: over the limit, draining) */
 	/* requests that waited for their node's redial (--node-reconnect-grace), by how it
 	 * ended (enum cs_reconnect_outcome) */
 	uint64_t reconnect_waits[CS_RECONNECT_OUTCOMES];

@@ -45,8 +45,16 @@ const char *cs__front_node(const struct cs_front *f)
 	return f->node[0] ? f->node : NULL;
 }
 
+void cs__front_set_timeout(struct cs_front *f, enum pending_timeout reason, int secs)
+{
+	if (f->h2r == NULL)
+		lws_set_timeout(f->wsi, reason, secs);
+}
+
 int cs__front_queue(struct cs_front *f, const void *p, size_t n)
 {
+	if (f->h2r)
+		return cs__h2_queue(f, p, n); /* an HTTP/2 stream: translated (h2answer.h) */
 	int rc = st_buf_append(&f->out, p, n);
 	if (rc < 0)
 		return rc;
@@ -82,7 +90,7 @@ static int in_reserve(struct cs_front *f, size_t n)
 	return 0;
 }
 
-static int in_append(struct cs_front *f, const uint8_t *p, size_t n)
+int cs__front_append(struct cs_front *f, const uint8_t *p, size_t n)
 {
 	int rc = in_reserve(f, n);
 	if (rc < 0)
@@ -105,6 +113,8 @@ int cs__front_unread(struct cs_front *f, const uint8_t *p, size_t n)
 
 static void update_rx(struct cs_front *f)
 {
+	if (f->h2r)
+		return; /* a stream front: its connection reads for all its streams */
 	/* Read while a head is incomplete; stop while input waits for the stream or the next
 	 * request waits for this answer, and once we are closing. */
 	bool pause = f->state == CS_FRONT_CLOSING || (f->state != CS_FRONT_HEAD && f->in_len > 0);
@@ -171,7 +181,7 @@ static int front_rx(struct cs_front *f, const uint8_t *p, size_t len)
 	}
 	if (len == 0)
 		return 0;
-	if (in_append(f, p, len) < 0) {
+	if (cs__front_append(f, p, len) < 0) {
 		cs__request_fail(f, 431, CS_ERR_BAD_REQUEST, "request head too large");
 		update_rx(f);
 		return 0;
@@ -185,6 +195,8 @@ static int front_rx(struct cs_front *f, const uint8_t *p, size_t len)
 static void front_closed(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
+	if (f->h2)
+		cs__h2_free(f); /* its streams first */
 	cs__request_cleanup(f); /* first: it reports what `out` held as dropped */
 	cs__authz_front_free(f);
 	st_buf_cleanup(&f->out);
@@ -203,6 +215,8 @@ static void front_closed(struct cs_front *f)
 static int front_writeable(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
+	if (f->h2)
+		return cs__h2_writeable(f);
 	if (st_lws_write_pending(f->wsi))
 		return 0; /* the last write is still going out (stream/tunnelwrite.h) */
 	if (f->in_len > 0 && f->state != CS_FRONT_CLOSING)
@@ -234,7 +248,10 @@ static int front_writeable(struct cs_front *f)
 void cs_front_drain_idle(struct cs_server *srv)
 {
 	for (struct cs_front *f = srv->fronts; f; f = f->anext)
-		if (f->state == CS_FRONT_HEAD && f->in_len == 0 && f->served) {
+		if (f->h2 && f->h2r == NULL)
+			cs__h2_drain(f); /* GOAWAY: its streams finish */
+		else if (f->h2 == NULL && f->state == CS_FRONT_HEAD && f->in_len == 0 &&
+		         f->served) {
 			f->state = CS_FRONT_CLOSING;
 			lws_callback_on_writable(f->wsi);
 		}
@@ -325,7 +342,11 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			/* lws arms a 5 s timer at the handshake; ours is the idle/head timeout. */
 			lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE,
 			                (int)(srv->cfg.idle_timeout_ms / 1000));
+			if (cs__h2_negotiated(f) && cs__h2_start(f) < 0)
+				return -1;
 		}
+		if (f->h2)
+			return cs__h2_rx(f, in, len);
 		return front_rx(f, in, len);
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		return f ? front_writeable(f) : -1;

@@ -11,6 +11,7 @@
 #define CLOUDSTREAM_FRONT_H
 
 #include "cs.h"
+#include "h2answer.h"
 
 /* How often the requests waiting for their node's redial are checked against the grace. */
 #define CS_RECONNECT_TICK_MS 100
@@ -29,7 +30,16 @@ enum cs_front_state {
 	CS_FRONT_CLOSING,   /* write what is queued, then close; no stream, nothing more is read */
 };
 
-/* One apiserver connection. Created at RAW_ADOPT, freed at RAW_CLOSE. */
+struct cs_h2conn;
+struct cs_h2req;
+
+/* One request context (front). On an HTTP/1.1 connection it is the connection itself: created
+ * at RAW_ADOPT, freed at RAW_CLOSE, one request after another. On a connection that chose h2
+ * (front_h2.c) the connection's front only carries the session's bytes (`h2` set, `h2r`
+ * NULL), and each HTTP/2 stream is a front of its own (a "stream front": `h2` the
+ * connection's session, `h2r` its stream state), created at its HEADERS and freed once
+ * nghttp2 closed the stream. request.c treats both alike: an answer is queued with
+ * cs__front_queue() as HTTP/1.1 bytes, whoever carries them. */
 struct cs_front {
 	struct cs_endpoint ep; /* its request's stream on a tunnel (tunnel.h) */
 	struct cs_server *srv;
@@ -48,7 +58,9 @@ struct cs_front {
 	size_t in_len;
 	struct st_buf out;              /* toward the apiserver; every byte reported to ep */
 	struct cs_front *anext, *aprev; /* in srv->fronts */
-	char orig_dst[64]; /* SO_ORIGINAL_DST when the connection was DNAT'd, else "" */
+	struct cs_h2conn *h2; /* the connection's HTTP/2 session (front_h2.c); NULL: HTTP/1.1 */
+	struct cs_h2req *h2r; /* a stream front's HTTP/2 stream; NULL: a connection */
+	char orig_dst[64];    /* SO_ORIGINAL_DST when the connection was DNAT'd, else "" */
 	char node[CS_NODE_NAME_MAX_BYTES + 1]; /* the request's node, "" until routed */
 	bool forwarded;     /* the node's tunnel is another replica's: the stream goes there */
 	uint32_t fwd_caps;  /* when forwarded: the node's edge capabilities (the directory's) */
@@ -106,8 +118,44 @@ void cs__front_process(struct cs_front *f);
  * -ENOMEM. */
 int cs__front_unread(struct cs_front *f, const uint8_t *p, size_t n);
 
+/* Append @n bytes to the input (a stream front's head being built). 0, -EMSGSIZE, -ENOMEM. */
+int cs__front_append(struct cs_front *f, const uint8_t *p, size_t n);
+
 /* The request's node for log lines, or NULL before routing. */
 const char *cs__front_node(const struct cs_front *f);
+
+/* Set the connection's lws timeout (no-op for a stream front: its connection keeps its own). */
+void cs__front_set_timeout(struct cs_front *f, enum pending_timeout reason, int secs);
+
+/* ---- front_h2.c ------------------------------------------------------------------------ */
+
+/* Concurrent streams per HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS; Go's server
+ * default is 250, and kube-apiserver's transport opens at most that many before waiting). */
+#define CS_H2_MAX_STREAMS 250u
+
+/* The TLS handshake of @f chose ALPN h2 (front_h2.c's select callback). */
+bool cs__h2_negotiated(const struct cs_front *f);
+/* Make @f (a connection) an HTTP/2 connection: the server session and its SETTINGS. 0 or
+ * -ENOMEM. */
+int cs__h2_start(struct cs_front *f);
+/* Bytes read on an HTTP/2 connection: 0, or -1 to close it. */
+int cs__h2_rx(struct cs_front *f, const uint8_t *p, size_t len);
+/* WRITEABLE on an HTTP/2 connection: 0, or -1 to close it. */
+int cs__h2_writeable(struct cs_front *f);
+/* The HTTP/2 connection closes: every stream front goes (its tunnel stream with it). */
+void cs__h2_free(struct cs_front *f);
+/* Draining: GOAWAY (streams in progress finish; new ones go to another connection). */
+void cs__h2_drain(struct cs_front *f);
+/* A stream front's answer bytes (HTTP/1.1, h2answer.h): 0, -EMSGSIZE, -EBADMSG, -ENOMEM. */
+int cs__h2_queue(struct cs_front *f, const void *p, size_t n);
+/* A stream front's answer is over (@cut: cut short, the stream is reset after what was
+ * queued): END_STREAM or RST_STREAM, and the front waits for nghttp2 to close the stream. */
+void cs__h2_answer_end(struct cs_front *f, bool cut);
+/* A stream front's client cannot be reached any more (the tunnel's cut): what it held is
+ * dropped and the stream is reset. */
+void cs__h2_cut(struct cs_front *f);
+/* Install the ALPN choice (h2, then http/1.1) on the stream port's TLS context. */
+void cs__h2_alpn_install(void *ssl_ctx);
 
 /* ---- request.c ------------------------------------------------------------------------- */
 
@@ -161,6 +209,9 @@ int cs__authz_authenticate(struct cs_front *f, const struct st_http_request *req
 /* May the request's user do it on f->node: 1 go on, 0 wait (a SubjectAccessReview), -1 the
  * request was failed (403; 500 when the apiserver could not answer). */
 int cs__authz_authorize(struct cs_front *f, const struct st_http_request *req);
+
+/* A stream front takes its connection's certificate user (a shared reference). */
+void cs__authz_share_tls(struct cs_front *dst, const struct cs_front *conn);
 
 /* The request's head was consumed: forget its user and decisions. */
 void cs__authz_request_done(struct cs_front *f);

@@ -131,6 +131,10 @@ void cs__request_fail(struct cs_front *f, int status, enum cs_err_reason why, co
 	ssize_t n = cs_relay_error_answer(&f->rl, status, message, buf, sizeof buf);
 	if (n > 0 && cs__front_queue(f, buf, (size_t)n) == 0)
 		answer_sent(f);
+	if (f->h2r) {
+		cs__h2_answer_end(f, false); /* an HTTP/2 stream ends; its connection stays */
+		return;
+	}
 	f->state = CS_FRONT_CLOSING;
 	lws_callback_on_writable(f->wsi);
 }
@@ -143,6 +147,10 @@ static void request_done(struct cs_front *f, bool send_remove)
 	end_stream(f, send_remove, 0, NULL);
 	bool again = cs_relay_keep_alive(&f->rl);
 	cs_relay_cleanup(&f->rl); /* idle: the next request's errors are answered again */
+	if (f->h2r) {
+		cs__h2_answer_end(f, false); /* one request per HTTP/2 stream */
+		return;
+	}
 	/* Draining: a connection left idle is closed, as at SIGTERM (cs_front_drain_idle), so
 	 * the drain ends once the balancer stops sending (main.c). */
 	f->served = true;
@@ -250,6 +258,10 @@ static void ep_end(struct cs_endpoint *ep, uint64_t code, const char *reason, si
 	if (end.cut_short)
 		f->srv->m.request_errors[CS_ERR_BAD_RESPONSE]++;
 	access_end(f, 0, end.cut_short ? "cut short" : "done");
+	if (f->h2r) {
+		cs__h2_answer_end(f, end.cut_short);
+		return;
+	}
 	f->state = CS_FRONT_CLOSING;
 	lws_callback_on_writable(f->wsi);
 }
@@ -278,6 +290,10 @@ static void ep_cut(struct cs_endpoint *ep)
 	size_t n = st_buf_len(&f->out);
 	st_buf_cleanup(&f->out);
 	cs_endpoint_dropped(&f->ep, n);
+	if (f->h2r) {
+		cs__h2_cut(f); /* RST_STREAM; the connection's other streams go on */
+		return;
+	}
 	f->state = CS_FRONT_CLOSING;
 	/* Reset, not close: a FIN queues behind the bytes in the socket that this client is not
 	 * reading, so it would never learn that its stream broke (it would see an end that looks
@@ -377,7 +393,7 @@ bool cs__request_start(struct cs_front *f, const struct st_http_request *req)
 {
 	struct cs_server *srv = f->srv;
 	f->node[0] = '\0';
-	lws_set_timeout(f->wsi, NO_PENDING_TIMEOUT, 0);
+	cs__front_set_timeout(f, NO_PENDING_TIMEOUT, 0);
 	const char *why;
 	access_begin(f, req);
 	int status = cs_relay_begin(&f->rl, req, &why); /* first: it sets the error form */

@@ -10,6 +10,7 @@
  * Loop thread (start-up runs on it before the loop does).
  */
 #include "cs.h"
+#include "front.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -170,6 +171,10 @@ int cs__create_vhosts(struct cs_server *srv)
 	 * ("localhost") with the tunnel's certificate. One vhost serves this port: no switch. */
 	if (srv->ssl_ctx[1])
 		SSL_CTX_set_tlsext_servername_callback((SSL_CTX *)srv->ssl_ctx[1], NULL);
+	/* ALPN h2 then http/1.1, chosen by us after lws set its own (front_h2.c: lws would turn
+	 * an h2 connection into its own HTTP/2 role). */
+	if (srv->ssl_ctx[1])
+		cs__h2_alpn_install(srv->ssl_ctx[1]);
 
 	if (c->admin_listen && c->admin_listen[0]) {
 		memset(&info, 0, sizeof info);
