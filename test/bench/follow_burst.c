@@ -18,6 +18,10 @@
  * ("answered": a 200 whose body reached --expect), then "holding" while the connections stay
  * open, and exits 0 after SIGTERM (or --hold). Needs RLIMIT_NOFILE above N. A bench tool, not
  * a test.
+ *
+ * --h2-streams-per-conn K (K > 0): as kube-apiserver's Go transport with HTTP/2 does, the
+ * requests go as HTTP/2 streams, K per TLS connection (ALPN h2; an nghttp2 client session per
+ * connection, ceil(N/K) connections). Each stream is counted as a request above.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,17 +39,33 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "benchutil.h"
 
-enum cst { C_IDLE, C_TCP, C_TLS, C_REQ, C_HEAD, C_BODY, C_OPEN, C_DONE };
+enum cst { C_IDLE, C_TCP, C_TLS, C_REQ, C_HEAD, C_BODY, C_OPEN, C_H2, C_DONE };
+
+/* An HTTP/2 stream (--h2-streams-per-conn). */
+struct h2s {
+	int status;
+	bool settled;
+	size_t got;
+	char buf[64]; /* the body's first bytes, until --expect */
+};
 
 struct conn {
 	int fd;
 	enum cst st;
 	SSL *ssl;
+	/* HTTP/2: the session, its streams (first, count), output nghttp2 made that SSL_write
+	 * has not taken yet */
+	nghttp2_session *ng;
+	struct h2s *streams;
+	int nstreams;
+	uint8_t *pend;
+	size_t pend_len;
 	int status;
 	size_t req_off;
 	size_t got;     /* bytes in buf */
@@ -54,7 +74,7 @@ struct conn {
 
 static struct {
 	const char *host, *ca, *cert, *key, *target, *host_header, *expect;
-	int port, n, timeout_s, max_connecting, hold_s;
+	int port, n, timeout_s, max_connecting, hold_s, h2_per_conn;
 } o = {.host = "127.0.0.1",
        .target = "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=5",
        .host_header = "edge-1:10350",
@@ -65,6 +85,8 @@ static struct {
 static SSL_CTX *ctx;
 static int ep;
 static struct conn *conns;
+static int nconns; /* N, or ceil(N/K) with HTTP/2 */
+static struct h2s *h2streams;
 static int connecting, started;
 static unsigned answered, s504, other, failed;
 static unsigned failed_in[C_DONE + 1]; /* failures by the state they happened in */
@@ -81,6 +103,26 @@ static void settle(struct conn *c, enum cst next)
 {
 	if (c->st == C_TCP || c->st == C_TLS)
 		connecting--;
+	if (o.h2_per_conn > 0) { /* streams are what is counted */
+		if (next == C_DONE) {
+			for (int i = 0; i < c->nstreams; i++)
+				if (!c->streams[i].settled) {
+					c->streams[i].settled = true;
+					failed++;
+					failed_in[c->st]++;
+				}
+			if (c->ng)
+				nghttp2_session_del(c->ng);
+			c->ng = NULL;
+			if (c->ssl)
+				SSL_free(c->ssl);
+			c->ssl = NULL;
+			close(c->fd);
+			c->fd = -1;
+		}
+		c->st = next;
+		return;
+	}
 	if (next == C_DONE) {
 		if (c->status == 504)
 			s504++;
@@ -123,6 +165,158 @@ static void start(struct conn *c)
 		settle(c, C_DONE);
 }
 
+/* ---- HTTP/2 (--h2-streams-per-conn) ------------------------------------------------------ */
+
+static void h2_settle(struct h2s *st, int status)
+{
+	if (st->settled)
+		return;
+	st->settled = true;
+	if (status == 200)
+		answered++;
+	else if (status == 504)
+		s504++;
+	else if (status != 0)
+		other++;
+	else {
+		failed++;
+		failed_in[C_H2]++;
+	}
+}
+
+static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t *name,
+                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                        void *user)
+{
+	(void)flags;
+	(void)user;
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
+	if (st && namelen == 7 && memcmp(name, ":status", 7) == 0) {
+		char v[8] = "";
+		memcpy(v, value, valuelen < 7 ? valuelen : 7);
+		st->status = (int)strtol(v, NULL, 10);
+		if (st->status != 200)
+			h2_settle(st, st->status);
+	}
+	return 0;
+}
+
+static int h2_on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
+                      size_t len, void *user)
+{
+	(void)flags;
+	(void)user;
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, sid);
+	if (st == NULL || st->settled)
+		return 0;
+	size_t room = sizeof st->buf - 1 - st->got;
+	size_t n = len < room ? len : room;
+	memcpy(st->buf + st->got, data, n);
+	st->got += n;
+	st->buf[st->got] = '\0';
+	if (strstr(st->buf, o.expect) != NULL)
+		h2_settle(st, 200);
+	else if (st->got == sizeof st->buf - 1)
+		h2_settle(st, -1); /* --expect not within the first bytes */
+	return 0;
+}
+
+static int h2_on_close(nghttp2_session *ng, int32_t sid, uint32_t err, void *user)
+{
+	(void)err;
+	(void)user;
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, sid);
+	if (st && !st->settled)
+		h2_settle(st, st->status == 200 ? 0 : st->status);
+	return 0;
+}
+
+/* The TLS handshake is done: the session and its K requests. */
+static bool h2_begin(struct conn *c)
+{
+	const unsigned char *alpn = NULL;
+	unsigned alpn_len = 0;
+	SSL_get0_alpn_selected(c->ssl, &alpn, &alpn_len);
+	if (alpn_len != 2 || memcmp(alpn, "h2", 2) != 0) {
+		fprintf(stderr, "the server did not choose ALPN h2\n");
+		return false;
+	}
+	nghttp2_session_callbacks *cbs;
+	nghttp2_session_callbacks_new(&cbs);
+	nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, h2_on_data);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_close);
+	int rc = nghttp2_session_client_new(&c->ng, cbs, c);
+	nghttp2_session_callbacks_del(cbs);
+	if (rc != 0)
+		return false;
+	nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
+	nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 1);
+	char path[1024];
+	snprintf(path, sizeof path, "%s", o.target);
+	const nghttp2_nv nv[] = {
+	        {(uint8_t *)":method", (uint8_t *)"GET", 7, 3, NGHTTP2_NV_FLAG_NONE},
+	        {(uint8_t *)":scheme", (uint8_t *)"https", 7, 5, NGHTTP2_NV_FLAG_NONE},
+	        {(uint8_t *)":authority", (uint8_t *)o.host_header, 10, strlen(o.host_header),
+	         NGHTTP2_NV_FLAG_NONE},
+	        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), NGHTTP2_NV_FLAG_NONE},
+	};
+	for (int i = 0; i < c->nstreams; i++)
+		if (nghttp2_submit_request(c->ng, NULL, nv, 4, NULL, &c->streams[i]) < 0)
+			return false;
+	return true;
+}
+
+/* Read what came, send what nghttp2 has: false when the connection is over. */
+static bool h2_io(struct conn *c)
+{
+	for (;;) {
+		uint8_t buf[16384];
+		int r = SSL_read(c->ssl, buf, sizeof buf);
+		if (r <= 0) {
+			int e = SSL_get_error(c->ssl, r);
+			if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+				break;
+			ERR_clear_error();
+			return false;
+		}
+		if (nghttp2_session_mem_recv(c->ng, buf, (size_t)r) < 0)
+			return false;
+	}
+	for (;;) {
+		if (c->pend_len == 0) {
+			const uint8_t *d;
+			ssize_t n = nghttp2_session_mem_send(c->ng, &d);
+			if (n < 0)
+				return false;
+			if (n == 0)
+				break;
+			free(c->pend);
+			c->pend = malloc((size_t)n);
+			if (c->pend == NULL)
+				return false;
+			memcpy(c->pend, d, (size_t)n);
+			c->pend_len = (size_t)n;
+		}
+		int r = SSL_write(c->ssl, c->pend, (int)c->pend_len);
+		if (r <= 0) {
+			int e = SSL_get_error(c->ssl, r);
+			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+				break;
+			ERR_clear_error();
+			return false;
+		}
+		memmove(c->pend, c->pend + r, c->pend_len - (size_t)r);
+		c->pend_len -= (size_t)r;
+	}
+	if (c->pend_len == 0) {
+		free(c->pend);
+		c->pend = NULL;
+	}
+	want(c, EPOLLIN | (c->pend_len ? EPOLLOUT : 0));
+	return nghttp2_session_want_read(c->ng) || nghttp2_session_want_write(c->ng);
+}
+
 static void step(struct conn *c)
 {
 	for (;;) {
@@ -146,6 +340,13 @@ static void step(struct conn *c)
 			if (r == 1) {
 				connecting--;
 				c->st = C_REQ;
+				if (o.h2_per_conn > 0) {
+					c->st = C_H2;
+					if (!h2_begin(c)) {
+						settle(c, C_DONE);
+						return;
+					}
+				}
 				continue;
 			}
 			int e = SSL_get_error(c->ssl, r);
@@ -233,6 +434,10 @@ static void step(struct conn *c)
 				settle(c, C_OPEN);
 			continue;
 		}
+		case C_H2:
+			if (!h2_io(c))
+				settle(c, C_DONE);
+			return;
 		default:
 			return;
 		}
@@ -252,6 +457,7 @@ static const struct bench_opt opts[] = {
         {"timeout", BENCH_INT, &o.timeout_s, "S", false},
         {"max-connecting", BENCH_INT, &o.max_connecting, "N", false},
         {"hold", BENCH_INT, &o.hold_s, "S", false},
+        {"h2-streams-per-conn", BENCH_INT, &o.h2_per_conn, "K", false},
 };
 static const struct bench_cli cli = {"follow_burst", opts, sizeof opts / sizeof opts[0]};
 
@@ -260,8 +466,9 @@ int main(int argc, char **argv)
 	bench_parse_args(&cli, argc, argv);
 	if (o.port <= 0 || !o.ca || !o.cert || !o.key || o.n <= 0)
 		bench_usage(&cli);
+	nconns = o.h2_per_conn > 0 ? (o.n + o.h2_per_conn - 1) / o.h2_per_conn : o.n;
 	rlim_t nofile = bench_raise_nofile();
-	if (nofile < (rlim_t)o.n + 16) {
+	if (nofile < (rlim_t)nconns + 16) {
 		fprintf(stderr, "RLIMIT_NOFILE %llu is too low for %d connections\n",
 		        (unsigned long long)nofile, o.n);
 		return 1;
@@ -278,24 +485,36 @@ int main(int argc, char **argv)
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (o.h2_per_conn > 0)
+		SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x02h2", 3);
 	int rn = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", o.target,
 	                  o.host_header);
 	if (rn < 0 || (size_t)rn >= sizeof req)
 		bench_usage(&cli);
 	req_len = (size_t)rn;
 	ep = epoll_create1(0);
-	conns = calloc((size_t)o.n, sizeof *conns);
+	conns = calloc((size_t)nconns, sizeof *conns);
 	if (conns == NULL)
 		return 1;
+	if (o.h2_per_conn > 0) {
+		h2streams = calloc((size_t)o.n, sizeof *h2streams);
+		if (h2streams == NULL)
+			return 1;
+		for (int i = 0; i < nconns; i++) {
+			conns[i].streams = h2streams + (size_t)i * (size_t)o.h2_per_conn;
+			int left = o.n - i * o.h2_per_conn;
+			conns[i].nstreams = left < o.h2_per_conn ? left : o.h2_per_conn;
+		}
+	}
 	uint64_t t0 = bench_now_ms();
 	bool reported = false;
 	uint64_t hold_until = 0;
 	struct epoll_event evs[512];
 	while (!bench_stop) {
-		while (started < o.n && (o.max_connecting <= 0 || connecting < o.max_connecting))
+		while (started < nconns && (o.max_connecting <= 0 || connecting < o.max_connecting))
 			start(&conns[started]);
 		unsigned settled = answered + s504 + other + failed;
-		if (!reported && started == o.n && settled == (unsigned)o.n) {
+		if (!reported && started == nconns && settled == (unsigned)o.n) {
 			printf("burst n=%d answered=%u status504=%u other=%u failed=%u "
 			       "seconds=%.2f\n",
 			       o.n, answered, s504, other, failed,
@@ -303,9 +522,9 @@ int main(int argc, char **argv)
 			if (failed)
 				fprintf(stderr,
 				        "failed in: connect %u, TLS %u, request %u, head %u, body "
-				        "%u\n",
+				        "%u, h2 %u\n",
 				        failed_in[C_TCP], failed_in[C_TLS], failed_in[C_REQ],
-				        failed_in[C_HEAD], failed_in[C_BODY]);
+				        failed_in[C_HEAD], failed_in[C_BODY], failed_in[C_H2]);
 			printf("holding\n");
 			fflush(stdout);
 			reported = true;
@@ -329,13 +548,17 @@ int main(int argc, char **argv)
 		for (int i = 0; i < k; i++)
 			step(evs[i].data.ptr);
 	}
-	for (int i = 0; i < o.n; i++) {
+	for (int i = 0; i < nconns; i++) {
+		if (conns[i].ng)
+			nghttp2_session_del(conns[i].ng);
+		free(conns[i].pend);
 		if (conns[i].ssl)
 			SSL_free(conns[i].ssl);
 		if (conns[i].fd > 0)
 			close(conns[i].fd);
 	}
 	free(conns);
+	free(h2streams);
 	SSL_CTX_free(ctx);
 	return 0;
 }

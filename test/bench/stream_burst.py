@@ -4,6 +4,7 @@ both daemons, beside issue 12's targets, in one run.
 
     test/bench/stream_burst.py [--build build/rel] [--streams 10000] [--settle 12]
                                [--kubelet-http1] [--max-connecting N] [--edge-arg=...] [--cloud-arg=...]
+                               [--h2-streams-per-conn K]
 
 Starts the fake kubelet (TLS, client certificate required; HTTP/2 unless --kubelet-http1, as a
 real kubelet), cloudstream and edgestream on 127.0.0.1 from --build (a Release build for
@@ -12,7 +13,9 @@ meaningful figures), warms both up with 20 follows, reads their VmRSS, then has 
 --streams TLS connections to cloudstream's stream port at once, each `GET
 /containerLogs/...?follow=true` (the fake kubelet's follow: a line now, then one every
 --interval seconds). Prints how many were answered (200 and their first line), how many got
-504 or anything else, and how long the burst took; then, after --settle seconds, each daemon's
+504 or anything else, and how long the burst took (with --h2-streams-per-conn K the follows go
+as HTTP/2 streams, K per connection, as kube-apiserver's Go transport sends them to a kubelet
+that offers h2); then, after --settle seconds, each daemon's
 (VmRSS with the streams open - VmRSS before them) / streams beside its target.
 
 One node holds every stream, so cloudstream gets --max-streams-per-node and a per-node budget
@@ -46,7 +49,8 @@ def burst(args, env, cloud, n, hold=False):
             "--key", env.path("apiserver-kubelet-client.key"), "--n", str(n),
             "--target", "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=%g"
             % args.interval, "--timeout", str(args.timeout),
-            "--max-connecting", str(args.max_connecting)]
+            "--max-connecting", str(args.max_connecting),
+            "--h2-streams-per-conn", str(args.h2_streams_per_conn)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline().strip()
     p.stdout.readline()  # "holding"
@@ -77,8 +81,10 @@ def run(args, env, cloud, edge, kubelet):
     ok = int(f["answered"]) == n
     cloud_kib = (c1 - c0) / n
     edge_kib = (e1 - e0) / n
-    print("%d quiet logs -f streams, one node, fake kubelet %s, a line every %g s; build %s"
-          % (n, "HTTP/1.1" if args.kubelet_http1 else "HTTP/2", args.interval, args.build))
+    print("%d quiet logs -f streams, one node, fake kubelet %s, a line every %g s; build %s; "
+          "client %s" % (n, "HTTP/1.1" if args.kubelet_http1 else "HTTP/2", args.interval,
+                         args.build, "HTTP/2, %d streams per connection" % args.h2_streams_per_conn
+                         if args.h2_streams_per_conn else "HTTP/1.1, a connection per stream"))
     print("| figure | measured | target |")
     print("|---|---|---|")
     print("| burst of %d follow requests: answered (200 + first line) | %s in %s s | all %d |"
@@ -117,6 +123,9 @@ def main():
                     help="the client's connections in connect or TLS at once (0: all at once)")
     ap.add_argument("--kubelet-http1", action="store_true",
                     help="the fake kubelet speaks HTTP/1.1 only (a TLS connection per follow)")
+    ap.add_argument("--h2-streams-per-conn", type=int, default=0,
+                    help="the client sends the follows as HTTP/2 streams, K per connection "
+                    "(0: HTTP/1.1, a connection each)")
     ap.add_argument("--edge-arg", action="append", default=[])
     ap.add_argument("--cloud-arg", action="append", default=[])
     ap.add_argument("--cloud-prefix", default="",
