@@ -37,7 +37,7 @@ fi
 # are ignored; each hit is reported as file:line.
 pure_files() {
 	git ls-files 'stream/src/*.[ch]' cri/src/{grpc,pb,logs,messages}.c certs/src/{identity,csr_read}.c \
-		cloudstream/src/{route,config,exchange,relay,budget,registry,podcache,authz,authz_cache,denylist,hsgate,join,door_parse,events,dnat_rules,peerdir,recent,kwatch}.c \
+		cloudstream/src/{route,config,exchange,relay,budget,registry,podcache,authz,authz_cache,denylist,hsgate,join,door_parse,events,dnat_rules,peerdir,recent,kwatch,h2answer}.c \
 		edgestream/src/{es_route,answer,backoff,es_config,cri_plan,kubelet_url,h2msg}.c \
 		'cloudstream/src/config_opts_*.h'
 }
