@@ -118,7 +118,8 @@ static const struct lws_protocols aux_protocols[] = {
 
 /*
  * A TLS vhost for the sockets our listeners (listen.h) hand over: no listener of its own,
- * HTTP/1.1 over ALPN (lws would pick h2 otherwise: libwebsockets-notes §1), a verified client
+ * HTTP/1.1 over ALPN (lws would pick h2 otherwise: libwebsockets-notes §1; the stream port's
+ * own choice, h2 then http/1.1, replaces lws's below: front_h2.c), a verified client
  * certificate required. @retry: the idle/validity policy, NULL for the context's. NULL when lws
  * refused (it logged why).
  */
