@@ -31,8 +31,7 @@ static void put(uint8_t *dst, size_t *len, size_t cap, const void *p, size_t n)
 	*len += n;
 }
 
-static int on_head(void *user, int status, const struct st_http_header *h, size_t n,
-                   bool has_body)
+static int on_head(void *user, int status, const struct st_http_header *h, size_t n, bool has_body)
 {
 	struct outcome *o = user;
 	if (o->heads++ > 0)

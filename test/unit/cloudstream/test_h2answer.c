@@ -26,8 +26,7 @@ struct seen {
 	int fail_head; /* on_head returns this */
 };
 
-static int on_head(void *user, int status, const struct st_http_header *h, size_t n,
-                   bool has_body)
+static int on_head(void *user, int status, const struct st_http_header *h, size_t n, bool has_body)
 {
 	struct seen *s = user;
 	s->heads++;
@@ -132,9 +131,9 @@ static void test_cs_h2ans_feed__no_body(void **state)
 		struct cs_h2ans a;
 		struct seen s = {0};
 		cs_h2ans_init(&a, false);
-		assert_int_equal(cs_h2ans_feed(&a, (const uint8_t *)cases[i], strlen(cases[i]), &cbs,
-		                               &s),
-		                 (ssize_t)strlen(cases[i]));
+		assert_int_equal(
+		        cs_h2ans_feed(&a, (const uint8_t *)cases[i], strlen(cases[i]), &cbs, &s),
+		        (ssize_t)strlen(cases[i]));
 		assert_int_equal(s.heads, 1);
 		assert_false(s.has_body);
 		assert_true(cs_h2ans_done(&a));
@@ -195,9 +194,9 @@ static void test_cs_h2ans_end_ok__cut_short(void **state)
 		struct cs_h2ans a;
 		struct seen s = {0};
 		cs_h2ans_init(&a, false);
-		assert_int_equal(cs_h2ans_feed(&a, (const uint8_t *)cases[i], strlen(cases[i]), &cbs,
-		                               &s),
-		                 (ssize_t)strlen(cases[i]));
+		assert_int_equal(
+		        cs_h2ans_feed(&a, (const uint8_t *)cases[i], strlen(cases[i]), &cbs, &s),
+		        (ssize_t)strlen(cases[i]));
 		assert_false(cs_h2ans_end_ok(&a));
 		cs_h2ans_cleanup(&a);
 	}
@@ -220,8 +219,8 @@ static void test_cs_h2ans_feed__errors(void **state)
 		struct cs_h2ans a;
 		struct seen s = {0};
 		cs_h2ans_init(&a, false);
-		assert_int_equal(cs_h2ans_feed(&a, (const uint8_t *)cases[i].in, strlen(cases[i].in),
-		                               &cbs, &s),
+		assert_int_equal(cs_h2ans_feed(&a, (const uint8_t *)cases[i].in,
+		                               strlen(cases[i].in), &cbs, &s),
 		                 cases[i].rc);
 		cs_h2ans_cleanup(&a);
 	}
