@@ -3,7 +3,8 @@
 as kube-apiserver's kubelet client, through the real cloudstream and edgestream to the TLS
 kubelet stand-in; HTTP/1.1 still served on the same port, with ALPN http/1.1 and without ALPN.
 
-    stream_h2_test.py [TEST...]
+    stream_h2_test.py [TEST...]            curl and frame-level checks, certificates
+    stream_h2_test.py webhook [TEST...]    bearer tokens and SubjectAccessReviews over HTTP/2
 
 Starts its own processes and stops them by PID at the end.
 """
@@ -21,8 +22,11 @@ import h2.connection
 import h2.events
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import harness as h  # noqa: E402
+import standin  # noqa: E402
 from harness import check  # noqa: E402
+from kube_reviews import KubeReviews  # noqa: E402
 
 
 class Chain(h.Chain):
@@ -35,19 +39,23 @@ class Chain(h.Chain):
 
     def curl(self, targets, extra=(), cert="apiserver-kubelet-client", node="edge-1",
              timeout=20):
-        """curl over HTTP/2 (ALPN h2) to the stream port: (exit code, stdout, stderr)."""
-        port = self.cloud.ports["stream"]
-        # The stream port's certificate is for localhost; the node goes in Host (curl sends
-        # it as :authority over HTTP/2).
-        argv = ["curl", "-sS", "--http2", "--cacert", self.env.path("stream-ca.crt"),
-                "--resolve", "localhost:%d:127.0.0.1" % port, "-H", "Host: %s:10350" % node]
-        if cert:
-            argv += ["--cert", self.env.path(cert + ".crt"),
-                     "--key", self.env.path(cert + ".key")]
-        argv += list(extra)
-        argv += ["https://localhost:%d%s" % (port, t) for t in targets]
-        p = subprocess.run(argv, capture_output=True, timeout=timeout)
-        return p.returncode, p.stdout, p.stderr
+        return curl(self.env, self.cloud, targets, extra, cert, node, timeout)
+
+
+def curl(env, cloud, targets, extra=(), cert="apiserver-kubelet-client", node="edge-1",
+         timeout=20):
+    """curl over HTTP/2 (ALPN h2) to @cloud's stream port: (exit code, stdout, stderr)."""
+    port = cloud.ports["stream"]
+    # The stream port's certificate is for localhost; the node goes in Host (curl sends it as
+    # :authority over HTTP/2).
+    argv = ["curl", "-sS", "--http2", "--cacert", env.path("stream-ca.crt"),
+            "--resolve", "localhost:%d:127.0.0.1" % port, "-H", "Host: %s:10350" % node]
+    if cert:
+        argv += ["--cert", env.path(cert + ".crt"), "--key", env.path(cert + ".key")]
+    argv += list(extra)
+    argv += ["https://localhost:%d%s" % (port, t) for t in targets]
+    p = subprocess.run(argv, capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
 
 
 def metric(chain, name, labels=""):
@@ -300,7 +308,62 @@ def access_logged(chain):
                     text), "no access line for an h2 request")
 
 
+METRICS_USER = "system:serviceaccount:kube-system:metrics-server"
+
+
+def group_webhook():
+    """Bearer tokens over HTTP/2 (--authentication-token-webhook, --authorization-mode Webhook,
+    peers/kube_reviews.py as the apiserver): no certificate and no token is 401; a token whose
+    user may read nodes/metrics gets /metrics and a 403 for a log; the `authorization` header
+    of each stream is its own, on one connection."""
+    env = h.Env("cs-h2-authz")
+    rc = 1
+    kube = None
+    try:
+        token_file = standin.write_token(env, "cloudstream-sa-token")
+        kube = KubeReviews(env.path("kubelet.crt"), env.path("kubelet.key"),
+                           "cloudstream-sa-token",
+                           {"metrics-token": {"username": METRICS_USER, "uid": "u-1"}},
+                           [{"user": METRICS_USER, "verbs": ["get"],
+                             "resources": ["nodes/metrics"]}])
+        kubelet = h.start_kubelet(env)
+        cloud = h.start_cloudstream(env, ["--authorization-mode", "Webhook",
+                                          "--authentication-token-webhook"]
+                                    + standin.apiserver_flags(env, kube.url, token_file))
+        h.start_edgestream(env, cloud, kubelet)
+
+        def codes(out):
+            return out.decode().split()
+
+        def unauthenticated_401():
+            rc_, out, err = curl(env, cloud, ["/metrics"], ["-o", "/dev/null", "-w",
+                                                            "%{http_version} %{http_code}"],
+                                 cert=None)
+            check(codes(out) == ["2", "401"], "no certificate, no token over h2: %r %r"
+                  % (out, err))
+
+        def tokens_per_stream():
+            ok = ["-H", "Authorization: Bearer metrics-token"]
+            rc_, out, err = curl(env, cloud, ["/metrics", "/containerLogs/default/pod-a/ctr"],
+                                 ok + ["--parallel", "-o", "/dev/null", "-o", "/dev/null",
+                                       "-w", "%{http_version} %{http_code}\n"], cert=None)
+            check(sorted(out.decode().split("\n")[:2]) == ["2 200", "2 403"],
+                  "a metrics token over h2: /metrics and a log: %r %r" % (out, err))
+
+        rc = h.run(h.named("webhook", [("unauthenticated_401", unauthenticated_401),
+                                       ("tokens_per_stream", tokens_per_stream)]))
+        h.stop_exits_0(env, cloud)
+        return rc
+    finally:
+        if kube:
+            kube.close()
+        h.close_env(env, rc != 0)
+
+
 def main():
+    if sys.argv[1:2] == ["webhook"]:
+        del sys.argv[1]
+        return group_webhook()
     chain = Chain("cs-h2")
     rc = 1
     try:
