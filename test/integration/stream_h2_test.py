@@ -30,10 +30,14 @@ from kube_reviews import KubeReviews  # noqa: E402
 
 
 class Chain(h.Chain):
-    """kubelet stand-in + cloudstream + edgestream for edge-1."""
+    """kubelet stand-in + cloudstream + edgestream for edge-1, and a KubeEdge base-protocol
+    test edge for edge-2 (its logs and metrics come back body-only: cloudstream frames them)."""
 
     def __init__(self, tag):
-        super().__init__(tag, lambda env, cloud, kubelet: h.start_edgestream(env, cloud, kubelet))
+        super().__init__(tag, lambda env, cloud, kubelet: h.start_edgestream(env, cloud, kubelet),
+                         nodes=("edge-1", "edge-2"))
+        self.base_edge = h.start_kubeedge_edge(self.env, self.cloud, self.kubelet, node="edge-2",
+                                               protocol="base")
         self.env.mint("client", "--ca", self.env.path("stream-ca"), "--out",
                       self.env.path("not-allowed"), "--cn", "someone-else")
 
@@ -108,6 +112,23 @@ def same_bytes_as_h1(chain):
         check(not re.search(rb"(?im)^(connection|transfer-encoding|keep-alive):", head),
               "%s: a connection-specific header over h2: %r" % (t, head))
         check(body == h1_body(chain, t), "%s: %d bytes over h2, HTTP/1.1 differs" % (t, len(body)))
+
+
+def base_edge_h2(chain):
+    """Through a KubeEdge base edge (body-only answers, the head synthesized by cloudstream):
+    a log and /metrics over HTTP/2 carry the HTTP/1.1 answer's body, and a follow its lines."""
+    for t in ("/containerLogs/default/pod-a/ctr?tailLines=4", "/metrics"):
+        rc, out, err = chain.curl([t], ["-w", "\n%{http_version} %{http_code}"], node="edge-2")
+        body, _, tail = out.rpartition(b"\n")
+        check(rc == 0 and tail == b"2 200", "base edge %s over h2: %r %r" % (t, tail, err))
+        status, _, h1, s = chain.get(t, node="edge-2")
+        s.close()
+        check(status == 200 and body == h1, "base edge %s: h2 %d bytes, HTTP/1.1 %d"
+              % (t, len(body), len(h1)))
+    rc, out, err = chain.curl(["/containerLogs/default/pod-a/ctr?tailLines=1&follow=true"],
+                              ["--max-time", "1"], node="edge-2")
+    check(rc == 28 and out.count(b"line ") >= 3, "base edge follow over h2: %d %r" % (rc, out))
+    check(wait_streams_open(chain, 0) == 0, "base edge follow: a stream left open")
 
 
 def parallel_follows_one_connection(chain):
@@ -283,6 +304,30 @@ def raw_h2_limits(chain):
         c.close()
 
 
+def edge_gone_resets_stream(chain):
+    """The tunnel goes away during a follow whose head was sent: its HTTP/2 stream is reset
+    (the client sees the answer cut, not a clean end), and the connection serves on. (Stops
+    edge-2's test edge.)"""
+    c = RawH2(chain)
+    try:
+        hd = get_headers("/containerLogs/default/pod-a/ctr?follow=true&tailLines=1")
+        hd[2] = (":authority", "edge-2:10350")
+        sid = c.request(hd)
+        c.pump(lambda evs: any(isinstance(e, h2.events.DataReceived) and e.stream_id == sid
+                               for e in evs))
+        chain.base_edge.kill()
+        chain.base_edge.wait()
+        c.pump(c.ended(sid))
+        check(any(isinstance(e, h2.events.StreamReset) and e.stream_id == sid
+                  for e in c.events), "the edge went away: stream %d not reset: %r"
+              % (sid, c.events[-3:]))
+        sid2 = c.request(get_headers("/containerLogs/default/pod-a/ctr?tailLines=1"))
+        c.pump(c.ended(sid2))
+        check(c.status(sid2) == 200, "the connection after a reset: %r" % c.status(sid2))
+    finally:
+        c.close()
+
+
 def goaway_on_drain(chain):
     """SIGTERM: an HTTP/2 connection with a follow in progress gets GOAWAY (no new streams),
     its follow goes on until the edge moves or the drain ends; the daemon exits 0."""
@@ -367,9 +412,10 @@ def main():
     chain = Chain("cs-h2")
     rc = 1
     try:
-        tests = [logs_h2, same_bytes_as_h1, parallel_follows_one_connection,
+        tests = [logs_h2, same_bytes_as_h1, base_edge_h2, parallel_follows_one_connection,
                  client_reset_frees_stream, refusals_h2, raw_h2_limits, h1_same_port,
-                 access_logged, goaway_on_drain]  # the last one stops cloudstream
+                 access_logged, edge_gone_resets_stream,
+                 goaway_on_drain]  # the last two stop edge-2's edge and cloudstream
         rc = h.run(h.named("h2", [(t.__name__, (lambda t=t: t(chain))) for t in tests]))
         return rc
     finally:
