@@ -228,6 +228,7 @@ class RawH2:
         self.c.initiate_connection()
         self.flush()
         self.events = []
+        self.on_data = None  # a hook for DataReceived: true when it took (and acked) them
 
     def flush(self):
         self.s.sendall(self.c.data_to_send())
@@ -250,6 +251,8 @@ class RawH2:
             for ev in self.c.receive_data(data):
                 self.events.append(ev)
                 if isinstance(ev, h2.events.DataReceived):
+                    if self.on_data and self.on_data(ev):
+                        continue
                     self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             self.flush()
             check(time.monotonic() < deadline, "h2: timed out, events %r" % self.events[-5:])
@@ -300,6 +303,57 @@ def raw_h2_limits(chain):
                         if isinstance(e, h2.events.DataReceived) and e.stream_id == sid)
         check(c.status(sid) == 200 and body == b"line 1\nline 2\n",
               "the connection after them: %r %r" % (c.status(sid), body))
+    finally:
+        c.close()
+
+
+def flow_control_per_stream(chain):
+    """A stream whose client does not read (its HTTP/2 window stays shut) stops its edge stream
+    once the tunnel credit and the bounded queue are full: cloudstream takes no more of its
+    64 MiB than about its flow window (1 MiB) plus the stream's HTTP/2 window; another stream
+    on the same connection is answered meanwhile; once the client reads, all 64 MiB come, the
+    kubelet's bytes (X-Body-Sha256)."""
+    n = 64 << 20
+    c = RawH2(chain)
+    try:
+        before = metric(chain, "cloudstream_stream_bytes_total", 'direction="from_edge"')
+        big = c.request(get_headers("/bytes?n=%d&seed=3" % n))
+        got = bytearray()
+        held = [0]
+
+        def stalled(ev):  # the connection's window is opened again, not the stream's
+            if ev.stream_id != big:
+                return False
+            got.extend(ev.data)
+            held[0] += ev.flow_controlled_length
+            c.c.increment_flow_control_window(ev.flow_controlled_length)
+            return True
+        c.on_data = stalled
+        c.pump(lambda evs: len(got) >= 65535 or c.ended(big)(evs), timeout=10)
+        time.sleep(1.0)
+        taken = metric(chain, "cloudstream_stream_bytes_total", 'direction="from_edge"') - before
+        check(taken <= (1 << 20) + 65535 + (256 << 10),
+              "a stream nobody reads: cloudstream took %d bytes of the edge's %d" % (taken, n))
+        small = c.request(get_headers("/containerLogs/default/pod-a/ctr?tailLines=1"))
+        c.pump(c.ended(small))
+        check(c.status(small) == 200, "another stream beside a stalled one: %r" % c.status(small))
+
+        def reading(ev):
+            if ev.stream_id != big:
+                return False
+            got.extend(ev.data)
+            c.c.acknowledge_received_data(ev.flow_controlled_length, big)
+            return True
+        c.on_data = reading
+        c.c.increment_flow_control_window(held[0], big)
+        c.flush()
+        c.pump(c.ended(big), timeout=60)
+        want = [v for k, v in next(e.headers for e in c.events
+                                   if isinstance(e, h2.events.ResponseReceived)
+                                   and e.stream_id == big) if k == b"x-body-sha256"]
+        check(len(got) == n and want and h.sha256(bytes(got)).encode() == want[0],
+              "after reading: %d of %d bytes, sha256 %r" % (len(got), n, want))
+        print("     a stalled stream: cloudstream took %d of %d bytes" % (taken, n), flush=True)
     finally:
         c.close()
 
@@ -413,7 +467,8 @@ def main():
     rc = 1
     try:
         tests = [logs_h2, same_bytes_as_h1, base_edge_h2, parallel_follows_one_connection,
-                 client_reset_frees_stream, refusals_h2, raw_h2_limits, h1_same_port,
+                 client_reset_frees_stream, refusals_h2, raw_h2_limits,
+                 flow_control_per_stream, h1_same_port,
                  access_logged, edge_gone_resets_stream,
                  goaway_on_drain]  # the last two stop edge-2's edge and cloudstream
         rc = h.run(h.named("h2", [(t.__name__, (lambda t=t: t(chain))) for t in tests]))
