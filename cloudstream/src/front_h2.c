@@ -16,7 +16,8 @@
  * after it or after nghttp2_session_mem_send(), and the send side runs only in WRITEABLE.
  *
  * Not taken over HTTP/2: upgrades (CONNECT, extended CONNECT: exec, attach and port-forward
- * clients dial HTTP/1.1 for them) are answered 405, and request bodies 413 (no kubelet request
+ * clients dial HTTP/1.1 for them) are answered 405 (an HTTP/1.1 upgrade's Connection/Upgrade
+ * fields make nghttp2 reset the stream first), and request bodies 413 (no kubelet request
  * kube-apiserver sends over HTTP/2 carries one). Loop thread only.
  */
 #include "front.h"
@@ -39,7 +40,8 @@ struct cs_h2conn {
 	struct cs_front *conn;    /* the connection's front */
 	struct cs_front *streams; /* its stream fronts (h2r->next) */
 	unsigned n_streams;
-	bool goaway; /* GOAWAY submitted (drain) */
+	bool goaway;           /* GOAWAY submitted (drain) */
+	bool logged_malformed; /* a malformed request was logged (once per connection) */
 };
 
 /* One HTTP/2 stream's state in its stream front. */
@@ -55,6 +57,7 @@ struct cs_h2req {
 	bool started;        /* it was started */
 	bool too_big;        /* its head went over the limit: 431 */
 	bool has_body;       /* DATA came: 413 */
+	bool upgrade;        /* an Upgrade field (an HTTP/1.1 upgrade sent over HTTP/2): 405 */
 	bool head_submitted; /* the answer's HEADERS were submitted */
 	bool deferred;       /* the data provider waits for bytes (NGHTTP2_ERR_DEFERRED) */
 	bool answer_end;     /* the answer is complete or cut: END_STREAM / RST once drained */
@@ -75,16 +78,17 @@ struct cs_h2req {
 static int alpn_idx = -1;
 
 typedef void (*alpn_selected_fn)(const SSL *, const unsigned char **, unsigned int *);
+static alpn_selected_fn real_alpn_selected; /* OpenSSL's */
 
 void SSL_get0_alpn_selected(const SSL *ssl, const unsigned char **data, unsigned int *len)
 {
-	static alpn_selected_fn real;
+	alpn_selected_fn real = real_alpn_selected;
 	if (alpn_idx >= 0 && SSL_get_ex_data(ssl, alpn_idx) != NULL) {
 		*data = NULL;
 		*len = 0;
 		return;
 	}
-	if (real == NULL)
+	if (real == NULL) /* before cs__h2_alpn_install (a program that never installs it) */
 		real = (alpn_selected_fn)dlsym(RTLD_NEXT, "SSL_get0_alpn_selected");
 	if (real == NULL) {
 		*data = NULL;
@@ -115,7 +119,8 @@ void cs__h2_alpn_install(void *ssl_ctx)
 {
 	if (alpn_idx < 0)
 		alpn_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-	(void)dlsym(RTLD_NEXT, "SSL_get0_alpn_selected"); /* resolved before the sandbox */
+	/* resolved at start-up, before the sandbox */
+	real_alpn_selected = (alpn_selected_fn)dlsym(RTLD_NEXT, "SSL_get0_alpn_selected");
 	SSL_CTX_set_alpn_select_cb(ssl_ctx, alpn_select, NULL);
 }
 
@@ -176,9 +181,7 @@ static void stream_free(struct cs_h2conn *c, struct cs_front *f)
 	struct cs_h2req *r = f->h2r;
 	cs__request_cleanup(f); /* REMOVE to the edge; what it held is credited */
 	cs__authz_front_free(f);
-	size_t held = st_buf_len(&f->out);
-	st_buf_cleanup(&f->out);
-	(void)held;
+	st_buf_cleanup(&f->out); /* cs__request_cleanup reported what it held as dropped */
 	free(f->in);
 	if (f->aprev)
 		f->aprev->anext = f->anext;
@@ -233,7 +236,7 @@ static void stream_start(struct cs_front *f)
 		cs__request_fail(f, 431, CS_ERR_BAD_REQUEST, "request head too large");
 		return;
 	}
-	if (r->method && strcmp(r->method, "CONNECT") == 0) {
+	if ((r->method && strcmp(r->method, "CONNECT") == 0) || r->upgrade) {
 		cs__request_fail(f, 405, CS_ERR_BAD_REQUEST,
 		                 "upgrade requests (exec, attach, port-forward) are taken over "
 		                 "HTTP/1.1 only");
@@ -348,6 +351,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t
 		return 0; /* :scheme */
 	if (namelen == 4 && memcmp(name, "host", 4) == 0 && r->authority)
 		return 0; /* :authority is the Host (RFC 9113 §8.3.1) */
+	if (namelen == 7 && memcmp(name, "upgrade", 7) == 0)
+		r->upgrade =
+		        true; /* nghttp2 lets it through; the kubelet would see half an upgrade */
 	if (cs__front_append(f, name, namelen) < 0 ||
 	    cs__front_append(f, (const uint8_t *)": ", 2) < 0 ||
 	    cs__front_append(f, value, valuelen) < 0 ||
@@ -378,6 +384,26 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
 	struct cs_front *f = stream_of(ng, fr->hd.stream_id);
 	if (f && (fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		f->h2r->ready = true;
+	return 0;
+}
+
+/* nghttp2 reset a stream for a malformed request (RFC 9113 §8.1.1): fields HTTP/2 forbids
+ * (Connection, Upgrade: an HTTP/1.1 upgrade sent over HTTP/2), a bad pseudo-header, a
+ * Content-Length that the DATA contradict. Said once per connection. */
+static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *fr, int err, void *user)
+{
+	(void)ng;
+	struct cs_h2conn *c = user;
+	c->conn->srv->m.request_errors[CS_ERR_BAD_REQUEST]++;
+	if (!c->logged_malformed) {
+		c->logged_malformed = true;
+		st_log(ST_LOG_WARN, NULL, 0,
+		       "HTTP/2 connection [front|%llu]: stream %d reset, a malformed request (%s; "
+		       "an "
+		       "upgrade needs HTTP/1.1); further ones on this connection are only counted",
+		       (unsigned long long)c->conn->ordinal, (int)fr->hd.stream_id,
+		       nghttp2_strerror(err));
+	}
 	return 0;
 }
 
@@ -526,6 +552,7 @@ int cs__h2_start(struct cs_front *conn)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
 	int rc = nghttp2_session_server_new(&c->ng, cbs, c);
 	nghttp2_session_callbacks_del(cbs);
 	if (rc != 0) {

@@ -224,7 +224,8 @@ class RawH2:
         self.s = ctx.wrap_socket(raw)
         check(self.s.selected_alpn_protocol() == "h2", "ALPN: %r" % self.s.selected_alpn_protocol())
         self.c = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=True, validate_outbound_headers=False))
+            client_side=True, validate_outbound_headers=False,
+            normalize_outbound_headers=False))
         self.c.initiate_connection()
         self.flush()
         self.events = []
@@ -286,6 +287,17 @@ def raw_h2_limits(chain):
         sid = c.request([(":method", "CONNECT"), (":authority", "edge-1:10350")])
         c.pump(c.ended(sid))
         check(c.status(sid) == 405, "CONNECT over h2: %r" % c.status(sid))
+        # An exec's HTTP/1.1 upgrade sent over HTTP/2 (Upgrade is a field HTTP/2 forbids):
+        # nghttp2 resets the stream, and it is logged once for the connection.
+        mark = h.log_mark(chain.cloud)
+        sid = c.request(get_headers("/exec/default/pod-a/ctr?command=sh",
+                                    [("upgrade", "SPDY/3.1")]))
+        c.pump(c.ended(sid))
+        check(c.status(sid) is None and
+              any(isinstance(e, h2.events.StreamReset) and e.stream_id == sid
+                  for e in c.events), "an Upgrade field over h2: %r %r"
+              % (c.status(sid), c.events[-3:]))
+        h.wait_log(chain.cloud, "a malformed request", mark, what="the malformed request's line")
         sid = c.request(get_headers("/metrics", [("x-big", "a" * 16000)] * 5))
         c.pump(c.ended(sid))
         check(c.status(sid) == 431, "an oversized head: %r" % c.status(sid))
