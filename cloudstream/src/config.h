@@ -45,7 +45,8 @@ struct cs_config {
 	char *stream_listen;
 	char *stream_cert, *stream_key, *stream_client_ca;
 	struct st_strlist stream_allowed_subjects;
-	int authorization_mode;            /* enum cs_authz_mode */
+	int stream_http2;       /* 0 off, 1 on: the stream port offers ALPN h2 (front_h2.c) */
+	int authorization_mode; /* enum cs_authz_mode */
 	bool authentication_token_webhook; /* bearer tokens through TokenReview */
 	uint64_t authn_cache_ttl_ms, authz_cache_allowed_ttl_ms, authz_cache_denied_ttl_ms;
 	char *edge_target_host;

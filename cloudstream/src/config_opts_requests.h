@@ -61,6 +61,18 @@
          .example = "--stream-allowed-subjects kube-apiserver-kubelet-client",
          .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
+        {.name = "stream-http2",
+         .type = ST_OPT_ENUM,
+         .offset = OFF(stream_http2),
+         .default_value = "on",
+         .enum_names = st_on_off_names,
+         .value_name = "on|off",
+         .help = "Offer HTTP/2 on the stream port (TLS ALPN h2, then http/1.1): a client that "
+                 "chooses it sends its requests as streams, up to 250 on one connection, each "
+                 "handled as an HTTP/1.1 request is; upgrades (exec, attach, port-forward) and "
+                 "requests with a body stay on HTTP/1.1. off: HTTP/1.1 only (ALPN http/1.1).",
+         .example = "--stream-http2 off",
+         .since = "0.4"},
         {.name = "authorization-mode",
          .type = ST_OPT_ENUM,
          .offset = OFF(authorization_mode),

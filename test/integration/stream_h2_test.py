@@ -461,8 +461,24 @@ def group_webhook():
             check(sorted(out.decode().split("\n")[:2]) == ["2 200", "2 403"],
                   "a metrics token over h2: /metrics and a log: %r %r" % (out, err))
 
+        def http2_off():
+            """--stream-http2 off: a client offering h2 gets HTTP/1.1 (ALPN http/1.1)."""
+            off = h.start_cloudstream(env, ["--stream-http2", "off", "--authorization-mode",
+                                            "Webhook", "--authentication-token-webhook"]
+                                      + standin.apiserver_flags(env, kube.url, token_file),
+                                      name="cloudstream-h1")
+            try:
+                rc_, out, err = curl(env, off, ["/metrics"],
+                                     ["-H", "Authorization: Bearer metrics-token", "-o",
+                                      "/dev/null", "-w", "%{http_version} %{http_code}"],
+                                     cert=None)
+                check(codes(out) == ["1.1", "503"], "--stream-http2 off: %r %r" % (out, err))
+            finally:
+                h.stop_exits_0(env, off)
+
         rc = h.run(h.named("webhook", [("unauthenticated_401", unauthenticated_401),
-                                       ("tokens_per_stream", tokens_per_stream)]))
+                                       ("tokens_per_stream", tokens_per_stream),
+                                       ("http2_off", http2_off)]))
         h.stop_exits_0(env, cloud)
         return rc
     finally:
