@@ -370,6 +370,38 @@ def flow_control_per_stream(chain):
         c.close()
 
 
+def many_streams_churn(chain):
+    """250 follows on one connection (the SETTINGS limit), half reset by the client at once,
+    the rest answered, more opened in their place, then the connection closed with streams in
+    flight: every tunnel stream is gone afterwards (and ASan sees no misuse)."""
+    c = RawH2(chain)
+    try:
+        c.pump(lambda evs: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in evs))
+        limit = c.c.remote_settings.max_concurrent_streams
+        check(limit == 250, "SETTINGS_MAX_CONCURRENT_STREAMS %r" % limit)
+        path = "/containerLogs/default/pod-%d/ctr?follow=true&tailLines=1&interval=5"
+        sids = [c.request(get_headers(path % i)) for i in range(limit)]
+        c.pump(lambda evs: len({e.stream_id for e in evs
+                                if isinstance(e, h2.events.ResponseReceived)}) >= limit,
+               timeout=30)
+        check(all(c.status(s) == 200 for s in sids), "250 follows: not all 200")
+        check(wait_streams_open(chain, limit) == limit, "250 follows: tunnel streams %g"
+              % streams_open(chain))
+        for s in sids[::2]:
+            c.c.reset_stream(s)
+        c.flush()
+        check(wait_streams_open(chain, limit // 2) == limit // 2,
+              "125 reset: tunnel streams %g" % streams_open(chain))
+        more = [c.request(get_headers(path % (1000 + i))) for i in range(limit // 2)]
+        c.pump(lambda evs: all(c.status(s) for s in more), timeout=30)
+        check(all(c.status(s) == 200 for s in more), "the streams opened in their place")
+        check(wait_streams_open(chain, limit) == limit, "refilled: %g" % streams_open(chain))
+    finally:
+        c.close()
+    left = wait_streams_open(chain, 0, timeout=10)
+    check(left == 0, "the connection closed with 250 streams: %g still open" % left)
+
+
 def edge_gone_resets_stream(chain):
     """The tunnel goes away during a follow whose head was sent: its HTTP/2 stream is reset
     (the client sees the answer cut, not a clean end), and the connection serves on. (Stops
@@ -496,7 +528,7 @@ def main():
     try:
         tests = [logs_h2, same_bytes_as_h1, base_edge_h2, parallel_follows_one_connection,
                  client_reset_frees_stream, refusals_h2, raw_h2_limits,
-                 flow_control_per_stream, h1_same_port,
+                 flow_control_per_stream, many_streams_churn, h1_same_port,
                  access_logged, edge_gone_resets_stream,
                  goaway_on_drain]  # the last two stop edge-2's edge and cloudstream
         rc = h.run(h.named("h2", [(t.__name__, (lambda t=t: t(chain))) for t in tests]))
