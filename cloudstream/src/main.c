@@ -25,6 +25,7 @@
 #include <stream/log.h>
 #include <stream/loop.h>
 #include <stream/sandbox.h>
+#include <stream/tlsctx.h>
 #include <stream/workq.h>
 
 #include "certshare.h"
@@ -394,6 +395,8 @@ int main(int argc, char **argv)
 	if (cs__create_vhosts(&srv) < 0 || cs_peers_start(&srv) < 0)
 		goto out_ctx;
 	cs_join_optional_client_certs(&srv, srv.ssl_ctx[0]); /* --join-tokens: edges with none */
+	for (size_t i = 0; i < 3; i++) /* AES-128-GCM first, by our order (stream/tlsctx.h) */
+		st_tls_prefer_aes128(srv.ssl_ctx[i], true);
 	exit_code = 1; /* configured: what fails from here is the machine's, not the operator's */
 	/* Liveness is ours, not lws's validity policy: that one counts only PONGs, never reads
 	 * them while a tunnel is paused, and re-sorts a timer per tunnel (stream/liveness.h). */
