@@ -30,8 +30,7 @@ static int setup(void **state)
 	X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
 	X509_set_pubkey(cert, key);
 	X509_NAME *name = X509_get_subject_name(cert);
-	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"t", -1, -1,
-	                           0);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"t", -1, -1, 0);
 	X509_set_issuer_name(cert, name);
 	return X509_sign(cert, key, EVP_sha256()) > 0 ? 0 : -1;
 }
