@@ -12,10 +12,14 @@ holds edge-1's tunnel to replica cs-a, and cs-b is linked to cs-a by --peers.
 Prints the median of --runs 1 GiB downloads per path and their ratio, and the p50/p99 of
 keep-alive GETs of a 4 KiB answer on one connection per path (what the hop adds), and per
 process (both replicas and the edge) CPU seconds and context switches per GiB: on a shared
-machine those follow the code more than MB/s do. A program, not a test: it asserts nothing
-about speed. Use a Release build; for an A/B, alternate two build dirs (--build).
+machine those follow the code more than MB/s do. curl's CPU (its rusage) and nginx's (master and
+workers) are added up with them into the whole chain's CPU per GiB, which on two cores bounds
+the wall time per GiB from below; and the TLS 1.3 suite cs-a chose for a client that offers
+OpenSSL's own order (AES-256-GCM first: stream/tlsctx.h). A program, not a test: it asserts
+nothing about speed. Use a Release build; for an A/B, alternate two build dirs (--build).
 """
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,6 +42,17 @@ def ctx_switches(pid):
         except FileNotFoundError:
             pass  # a thread that ended meanwhile
     return n
+
+
+def tree_cpu(pid):
+    """CPU seconds of @pid and its children (nginx: the master and its workers)."""
+    total = bl.cpu_seconds(pid)
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            total += sum(bl.cpu_seconds(int(c)) for c in f.read().split())
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
 
 
 def main():
@@ -90,23 +105,30 @@ def main():
         watched = clouds + [edge]
 
         def measure(name, port):
-            times, cpus, calls, switches = [], [], [], []
+            times, cpus, calls, switches, client, backend = [], [], [], [], [], []
             for _ in range(args.runs):
                 before = [bl.cpu_seconds(c.pid) for c in watched]
                 sys_before = [bl.syscalls(c.pid) for c in clouds]
                 cs_before = [ctx_switches(c.pid) for c in watched]
+                ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+                ng = tree_cpu(kubelet.pid)
                 t, status, size = bl.curl("https://127.0.0.1:%d%s" % (port, target), api,
                                           "edge-1:10350")
                 if status != 200 or size != nbytes:
                     raise SystemExit("%s: status %d, %d bytes of %d" % (name, status, size,
                                                                       nbytes))
                 times.append(t)
+                ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)  # curl, reaped by bl.curl
+                client.append(ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime)
+                backend.append(tree_cpu(kubelet.pid) - ng)
                 cpus.append([bl.cpu_seconds(c.pid) - b for c, b in zip(watched, before)])
                 switches.append([ctx_switches(c.pid) - b for c, b in zip(watched, cs_before)])
                 calls.append([(a[0] - b[0], a[1] - b[1]) for a, b in
                               zip([bl.syscalls(c.pid) for c in clouds], sys_before)])
             gib = nbytes / float(1 << 30)
             measure.cpu = [statistics.median(c[i] for c in cpus) / gib for i in range(3)]
+            measure.client = statistics.median(client) / gib
+            measure.backend = statistics.median(backend) / gib
             measure.switches = [statistics.median(c[i] for c in switches) / gib
                                 for i in range(3)]
             measure.calls = [tuple(statistics.median(c[i][k] for c in calls) / gib
@@ -143,17 +165,23 @@ def main():
         stop = record("local")
         t_local, lo_l, hi_l = measure("local", clouds[0].ports["stream"])
         cpu_local = measure.cpu
+        curl_local = measure.client
+        nginx_local = measure.backend
+        all_local = sum(cpu_local) - cpu_local[1] + curl_local + nginx_local
         calls_local = measure.calls
         sw_local = measure.switches
         stop()
         stop = record("forwarded")
         t_fwd, lo_f, hi_f = measure("forwarded", clouds[1].ports["stream"])
         cpu_fwd = measure.cpu
+        curl_fwd = measure.client
+        nginx_fwd = measure.backend
+        all_fwd = sum(cpu_fwd) + curl_fwd + nginx_fwd
         calls_fwd = measure.calls
         sw_fwd = measure.switches
         stop()
         ctx = bl.client_ctx(env.pki, ca=None)
-        l50, l99, _ = bl.keepalive_latency(clouds[0].ports["stream"], ctx, "edge-1:10350",
+        l50, l99, suite = bl.keepalive_latency(clouds[0].ports["stream"], ctx, "edge-1:10350",
                                            args.requests)
         f50, f99, _ = bl.keepalive_latency(clouds[1].ports["stream"], ctx, "edge-1:10350",
                                            args.requests)
@@ -166,12 +194,19 @@ def main():
         print("  CPU per GiB: local cs-a %.2f s; forwarded cs-a (holder) %.2f s, cs-b %.2f s; "
               "edgestream local %.2f s, forwarded %.2f s" % (
                   cpu_local[0], cpu_fwd[0], cpu_fwd[1], cpu_local[2], cpu_fwd[2]))
+        print("  CPU per GiB of curl (the client): local %.2f s, forwarded %.2f s; of nginx (the "
+              "kubelet): local %.2f s, forwarded %.2f s" % (curl_local, curl_fwd, nginx_local,
+                                                           nginx_fwd))
+        print("  CPU per GiB of the whole chain: local %.2f s, forwarded %.2f s (2 cores: at "
+              "least %.2f s and %.2f s of wall time per GiB)" % (all_local, all_fwd,
+                                                                 all_local / 2, all_fwd / 2))
         print("  context switches per GiB: local cs-a %d; forwarded cs-a %d, cs-b %d; "
               "edgestream local %d, forwarded %d" % (sw_local[0], sw_fwd[0], sw_fwd[1],
                                                      sw_local[2], sw_fwd[2]))
         # /proc/PID/io counts the read() and write() families: a send() or recv() is not in it.
         print("  read()/write() calls per GiB: local cs-a %d/%d; forwarded cs-a %d/%d, "
               "cs-b %d/%d" % (calls_local[0] + calls_fwd[0] + calls_fwd[1]))
+        print("TLS 1.3 suite cs-a chose for a client offering OpenSSL's order: %s" % suite)
         print("keep-alive GET of 4 KiB, %d on one connection: local p50 %.0f µs p99 %.0f µs; "
               "forwarded p50 %.0f µs p99 %.0f µs; the hop adds %.0f µs at p50, %.0f µs at "
               "p99" % (args.requests, l50 * 1e6, l99 * 1e6, f50 * 1e6, f99 * 1e6,
