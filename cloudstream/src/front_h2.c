@@ -153,6 +153,7 @@ static struct cs_front *stream_new(struct cs_h2conn *c, int32_t sid)
 	f->h2 = c;
 	f->h2r = r;
 	r->sid = sid;
+	cs_h2ans_init(&r->ans, false); /* our own early answers (431, 405, 413) go through it too */
 	memcpy(f->orig_dst, conn->orig_dst, sizeof f->orig_dst);
 	cs__authz_share_tls(f, conn);
 	/* The same room as an HTTP/1.1 connection's output: a window, or the high mark and one
