@@ -367,11 +367,20 @@ ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_s
 	while (off < ST_TUNNEL_BATCH_BYTES) {
 		uint8_t *payload = base + off + room;
 		bool binary;
-		ssize_t n = st_session_pack(sess, payload, ST_MAX_MESSAGE_BYTES, &binary);
+		/* Masked as the session copies it out (one pass over the bytes, not two). */
+		const uint8_t *key = w->mask ? next_key(w) : NULL;
+		if (w->mask && key == NULL)
+			return -ENOMEM;
+		ssize_t n = key ? st_session_pack_masked(sess, payload, ST_MAX_MESSAGE_BYTES,
+		                                         &binary, key)
+		                : st_session_pack(sess, payload, ST_MAX_MESSAGE_BYTES, &binary);
 		if (n < 0)
 			return n;
-		if (n == 0)
+		if (n == 0) {
+			if (key && !w->zero_keys)
+				w->keys_left += 4; /* not used: the next message takes it */
 			break;
+		}
 		size_t len = (size_t)n, hl = st_ws_header_len(len, w->mask);
 		/* Over 64 KiB: every full DATA message at the default 64 KiB payload (its header
 		 * takes it past 65,535). Moving it within the batch measured as nothing: DATA of
@@ -379,13 +388,6 @@ ssize_t st_tunnel_write(struct st_tunnel_writer *w, struct lws *wsi, struct st_s
 		if (hl > room) {
 			memmove(base + off + hl, payload, len);
 			payload = base + off + hl;
-		}
-		const uint8_t *key = NULL;
-		if (w->mask) {
-			key = next_key(w);
-			if (key == NULL)
-				return -ENOMEM;
-			st_ws_mask(payload, len, key);
 		}
 		uint8_t *frame = payload - hl;
 		st_ws_header_encode(frame, binary ? ST_WS_BINARY : ST_WS_TEXT, len, key);

@@ -21,6 +21,7 @@
 #include <stream/frame.h>
 #include <stream/session.h>
 #include <stream/window.h>
+#include <stream/wsframe.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -129,9 +130,11 @@ static ssize_t pack_control(uint8_t *out, size_t cap, uint64_t id, uint64_t type
 	return st_msg_encode(out, cap, id, type, payload, len);
 }
 
-/* One message from @st into @out; *gone when the stream was forgotten. */
+/* One message from @st into @out; *gone when the stream was forgotten. With @key, a DATA
+ * message's payload is masked as it is copied and *@masked set (its header is left to the
+ * caller, with every other message). */
 static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out, size_t cap,
-                           bool *gone)
+                           bool *gone, const uint8_t *key, bool *masked)
 {
 	uint8_t payload[ST_MAX_EXT_PAYLOAD_BYTES];
 	*gone = false;
@@ -179,7 +182,10 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 			size_t n = st_buf_peek(&st->out, &p);
 			if (n > want - copied)
 				n = want - copied;
-			memcpy(out + h + copied, p, n);
+			if (key)
+				st_ws_mask_copy(out + h + copied, p, n, key, (size_t)h + copied);
+			else
+				memcpy(out + h + copied, p, n);
 			st_buf_consume(&st->out, n);
 			copied += n;
 		}
@@ -187,6 +193,10 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 		if (st__session_has_cap(s, ST_CAP_FLOW))
 			st_window_on_sent(&st->win, copied);
 		s->stats.data_bytes_out += copied;
+		if (key) {
+			st_ws_mask(out, (size_t)h, key);
+			*masked = true;
+		}
 		return h + (ssize_t)copied;
 	}
 	if (st_buf_len(&st->out) > 0 && !st->opened_due)
@@ -236,7 +246,27 @@ static ssize_t pack_stream(struct st_session *s, struct stream *st, uint8_t *out
 	return 0;
 }
 
+static ssize_t pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary,
+                    const uint8_t *key, bool *masked);
+
 ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary)
+{
+	bool masked = false;
+	return pack(s, out, cap, binary, NULL, &masked);
+}
+
+ssize_t st_session_pack_masked(struct st_session *s, uint8_t *out, size_t cap, bool *binary,
+                               const uint8_t key[4])
+{
+	bool masked = false;
+	ssize_t n = pack(s, out, cap, binary, key, &masked);
+	if (n > 0 && !masked)
+		st_ws_mask(out, (size_t)n, key);
+	return n;
+}
+
+static ssize_t pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary,
+                    const uint8_t *key, bool *masked)
 {
 	*binary = st__session_has_cap(s, ST_CAP_BINARY);
 	if (cap < ST_MAX_MESSAGE_HEADER_BYTES + s->cfg.max_data_payload)
@@ -300,7 +330,7 @@ ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *bi
 		struct stream *st = s->ready;
 		s->ready = st->ready_next; /* the next stream goes first next time */
 		bool gone;
-		ssize_t n = pack_stream(s, st, out, cap, &gone);
+		ssize_t n = pack_stream(s, st, out, cap, &gone, key, masked);
 		if (n < 0)
 			return n;
 		if (!gone) {

@@ -249,6 +249,15 @@ bool st_session_want_write(const struct st_session *s);
  */
 ssize_t st_session_pack(struct st_session *s, uint8_t *out, size_t cap, bool *binary);
 
+/*
+ * st_session_pack_masked() - st_session_pack(), the message written XORed with the websocket
+ * mask @key from out[0] on (RFC 6455 §5.3: a client's frame payload). A DATA payload is masked
+ * as it is copied out of the stream's queue, so the bulk bytes are gone over once, not copied
+ * and then masked in place.
+ */
+ssize_t st_session_pack_masked(struct st_session *s, uint8_t *out, size_t cap, bool *binary,
+                               const uint8_t key[4]);
+
 /* st_session_set_stream_user() - attach the caller's object to @id (like nghttp2's stream user
  * data), so callbacks find it in O(1). 0 or -ENOENT. */
 int st_session_set_stream_user(struct st_session *s, uint64_t id, void *user);

@@ -70,4 +70,10 @@ ssize_t st_ws_header_decode(const uint8_t *p, size_t len, struct st_ws_header *h
  * do for the key 0 (peer links, stream/tunnelwrite.h: zero_keys). */
 void st_ws_mask(uint8_t *p, size_t len, const uint8_t key[4]);
 
+/* st_ws_mask_copy() - copy @len bytes from @src to @dst (not overlapping) XORed with @key, its
+ * phase at dst[0] being @phase (the offset of dst[0] in the frame's payload): the copy and the
+ * masking in one pass over the bytes. The key 0 copies. */
+void st_ws_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4],
+                     size_t phase);
+
 #endif

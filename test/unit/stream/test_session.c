@@ -14,6 +14,7 @@
 #include <stream/frame.h>
 #include <stream/limits.h>
 #include <stream/session.h>
+#include <stream/wsframe.h>
 
 #include "failmalloc.h"
 
@@ -154,13 +155,31 @@ static const struct st_session_callbacks callbacks = {
 
 static uint8_t wire[ST_MAX_MESSAGE_BYTES];
 
+/* Every other message pump() moves is packed masked (st_session_pack_masked, as an edge's
+ * tunnel writer packs them) with a key that changes each time, and unmasked here: every test
+ * that pumps checks the masked packing too (DATA masked as it is copied out of the queue, every
+ * other message masked whole). */
+static unsigned pump_count;
+
+static ssize_t pack_either(struct st_session *s, bool *binary)
+{
+	unsigned c = pump_count++;
+	if ((c & 1) == 0)
+		return st_session_pack(s, wire, sizeof wire, binary);
+	const uint8_t key[4] = {(uint8_t)(0x9d + c), (uint8_t)(c * 7), 0x5a, (uint8_t)(c >> 3 | 1)};
+	ssize_t len = st_session_pack_masked(s, wire, sizeof wire, binary, key);
+	if (len > 0)
+		st_ws_mask(wire, (size_t)len, key); /* as the receiving end unmasks */
+	return len;
+}
+
 /* Moves up to @max messages from @from to @to; returns how many. Checks base-protocol rules. */
 static int pump(struct side *from, struct side *to, int max, bool base)
 {
 	int n = 0;
 	while (n < max) {
 		bool binary;
-		ssize_t len = st_session_pack(from->s, wire, sizeof wire, &binary);
+		ssize_t len = pack_either(from->s, &binary);
 		assert_true(len >= 0);
 		if (len == 0)
 			break;

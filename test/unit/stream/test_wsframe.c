@@ -81,6 +81,65 @@ static void test_st_ws_mask__same_as_bytewise_any_alignment(void **state)
 	}
 }
 
+/* Lengths around the 64-byte vector steps and the CPU-specific loops (256 bytes and up), every
+ * alignment: what the byte-at-a-time definition gives, nothing past the end touched. */
+static void test_st_ws_mask__long_runs_same_as_bytewise(void **state)
+{
+	(void)state;
+	static const uint8_t key[4] = {0x5c, 0x00, 0xe7, 0x19};
+	enum { MAX = 1100 };
+	static uint8_t src[MAX], got[MAX + 80], want[MAX];
+	for (size_t i = 0; i < sizeof src; i++)
+		src[i] = (uint8_t)(i * 53 + 7);
+	static const size_t lens[] = {63,  64,  65,  127, 128, 191, 255,  256,  257,  319,
+	                              320, 321, 383, 511, 512, 513, 1023, 1024, 1031, MAX};
+	for (size_t align = 0; align < 65; align += 8) {
+		for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+			size_t len = lens[l];
+			memcpy(got + align, src, len);
+			got[align + len] = 0xee;
+			st_ws_mask(got + align, len, key);
+			for (size_t i = 0; i < len; i++)
+				want[i] = src[i] ^ key[i & 3];
+			assert_memory_equal(got + align, want, len);
+			assert_int_equal(got[align + len], 0xee);
+		}
+	}
+}
+
+/* The copy and the mask in one pass: the same bytes as a memcpy then st_ws_mask of the whole
+ * payload, for a piece starting at any phase of the key, any length and alignment; the source
+ * is left as it was and nothing past the end is written. */
+static void test_st_ws_mask_copy__same_as_copy_then_mask(void **state)
+{
+	(void)state;
+	static const uint8_t key[4] = {0xa1, 0x02, 0xf3, 0x7c};
+	enum { MAX = 700 };
+	static uint8_t src[MAX + 16], keep[MAX + 16], got[MAX + 80], want[MAX + 8];
+	for (size_t i = 0; i < sizeof src; i++)
+		src[i] = (uint8_t)(i * 29 + 3);
+	memcpy(keep, src, sizeof src);
+	for (size_t phase = 0; phase < 9; phase++) {
+		for (size_t align = 0; align < 9; align += 3) {
+			for (size_t len = 0; len <= MAX; len += len < 80 ? 1 : 61) {
+				const uint8_t *in = src + align;
+				got[align + len] = 0xee;
+				st_ws_mask_copy(got + align, in, len, key, phase);
+				/* the reference: the piece at offset @phase of a masked payload */
+				memset(want, 0, phase);
+				memcpy(want + phase % 4, in, len);
+				st_ws_mask(want, phase % 4 + len, key);
+				assert_memory_equal(got + align, want + phase % 4, len);
+				assert_int_equal(got[align + len], 0xee);
+			}
+		}
+	}
+	assert_memory_equal(src, keep, sizeof src);
+	static const uint8_t zero[4] = {0, 0, 0, 0};
+	st_ws_mask_copy(got, src, 100, zero, 1);
+	assert_memory_equal(got, src, 100);
+}
+
 /* The key 0 (a peer link's frames, stream/tunnelwrite.h zero_keys) leaves the bytes as they are,
  * and a key with one non-zero byte is still applied (the shortcut looks at all four). */
 static void test_st_ws_mask__zero_key_is_identity(void **state)
@@ -176,6 +235,8 @@ int main(void)
 	        cmocka_unit_test(test_st_ws_header_encode__golden),
 	        cmocka_unit_test(test_st_ws_mask__rfc_example),
 	        cmocka_unit_test(test_st_ws_mask__same_as_bytewise_any_alignment),
+	        cmocka_unit_test(test_st_ws_mask__long_runs_same_as_bytewise),
+	        cmocka_unit_test(test_st_ws_mask_copy__same_as_copy_then_mask),
 	        cmocka_unit_test(test_st_ws_mask__zero_key_is_identity),
 	        cmocka_unit_test(test_st_ws_header_decode__round_trip_and_prefixes),
 	        cmocka_unit_test(test_st_ws_header_decode__rfc_examples),
