@@ -172,6 +172,9 @@ def main():
             tb = med(theirs, lambda x: x[0])
             bc, be = med(theirs, lambda x: x[1][0]), med(theirs, lambda x: x[1][1])
             measure.calls = calls_mine[len(calls_mine) // 2]
+            for who, xs in (("chain", mine), ("baseline", theirs)):
+                print("  %-8s runs, CPU per GiB cloudstream / edgestream: %s" % (who, "  ".join(
+                    "%.2f/%.2f" % (x[1][0] / gib, x[1][1] / gib) for x in xs)))
 
         # Python offers AES-256-GCM first: the suites say what each server picks.
         d50, d99, d_suite = bl.keepalive_latency(
