@@ -122,13 +122,16 @@ int st_loop_write_ready_file(const char *path, const char *content, size_t len)
 		}
 		off += (size_t)w;
 	}
-	if (fsync(fd) != 0 || close(fd) != 0) {
-		int rc = -errno;
+	/* The descriptor is closed whatever fsync says (a failed fsync used to leak it). */
+	int rc = fsync(fd) != 0 ? -errno : 0;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc < 0) {
 		unlink(tmp);
 		return rc;
 	}
 	if (rename(tmp, path) != 0) {
-		int rc = -errno;
+		rc = -errno;
 		unlink(tmp);
 		return rc;
 	}
