@@ -59,6 +59,10 @@ int es_conn_new(struct es_conn **out, struct es_stream *st, const char *host, in
 	c->es = st->es;
 	c->st = st;
 	c->port = port;
+	/* The kubelet's host name: dialled at its address (resolve.h), never through lws. */
+	if (st->es->kubelet_port && !st->es->kubelet_dns.literal &&
+	    strcmp(host, st->es->kubelet_host) == 0)
+		c->name = &st->es->kubelet_dns;
 	c->tls_ctx = tls_ctx;
 	c->tls_name = tls_name;
 	es_body_only_init(&c->bo);
@@ -72,6 +76,7 @@ void es_conn_free(struct es_conn *c)
 	if (c == NULL)
 		return;
 	lws_sul_cancel(&c->sul);
+	es_name_cancel(&c->name_wait);
 	es_rawsock_let_go(&c->wsi);
 	es_tls_free(&c->tls);
 	head_free(c);
@@ -91,6 +96,14 @@ static void conn_fail(struct es_conn *c, uint64_t code, bool backend, const char
 	snprintf(reason, sizeof reason, "%s", why); /* @why may live in @c */
 	if (es_rawsock_noted(c->es, c, reason))
 		return;
+	if (c->name && c->state == ES_CONN_DIALING) {
+		/* The connect to the name's address failed (or timed out waiting for it): the
+		 * next dial takes another address, or resolves again. */
+		if (es_name_waiting(&c->name_wait))
+			es_name_cancel(&c->name_wait);
+		else
+			es_name_dial_failed(c->name, c->name_gen);
+	}
 	if (backend)
 		c->es->m.backend_failures++;
 	es_stream_fail(c->st, code, reason); /* frees @c */
@@ -129,6 +142,44 @@ int es_conn_set_head(struct es_conn *c, const struct st_connect_req *req, const 
 	return 0;
 }
 
+/* The connect itself, to @addr (an address). 0, or -1 when it failed at once (the stream was
+ * failed, @c freed). */
+static int connect_to(struct es_conn *c, const char *addr)
+{
+	struct es_stream *st = c->st;
+	struct edgestream *es = c->es;
+	char name[160], why[400];
+	if (es_rawsock_connect(es, &c->wsi, addr, c->port, es_backend_protocol.name, c, why,
+	                       sizeof why) == 0)
+		return 0;
+	if (why[0] == '\0')
+		snprintf(why, sizeof why, "%.150s unreachable",
+		         es_stream_describe(st, name, sizeof name));
+	if (c->name)
+		es_name_dial_failed(c->name, c->name_gen);
+	es->m.backend_failures++;
+	es_stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+	return -1;
+}
+
+/* The name's resolution the dial waited on is over (resolve.h). */
+static void on_resolved(struct es_name_wait *w, int rc, const char *addr, uint32_t gen,
+                        const char *why)
+{
+	struct es_conn *c = lws_container_of(w, struct es_conn, name_wait);
+	if (rc == -ECANCELED)
+		return; /* the instance is going: the stream ends with it */
+	if (rc < 0) {
+		char name[160], reason[400];
+		snprintf(reason, sizeof reason, "%.150s unreachable: %.200s",
+		         es_stream_describe(c->st, name, sizeof name), why);
+		conn_fail(c, ST_EXT_ERR_UNREACHABLE, true, reason);
+		return;
+	}
+	c->name_gen = gen;
+	(void)connect_to(c, addr);
+}
+
 int es_conn_dial(struct es_conn *c)
 {
 	struct es_stream *st = c->st;
@@ -138,20 +189,25 @@ int es_conn_dial(struct es_conn *c)
 	          es_stream_describe(st, name, sizeof name));
 	c->state = ES_CONN_DIALING;
 	arm(c, es->cfg.backend_dial_timeout_ms);
-	char why[400];
-	if (es_rawsock_connect(es, &c->wsi, c->host, c->port, es_backend_protocol.name, c, why,
-	                       sizeof why) == 0)
-		return 0;
-	if (why[0] == '\0')
-		snprintf(why, sizeof why, "%.150s unreachable",
-		         es_stream_describe(st, name, sizeof name));
+	if (c->name == NULL)
+		return connect_to(c, c->host);
+	const char *addr = NULL, *why = NULL;
+	int rc = es_name_get(c->name, &c->name_wait, on_resolved, &addr, &c->name_gen, &why);
+	if (rc == 0)
+		return connect_to(c, addr);
+	if (rc == 1)
+		return 0; /* on_resolved goes on; the connect deadline runs meanwhile */
+	char reason[400];
+	snprintf(reason, sizeof reason, "%.150s unreachable: %.200s",
+	         es_stream_describe(st, name, sizeof name), why);
 	es->m.backend_failures++;
-	es_stream_fail(st, ST_EXT_ERR_UNREACHABLE, why);
+	es_stream_fail(st, ST_EXT_ERR_UNREACHABLE, reason);
 	return -1;
 }
 
 int es_conn_restart(struct es_conn *c)
 {
+	es_name_cancel(&c->name_wait);
 	es_rawsock_let_go(&c->wsi);
 	lws_sul_cancel(&c->sul);
 	es_tls_free(&c->tls);
@@ -212,7 +268,9 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
 	char name[160], why[256];
 	snprintf(why, sizeof why, "%.150s: %s timed out",
 	         es_stream_describe(c->st, name, sizeof name),
-	         c->state == ES_CONN_DIALING ? "connect" : "TLS handshake");
+	         c->state != ES_CONN_DIALING      ? "TLS handshake"
+	         : es_name_waiting(&c->name_wait) ? "resolving its name"
+	                                          : "connect");
 	conn_fail(c, ST_EXT_ERR_TIMEOUT, true, why);
 }
 

@@ -46,12 +46,17 @@ struct es_conn {
 	struct es_stream *st; /* the stream it serves; NULL while idle */
 	struct lws *wsi;      /* NULL until the connect is under way, and once closed */
 	enum es_conn_state state;
-	char *host; /* where it dials (an address: no DNS on the loop), an exact copy */
+	char *host; /* where it dials, an exact copy: an address, or the kubelet's name */
 	int port;
-	SSL_CTX *tls_ctx;     /* NULL: plain TCP (borrowed, outlives the connection) */
-	const char *tls_name; /* the name the peer's certificate must carry (borrowed) */
-	struct es_tls tls;    /* while tls_ctx and connected */
-	uint8_t *head;        /* the request head, exactly sized; NULL once no longer needed */
+	/* The kubelet's host name (es->kubelet_dns) when host is one: the connect goes to its
+	 * address, resolved on a worker (resolve.h); NULL: host is an address. */
+	struct es_name *name;
+	struct es_name_wait name_wait; /* attached while the dial waits for the address */
+	uint32_t name_gen;             /* the answer dialled (es_name_dial_failed's ticket) */
+	SSL_CTX *tls_ctx;              /* NULL: plain TCP (borrowed, outlives the connection) */
+	const char *tls_name;          /* the name the peer's certificate must carry (borrowed) */
+	struct es_tls tls;             /* while tls_ctx and connected */
+	uint8_t *head; /* the request head, exactly sized; NULL once no longer needed */
 	size_t head_len, head_off;
 	bool keep_alive; /* the response's framing is followed: the connection may be kept */
 	bool body_only;  /* base-protocol LOGS/METRIC: only the response body goes on */
@@ -87,8 +92,9 @@ int es_conn_set_head(struct es_conn *c, const struct st_connect_req *req, const 
                      size_t path_len, const char *host_header, bool keep_query, bool keep_alive);
 
 /*
- * es_conn_dial() - start the connection (connect deadline --backend-dial-timeout). Returns 0,
- * or -1 when it failed at once: the stream was failed (and freed, with @c).
+ * es_conn_dial() - start the connection (connect deadline --backend-dial-timeout, which
+ * covers resolving the kubelet's name when the dial waits for it). Returns 0, or -1 when it
+ * failed at once: the stream was failed (and freed, with @c).
  */
 int es_conn_dial(struct es_conn *c);
 

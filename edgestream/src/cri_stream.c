@@ -42,6 +42,7 @@ struct cri_job {
 	/* the worker's answer */
 	int rc;
 	char url[CRI_URL_MAX];
+	char addr[ES_NAME_ADDR_BYTES]; /* the URL's host resolved here when it is a name, or "" */
 	char err[512];
 };
 
@@ -134,6 +135,19 @@ static void cri_work(void *arg)
 			                       sizeof j->url, j->err, sizeof j->err);
 	}
 	cri_client_free(c);
+	/* A streaming URL that names its host by a name (not containerd's usual IP) is resolved
+	 * here, on the worker: the loop dials the address (resolve.h: never DNS on the loop). */
+	char host[ES_HOST_MAX], path[CRI_URL_MAX];
+	int port;
+	if (j->rc == 0 &&
+	    es_parse_url(j->url, "http", 80, host, sizeof host, &port, path, sizeof path) == 0 &&
+	    !es_is_ip_literal(host)) {
+		char one[1][ES_NAME_ADDR_BYTES];
+		if (es_resolve_host(host, one, 1, j->err, sizeof j->err) == 0)
+			j->rc = -EHOSTUNREACH;
+		else
+			memcpy(j->addr, one[0], sizeof j->addr);
+	}
 }
 
 /* ---- loop side ------------------------------------------------------------------------- */
@@ -185,12 +199,12 @@ static void cri_done(void *arg, int status)
 		return;
 	}
 	struct es_conn *c;
-	if (es_conn_new(&c, st, host, port, NULL, NULL) < 0) {
+	if (es_conn_new(&c, st, j->addr[0] ? j->addr : host, port, NULL, NULL) < 0) {
 		es_stream_fail(st, ST_EXT_ERR_INTERNAL, "out of memory");
 		job_free(j);
 		return;
 	}
-	char host_header[300];
+	char host_header[300]; /* the URL's host, a name stays a name */
 	snprintf(host_header, sizeof host_header, "%.255s:%d", host, port);
 	/* The options travel in the CRI request; the URL's path names them by token. */
 	int rc = es_conn_set_head(c, &j->req, path, strlen(path), host_header, false, false);

@@ -36,6 +36,7 @@
 
 #include "es_config.h"
 #include "es_route.h"
+#include "resolve.h"
 
 #define ES_NODE_NAME_MAX  253u
 #define ES_CRI_SOCKET_MAX 512u
@@ -97,6 +98,8 @@ struct edgestream {
 	/* Every --cloud-url entry, tried in turn (tunnel_dial.c); urls[0] is the one above. */
 	struct es_cloud_url urls[ES_MAX_CLOUD_URLS];
 	size_t n_urls;
+	/* Their host names, resolved on the worker pool (resolve.h), one cache per entry. */
+	struct es_name cloud_dns[ES_MAX_CLOUD_URLS];
 	/* Every tunnel of the instance: one, plus the one being retired while a draining cloud's
 	 * RECONNECT moves the edge (at most two live; a retired one is kept as a spare). */
 	struct es_tunnel *tunnels;
@@ -111,14 +114,15 @@ struct edgestream {
 	uint64_t cert_renewals, cert_renewal_failures;
 	bool curl_global; /* curl_global_init for joins and renewals (cleaned up at free) */
 	struct st_heap_trimmer heap_trimmer; /* free pages back to the kernel after bursts */
-	bool ready_written;
+	bool ready_written; /* the ready file is written, or a worker is writing it (tunnel.c) */
 	/* backends (backend.h) */
 	SSL_CTX *kubelet_ctx; /* ours, for the kubelet leg (refcounted by live SSLs) */
 	char kubelet_host[ES_HOST_MAX];
 	int kubelet_port; /* 0: no kubelet backend */
 	char kubelet_name[ES_HOST_MAX];
 	char kubelet_host_header[300];
-	struct es_conn *idle; /* kept kubelet connections, newest first (kubelet.c) */
+	struct es_name kubelet_dns; /* kubelet_host, resolved on the worker pool (resolve.h) */
+	struct es_conn *idle;       /* kept kubelet connections, newest first (kubelet.c) */
 	unsigned idle_count;
 	struct h2c *h2conns;     /* HTTP/2 kubelet connections (h2conn.c) */
 	int kubelet_h2;          /* ALPN's verdict: 0 not known yet, 1 h2, -1 HTTP/1.1 only */

@@ -23,8 +23,10 @@ static const struct st_opt options[] = {
                  "most 8: cloudstream replicas without a load balancer in front) are tried in "
                  "turn: a dial that fails goes on to the next at once, a whole round that "
                  "failed backs off (--backoff-initial). Host names are resolved on a worker "
-                 "thread before each dial, never on the event loop; the certificate is checked "
-                 "against --cloud-server-name or the URL's host.",
+                 "thread, never on the event loop; the answer is kept until a dial to it "
+                 "fails (then the next address, or the name again), refreshed in the "
+                 "background once 5 min old; the "
+                 "certificate is checked against --cloud-server-name or the URL's host.",
          .example = "--cloud-url wss://cloudstream.example:10004/v1/kubeedge/connect",
          .since = "0.1"},
         {.name = "cloud-server-name",
@@ -199,7 +201,13 @@ static const struct st_opt options[] = {
          .help = "The local kubelet (https://HOST:PORT) that serves kubelet API paths; empty: "
                  "no kubelet backend (such requests are refused). On a KubeEdge node, edged's "
                  "read-only port: http://127.0.0.1:10350 (plain http is accepted only to a "
-                 "loopback IP; --kubelet-cert/-key/-ca are then unused).",
+                 "loopback IP; --kubelet-cert/-key/-ca are then unused). A host name is "
+                 "resolved on a worker thread (at start, again when a connect to its address "
+                 "fails, in the background once the answer is 5 min old), never on the event "
+                 "loop; the "
+                 "address is dialled, the name is the one the certificate is checked against "
+                 "(unless --kubelet-server-name) and the Host header's. A name that does not "
+                 "resolve fails the request with ERROR unreachable (502) and the reason.",
          .since = "0.1"},
         {.name = "kubelet-server-name",
          .type = ST_OPT_STRING,
@@ -264,8 +272,9 @@ static const struct st_opt options[] = {
          .min = 100,
          .max = 600000,
          .value_name = "DURATION",
-         .help = "Deadline for a backend's TCP connect; the cloud gets ERROR timeout (or an "
-                 "HTTP 504 for a base-protocol cloud).",
+         .help = "Deadline for a backend's TCP connect, including the wait for the "
+                 "kubelet's address when its name is being resolved; the cloud gets ERROR "
+                 "timeout (or an HTTP 504 for a base-protocol cloud).",
          .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         {.name = "backend-handshake-timeout",

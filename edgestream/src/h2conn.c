@@ -81,6 +81,7 @@ void es__h2_kick(struct h2c *c)
 static void c_free(struct h2c *c)
 {
 	lws_sul_cancel(&c->sul);
+	es_name_cancel(&c->name_wait);
 	es_rawsock_let_go(&c->wsi);
 	while (c->streams)
 		es__h2_detach(c->streams); /* none should be left: the callers ended them */
@@ -99,6 +100,14 @@ static void c_fail_all(struct h2c *c, uint64_t code, const char *why)
 	char reason[400];
 	snprintf(reason, sizeof reason, "%s", why); /* @why may live in @c */
 	struct edgestream *es = c->es;
+	if (c->state == H2C_DIALING) {
+		/* The connect to the kubelet's address failed (or timed out waiting for it): the
+		 * next dial takes another address, or resolves its name again (resolve.h). */
+		if (es_name_waiting(&c->name_wait))
+			es_name_cancel(&c->name_wait);
+		else
+			es_name_dial_failed(&es->kubelet_dns, c->name_gen);
+	}
 	es_rawsock_let_go(&c->wsi);
 	while (c->streams) {
 		struct h2s *s = c->streams;
@@ -156,7 +165,7 @@ int es__h2_place(struct h2s *s)
 	struct edgestream *es = s->st->es;
 	struct h2c *c;
 	for (c = es->h2conns; c; c = c->next) {
-		if (c->goaway || c->wsi == NULL)
+		if (c->goaway || (c->wsi == NULL && !es_name_waiting(&c->name_wait)))
 			continue;
 		if (c->nstreams < es__h2_max_streams(c))
 			break;
@@ -176,19 +185,56 @@ int es__h2_place(struct h2s *s)
 	return dial(c);
 }
 
-static int dial(struct h2c *c)
+/* The connect itself, to @addr (the kubelet's address). 0, or -1 when it failed (every
+ * stream on @c failed, @c freed). */
+static int connect_to(struct h2c *c, const char *addr)
 {
 	struct edgestream *es = c->es;
-	c->state = H2C_DIALING;
-	es__h2_arm(c, es->cfg.backend_dial_timeout_ms);
 	char why[400];
-	if (es_rawsock_connect(es, &c->wsi, es->kubelet_host, es->kubelet_port, es_h2_protocol.name,
-	                       c, why, sizeof why) == 0)
+	if (es_rawsock_connect(es, &c->wsi, addr, es->kubelet_port, es_h2_protocol.name, c, why,
+	                       sizeof why) == 0)
 		return 0;
 	if (why[0] == '\0')
 		snprintf(why, sizeof why, "kubelet %.100s:%d unreachable", es->kubelet_host,
 		         es->kubelet_port);
 	c_fail_all(c, ST_EXT_ERR_UNREACHABLE, why);
+	return -1;
+}
+
+/* The kubelet's name resolved (or not) while @c waited (resolve.h). */
+static void on_resolved(struct es_name_wait *w, int rc, const char *addr, uint32_t gen,
+                        const char *why)
+{
+	struct h2c *c = lws_container_of(w, struct h2c, name_wait);
+	if (rc == -ECANCELED)
+		return; /* the instance is going */
+	if (rc < 0) {
+		char reason[400];
+		snprintf(reason, sizeof reason, "kubelet %.100s:%d unreachable: %.200s",
+		         c->es->kubelet_host, c->es->kubelet_port, why);
+		c_fail_all(c, ST_EXT_ERR_UNREACHABLE, reason);
+		return;
+	}
+	c->name_gen = gen;
+	(void)connect_to(c, addr);
+}
+
+static int dial(struct h2c *c)
+{
+	struct edgestream *es = c->es;
+	c->state = H2C_DIALING;
+	es__h2_arm(c, es->cfg.backend_dial_timeout_ms);
+	const char *addr = NULL, *why = NULL;
+	int rc = es_name_get(&es->kubelet_dns, &c->name_wait, on_resolved, &addr, &c->name_gen,
+	                     &why);
+	if (rc == 0)
+		return connect_to(c, addr);
+	if (rc == 1)
+		return 0; /* on_resolved goes on; the connect deadline runs meanwhile */
+	char reason[400];
+	snprintf(reason, sizeof reason, "kubelet %.100s:%d unreachable: %.200s", es->kubelet_host,
+	         es->kubelet_port, why);
+	c_fail_all(c, ST_EXT_ERR_UNREACHABLE, reason);
 	return -1;
 }
 
@@ -210,7 +256,10 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
 	}
 	char why[300];
 	snprintf(why, sizeof why, "kubelet %.100s:%d: %s timed out", es->kubelet_host,
-	         es->kubelet_port, c->state == H2C_DIALING ? "connect" : "TLS handshake");
+	         es->kubelet_port,
+	         c->state != H2C_DIALING          ? "TLS handshake"
+	         : es_name_waiting(&c->name_wait) ? "resolving its name"
+	                                          : "connect");
 	c_fail_all(c, ST_EXT_ERR_TIMEOUT, why);
 }
 

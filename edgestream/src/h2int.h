@@ -16,6 +16,7 @@
 #include <stream/connect.h>
 
 #include "h2msg.h"
+#include "resolve.h"
 #include "tls.h"
 
 struct edgestream;
@@ -39,8 +40,10 @@ struct h2c {
 	bool goaway;   /* no new streams (GOAWAY either way, or an error) */
 	bool was_idle; /* it had no stream at some point: a close may have raced a request */
 	bool resume_retried;
-	lws_sorted_usec_list_t sul; /* connect / handshake deadline; idle deadline once open */
-	struct h2c *next, *prev;    /* es->h2conns */
+	struct es_name_wait name_wait; /* attached while the dial waits for the kubelet's address */
+	uint32_t name_gen;             /* the answer dialled (resolve.h es_name_dial_failed) */
+	lws_sorted_usec_list_t sul;    /* connect / handshake deadline; idle deadline once open */
+	struct h2c *next, *prev;       /* es->h2conns */
 };
 
 struct h2s {

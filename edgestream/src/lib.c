@@ -87,13 +87,21 @@ static int instance_init(struct edgestream *es, struct edgestream **out,
 			seed ^= (uint64_t)time(NULL);
 		fclose(ur);
 	}
-	/* Blocking work (runtime calls through libcurl, certificate file reads) runs on two
-	 * workers, never on the loop. */
+	/* Blocking work (runtime calls through libcurl, certificate file reads, host names)
+	 * runs on two workers, never on the loop. */
 	if ((es->cri_enabled && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) ||
 	    st_workq_new(&es->wq, es->ctx, 2, 256) < 0) {
 		snprintf(err, errlen, "cannot start the worker pool");
 		edgestream_free(es);
 		return -ENOMEM;
+	}
+	/* Host names are resolved on the workers (resolve.h); the kubelet's at once, so the
+	 * first request finds its address. */
+	for (size_t i = 0; i < es->n_urls; i++)
+		es_name_init(&es->cloud_dns[i], es->wq, "cloud", es->urls[i].host);
+	if (es->kubelet_port) {
+		es_name_init(&es->kubelet_dns, es->wq, "kubelet", es->kubelet_host);
+		es_name_prefetch(&es->kubelet_dns);
 	}
 	/* One tunnel, to --cloud-url's entries in turn; a draining cloud's RECONNECT adds a
 	 * second for the move (tunnel.h). */

@@ -47,6 +47,31 @@ void es_publish_stats(struct edgestream *es)
 	pthread_mutex_unlock(&es->stats_lock);
 }
 
+/* Host names resolved on the workers (resolve.h), by name (the cloud's summed over its
+ * --cloud-url entries) and result. IP literals are never resolved and count nothing. */
+static void render_resolutions(struct st_text *t, const struct edgestream *es)
+{
+	uint64_t cloud_ok = 0, cloud_failed = 0;
+	for (size_t i = 0; i < es->n_urls; i++) {
+		cloud_ok += es->cloud_dns[i].resolves_ok;
+		cloud_failed += es->cloud_dns[i].resolves_failed;
+	}
+	st_text_metric(t, "edgestream_name_resolutions_total", "counter",
+	               "Host names resolved on a worker (never on the loop): the cloud's "
+	               "(--cloud-url) and the kubelet's (--kubelet-url), by result; a failure "
+	               "fails the dials that waited on it (the kubelet's streams with ERROR "
+	               "unreachable).");
+	st_text_put(t,
+	            "edgestream_name_resolutions_total{name=\"cloud\",result=\"ok\"} %llu\n"
+	            "edgestream_name_resolutions_total{name=\"cloud\",result=\"failed\"} %llu\n"
+	            "edgestream_name_resolutions_total{name=\"kubelet\",result=\"ok\"} %llu\n"
+	            "edgestream_name_resolutions_total{name=\"kubelet\",result=\"failed\"} "
+	            "%llu\n",
+	            (unsigned long long)cloud_ok, (unsigned long long)cloud_failed,
+	            (unsigned long long)es->kubelet_dns.resolves_ok,
+	            (unsigned long long)es->kubelet_dns.resolves_failed);
+}
+
 void es_render_metrics(struct st_text *t, void *user)
 {
 	struct edgestream *es = user;
@@ -59,6 +84,7 @@ void es_render_metrics(struct st_text *t, void *user)
 	            m->extended ? "extended" : "base", m->connected ? 1 : 0);
 	st_text_counter(t, "edgestream_tunnel_dials_total", "Attempts to reach the cloud.",
 	                m->dials_total);
+	render_resolutions(t, es);
 	st_text_counter(t, "edgestream_tunnel_connects_total", "Tunnels that came up.",
 	                m->connects_total);
 	st_text_counter(t, "edgestream_tunnel_disconnects_total", "Tunnels that went down.",

@@ -22,6 +22,7 @@
 #include <stream/log.h>
 #include <stream/loop.h>
 #include <stream/tunnelread.h>
+#include <stream/workq.h>
 
 #include "relay.h"
 
@@ -215,19 +216,53 @@ static void on_ping_timer(lws_sorted_usec_list_t *sul)
 
 /* ---- the tunnel is up ----------------------------------------------------------------- */
 
-/* The ready file, once the first tunnel is up. */
-static int write_ready(struct edgestream *es)
+/* The ready file, once the first tunnel is up: written (and fsync'ed) on a worker, never on
+ * the loop (STYLE B7.2: no file work on the loop after start-up). The job carries copies of
+ * the path and the contents; the instance outlives it (its pool is freed first). */
+struct ready_job {
+	struct edgestream *es;
+	char *path;
+	char buf[400];
+	size_t len;
+	int rc;
+};
+
+static void ready_work(void *arg)
+{
+	struct ready_job *j = arg;
+	j->rc = st_loop_write_ready_file(j->path, j->buf, j->len);
+}
+
+static void ready_done(void *arg, int status)
+{
+	struct ready_job *j = arg;
+	if (status == 0 && j->rc < 0)
+		st_err("--ready-file %s: %s", j->path, strerror(-j->rc));
+	if (status < 0 || j->rc < 0)
+		j->es->ready_written = false; /* the next tunnel up tries again */
+	free(j->path);
+	free(j);
+}
+
+static void write_ready(struct edgestream *es)
 {
 	if (es->ready_written || es->cfg.ready_file == NULL || es->cfg.ready_file[0] == '\0')
-		return 0;
-	char buf[400];
-	int n = snprintf(buf, sizeof buf, "admin=%d\nnode=%s\n",
+		return;
+	struct ready_job *j = calloc(1, sizeof *j);
+	if (j == NULL || (j->path = strdup(es->cfg.ready_file)) == NULL) {
+		free(j);
+		return;
+	}
+	j->es = es;
+	int n = snprintf(j->buf, sizeof j->buf, "admin=%d\nnode=%s\n",
 	                 es->vh_admin ? st_loop_listen_port(es->vh_admin) : 0, es->node);
-	int rc = st_loop_write_ready_file(es->cfg.ready_file, buf, (size_t)n);
-	if (rc < 0)
-		st_err("--ready-file %s: %s", es->cfg.ready_file, strerror(-rc));
-	es->ready_written = rc == 0;
-	return rc;
+	j->len = n > 0 && (size_t)n < sizeof j->buf ? (size_t)n : 0;
+	if (st_workq_submit(es->wq, ready_work, ready_done, j) < 0) {
+		free(j->path);
+		free(j); /* a busy pool: the next tunnel up tries again */
+		return;
+	}
+	es->ready_written = true; /* under way */
 }
 
 /* The credit window each stream starts with (a quiet one for logs and metrics, what the

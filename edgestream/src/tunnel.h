@@ -45,9 +45,11 @@ struct es_tunnel {
 	size_t url_i;         /* es->urls entry of the current (or next) dial */
 	unsigned round_fails; /* dials failed since the last tunnel up (a round: n_urls) */
 	unsigned move_fails;  /* dials of a move refused so far (retried soon, then backoff) */
-	char addr[64];        /* cloud_host resolved (a worker's getaddrinfo), dialled */
-	bool resolving;       /* a resolve job for dial_gen runs; counts as dialling */
-	uint64_t dial_gen;    /* bumped per dial: a late resolve result is dropped */
+	char addr[64];        /* cloud_host resolved (es->cloud_dns, on a worker), dialled */
+	struct es_name_wait
+	        name_wait; /* attached while the dial waits for it; counts as dialling */
+	uint32_t name_gen; /* the answer dialled (es_name_dial_failed's ticket) */
+	bool name_dialled; /* addr came from the name: a failure there counts */
 	/* RECONNECT from a draining cloud (PROTOCOL.md §5.6): this tunnel's streams go on, a new
 	 * tunnel is dialled; once that one is up, this one closes when it carries no stream. It
 	 * never redials. */

@@ -10,18 +10,14 @@
  */
 #include "tunnel.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <stream/err.h>
 #include <stream/log.h>
 #include <stream/tunnelread.h>
-#include <stream/workq.h>
 
 #include "relay.h"
 
@@ -65,87 +61,27 @@ static void connect_now(struct es_tunnel *t)
 	}
 }
 
-/* A worker resolves the cloud's host name (STYLE B7.2: no DNS on the loop). The job holds the
- * tunnel's pointer: tunnels outlive the worker pool (edgestream_free frees the pool first, its
- * cancelled completions only clear @resolving), and dial_gen drops a result a newer dial
- * replaced. */
-struct resolve_job {
-	struct es_tunnel *t;
-	uint64_t gen;
-	char host[ES_HOST_MAX];
-	char addr[64];
-	char err[160];
-};
-
-static void resolve_work(void *arg)
+/* The cloud's host name resolved (or not) on a worker while the dial waited (resolve.h: one
+ * cache per --cloud-url entry, shared with the kubelet's name). Tunnels outlive the worker
+ * pool (edgestream_free frees the pool first: its cancelled completions only end the dial). */
+static void on_resolved(struct es_name_wait *w, int rc, const char *addr, uint32_t gen,
+                        const char *why)
 {
-	struct resolve_job *j = arg;
-	struct addrinfo hints, *res = NULL;
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	int rc = getaddrinfo(j->host, NULL, &hints, &res);
-	if (rc != 0) {
-		snprintf(j->err, sizeof j->err, "cannot resolve %.80s: %.40s", j->host,
-		         gai_strerror(rc));
+	struct es_tunnel *t = lws_container_of(w, struct es_tunnel, name_wait);
+	if (rc == -ECANCELED || t->es->stopped) {
+		t->dialing = false; /* cancelled: the instance is going */
 		return;
 	}
-	/* An IPv4 address, else an IPv6 one ("localhost" answers ::1 first, and a cloud or its
-	 * load balancer listening on IPv4 only is the common case). A name with several
-	 * addresses (replicas by DNS, no balancer) is gone round: dial n takes the (n mod count)-th,
-	 * so a dead replica's address is not dialled again and again. */
-	for (int family = AF_INET; j->addr[0] == '\0' && family != 0;
-	     family = family == AF_INET ? AF_INET6 : 0) {
-		uint64_t count = 0;
-		for (const struct addrinfo *a = res; a; a = a->ai_next)
-			count += a->ai_family == family;
-		uint64_t want = count ? j->gen % count : 0;
-		for (const struct addrinfo *a = res; a && j->addr[0] == '\0'; a = a->ai_next) {
-			const void *ip = NULL;
-			if (a->ai_family != family || want-- > 0)
-				continue;
-			if (family == AF_INET)
-				ip = &((const struct sockaddr_in *)(const void *)a->ai_addr)
-				              ->sin_addr;
-			else
-				ip = &((const struct sockaddr_in6 *)(const void *)a->ai_addr)
-				              ->sin6_addr;
-			if (inet_ntop(family, ip, j->addr, sizeof j->addr) == NULL)
-				j->addr[0] = '\0';
-		}
+	if (rc < 0) {
+		char reason[300];
+		snprintf(reason, sizeof reason, "%.250s", why);
+		es__tunnel_down(t, -EHOSTUNREACH, reason);
+		return;
 	}
-	freeaddrinfo(res);
-	if (j->addr[0] == '\0')
-		snprintf(j->err, sizeof j->err, "cannot resolve %.80s: no IPv4 or IPv6 address",
-		         j->host);
-}
-
-static void resolve_done(void *arg, int status)
-{
-	struct resolve_job *j = arg;
-	struct es_tunnel *t = j->t;
-	bool current = t->resolving && t->dial_gen == j->gen;
-	if (current)
-		t->resolving = false;
-	if (current && status == 0 && !t->es->stopped) {
-		if (j->addr[0] == '\0') {
-			char why[300];
-			snprintf(why, sizeof why, "%.250s", j->err);
-			es__tunnel_down(t, -EHOSTUNREACH, why);
-		} else {
-			memcpy(t->addr, j->addr, sizeof t->addr);
-			connect_now(t);
-		}
-	} else if (current) {
-		t->dialing = false; /* cancelled: the instance is going */
-	}
-	free(j);
-}
-
-static bool is_ip_literal(const char *host)
-{
-	unsigned char buf[sizeof(struct in6_addr)];
-	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+	snprintf(t->addr, sizeof t->addr, "%s", addr);
+	t->name_gen = gen;
+	t->name_dialled = true;
+	connect_now(t);
 }
 
 static void dial_now(lws_sorted_usec_list_t *sul)
@@ -156,32 +92,27 @@ static void dial_now(lws_sorted_usec_list_t *sul)
 		return;
 	use_url(t);
 	t->dialing = true;
-	t->dial_gen++;
 	t->close_reason[0] = '\0';
 	t->close_err = 0;
 	es->m.dials_total++;
-	if (is_ip_literal(t->cloud_host)) {
-		snprintf(t->addr, sizeof t->addr, "%.63s", t->cloud_host);
+	/* The address: an IP literal as it is, a name from its cache or once a worker resolved
+	 * it (on_resolved), never through lws. */
+	const char *addr = NULL, *why = NULL;
+	uint32_t gen = 0;
+	int rc = es_name_get(&es->cloud_dns[t->url_i], &t->name_wait, on_resolved, &addr, &gen,
+	                     &why);
+	if (rc == 1)
+		return;
+	if (rc == 0) {
+		snprintf(t->addr, sizeof t->addr, "%s", addr);
+		t->name_gen = gen;
+		t->name_dialled = true;
 		connect_now(t);
 		return;
 	}
-	struct resolve_job *j = calloc(1, sizeof *j);
-	int rc = j ? 0 : -ENOMEM;
-	if (j) {
-		j->t = t;
-		j->gen = t->dial_gen;
-		memcpy(j->host, t->cloud_host, sizeof j->host);
-		t->resolving = true;
-		rc = st_workq_submit(es->wq, resolve_work, resolve_done, j);
-	}
-	if (rc < 0) {
-		free(j);
-		t->resolving = false;
-		char why[300];
-		snprintf(why, sizeof why, "%.100s: cannot resolve now (%s)", t->cloud_host,
-		         rc == -EAGAIN ? "worker pool busy" : st_strerror(rc));
-		es__tunnel_down(t, rc, why);
-	}
+	char reason[300];
+	snprintf(reason, sizeof reason, "%.250s", why);
+	es__tunnel_down(t, rc, reason);
 }
 
 void es_tunnel_schedule_dial(struct es_tunnel *t, uint64_t delay_ms)
@@ -218,6 +149,12 @@ void es__tunnel_down(struct es_tunnel *t, int err, const char *why)
 {
 	struct edgestream *es = t->es;
 	bool was_up = t->connected;
+	/* A dial to the cloud's address failed, or a tunnel on it dropped: the next dial takes the
+	 * name's next address, or resolves it again (resolve.h), not the same one again. */
+	es_name_cancel(&t->name_wait);
+	if (t->name_dialled && t->url_i < es->n_urls)
+		es_name_dial_failed(&es->cloud_dns[t->url_i], t->name_gen);
+	t->name_dialled = false;
 	t->wsi = NULL;
 	t->connected = false;
 	t->dialing = false;
@@ -309,6 +246,10 @@ int es_tunnel_new(struct es_tunnel **out, struct edgestream *es, uint64_t seed)
 void es_tunnel_stop(struct es_tunnel *t)
 {
 	lws_sul_cancel(&t->sul_dial);
+	if (es_name_waiting(&t->name_wait)) {
+		es_name_cancel(&t->name_wait);
+		t->dialing = false;
+	}
 	lws_sul_cancel(&t->sul_retire);
 	if (t->wsi)
 		es_tunnel_close(t, -ECANCELED, "stopping");
@@ -323,6 +264,7 @@ void es_tunnel_free(struct es_tunnel *t)
 {
 	if (t == NULL)
 		return;
+	es_name_cancel(&t->name_wait);
 	end_streams(t);
 	st_tunnel_reader_free(t->reader);
 	st_session_free(t->sess);
