@@ -4,6 +4,7 @@ replica that holds the node's tunnel (issue 13; cloudstream/src/peer.h).
 
     test/bench/replicas_bench.py [--build build/rel] [--mib 1024] [--runs 3] [--requests 2000]
                                  [--cloud-arg=--flag --cloud-arg=value ...] [--strace DIR]
+                                 [--perf DIR [--perf-stat EVENTS]]
 
 Everything real, on 127.0.0.1: nginx plays the node's kubelet (as in relay_bench.py), edgestream
 holds edge-1's tunnel to replica cs-a, and cs-b is linked to cs-a by --peers.
@@ -63,6 +64,10 @@ def main():
     ap.add_argument("--perf", metavar="DIR",
                     help="record both replicas with `perf record -g` during the local runs "
                          "(DIR/local-cs-a.data, ...) and the forwarded ones (DIR/forwarded-...)")
+    ap.add_argument("--perf-stat", metavar="EVENTS",
+                    help="with --perf DIR: `perf stat -e EVENTS` of both replicas instead of "
+                         "`perf record -g` (DIR/local-cs-a.txt, ...), e.g. "
+                         "sched:sched_waking,ipi:ipi_send_cpu: who wakes whom")
     ap.add_argument("--strace", metavar="DIR",
                     help="count both replicas' and the edge's system calls with `strace -c -f` "
                          "in each phase (DIR/local-cs-a.txt, ...; traced, they run slower: "
@@ -150,10 +155,15 @@ def main():
             if args.perf:
                 os.makedirs(args.perf, exist_ok=True)
                 for c in clouds:
+                    if args.perf_stat:
+                        how = ["stat", "-e", args.perf_stat, "-o",
+                               os.path.join(args.perf, "%s-%s.txt" % (phase, c.name))]
+                    else:
+                        how = ["record", "-q", "-g", "-o",
+                               os.path.join(args.perf, "%s-%s.data" % (phase, c.name))]
                     perfs.append(subprocess.Popen(
-                        ["perf", "record", "-q", "-g", "-o",
-                         os.path.join(args.perf, "%s-%s.data" % (phase, c.name)), "-p",
-                         str(c.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                        ["perf"] + how + ["-p", str(c.pid)], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL))
                 time.sleep(0.5)
 
             def stop():
