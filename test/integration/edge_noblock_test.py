@@ -10,7 +10,10 @@ are bind-mounted over /etc/hosts and /etc/resolv.conf, so the names it resolves 
 kubelet_by_name:  --kubelet-url https://kubelet.edge.test:PORT (in that /etc/hosts) against a
                   kubelet stand-in whose certificate names only kubelet.edge.test: the requests
                   (HTTP/1.1, then on the kept connection) are answered, so the
-                  address was dialled and the name checked; the name was resolved once.
+                  address was dialled and the name checked; the name was resolved once. Then
+                  the kubelet moves to 127.0.0.2 under the same name: one request fails (502),
+                  which makes the next dial resolve the name again, and requests are answered.
+kubelet_by_name_h2: the same over HTTP/2 (--kubelet-http2 auto).
 cloud_by_name:    --cloud-url wss://cloud.edge.test:PORT: the tunnel comes up.
 kubelet_name_hangs: the name is not in /etc/hosts and the nameserver (a UDP socket of the
                   test) never answers: while the resolution hangs the edge's loop keeps
@@ -138,9 +141,43 @@ def kubelet_by_name(g):
         check(st == 200, "kubelet by name, GET %d: %d %r" % (i, st, body[:200]))
     ok = h.metric(edge, "edgestream_name_resolutions_total", 'name="kubelet",result="ok"')
     check(ok == 1, "the kubelet's name resolved %s times, want once" % ok)
+    # The kubelet goes, and comes back at another address under the same name: the failed
+    # connect makes the next dial resolve the name again (not each request).
+    env.stop(kubelet)
+    st, body = get(api, "/pods")
+    check(st == 502, "the kubelet gone: %d %r" % (st, body[:200]))
+    write(hosts, "127.0.0.1 localhost\n127.0.0.2 kubelet.edge.test\n")  # same inode
+    h.start_kubelet(env, name="kubelet-moved",
+                    extra=["--cert", env.path("kubelet-named.crt"),
+                           "--key", env.path("kubelet-named.key"),
+                           "--listen", "127.0.0.2:%d" % kubelet.port])
+    for i in range(3):
+        st, body = get(api, "/whoami")
+        check(st == 200, "the kubelet moved, GET %d: %d %r" % (i, st, body[:200]))
+    ok = h.metric(edge, "edgestream_name_resolutions_total", 'name="kubelet",result="ok"')
+    check(ok == 2, "the kubelet's name resolved %s times, want twice" % ok)
     h.stop_clean(env, edge)
-    print("kubelet_by_name: 3 GETs answered through kubelet.edge.test, resolved %d time(s)" %
-          ok)
+    print("kubelet_by_name: GETs answered through kubelet.edge.test; after the kubelet moved "
+          "to 127.0.0.2, one failed request, then answered again; resolved %d times" % ok)
+
+
+def kubelet_by_name_h2(g):
+    """The same name over HTTP/2 (h2conn.c dials the resolved address too)."""
+    env = g.env
+    kubelet = h.start_kubelet(env, name="kubelet-h2",
+                              extra=["--cert", env.path("kubelet-named.crt"),
+                                     "--key", env.path("kubelet-named.key"), "--h2"])
+    cloud = h.start_cloudstream(env, name="cloudstream-h2")
+    hosts, resolv = etc_files(env, "127.0.0.1 kubelet.edge.test\n")
+    edge = start_edge(env, cloud, "https://kubelet.edge.test:%d" % kubelet.port, hosts, resolv,
+                      extra=["--kubelet-http2", "auto"])
+    api = h.Api(env, cloud.ports["stream"])
+    for i in range(3):
+        st, body = get(api, "/proto")
+        check(st == 200 and body == b"h2", "over h2 by name, GET %d: %d %r" % (i, st, body))
+    ok = h.metric(edge, "edgestream_name_resolutions_total", 'name="kubelet",result="ok"')
+    check(ok == 1, "the kubelet's name resolved %s times, want once" % ok)
+    h.stop_clean(env, edge)
 
 
 def cloud_by_name(g):
@@ -302,6 +339,7 @@ def group_noblock():
     with h.Group("noblock", "es-noblock") as g:
         return g.run([
             ("kubelet_by_name", lambda: kubelet_by_name(g)),
+            ("kubelet_by_name_h2", lambda: kubelet_by_name_h2(g)),
             ("cloud_by_name", lambda: cloud_by_name(g)),
             ("kubelet_name_hangs", lambda: kubelet_name_hangs(g)),
             ("ready_file_blocks", lambda: ready_file_blocks(g)),
