@@ -4,7 +4,7 @@ replica that holds the node's tunnel (issue 13; cloudstream/src/peer.h).
 
     test/bench/replicas_bench.py [--build build/rel] [--mib 1024] [--runs 3] [--requests 2000]
                                  [--cloud-arg=--flag --cloud-arg=value ...] [--strace DIR]
-                                 [--perf DIR [--perf-stat EVENTS]]
+                                 [--perf DIR [--perf-stat EVENTS]] [--congestion reno]
 
 Everything real, on 127.0.0.1: nginx plays the node's kubelet (as in relay_bench.py), edgestream
 holds edge-1's tunnel to replica cs-a, and cs-b is linked to cs-a by --peers.
@@ -72,7 +72,22 @@ def main():
                     help="count both replicas' and the edge's system calls with `strace -c -f` "
                          "in each phase (DIR/local-cs-a.txt, ...; traced, they run slower: "
                          "read the counts, not the MB/s)")
+    ap.add_argument("--congestion", metavar="ALGO",
+                    help="run everything in a network namespace of its own (root) whose TCP "
+                         "congestion control is ALGO (e.g. reno: no pacing), whatever the "
+                         "host's net.ipv4.tcp_congestion_control says (bbr paces inside TCP on "
+                         "loopback, an hrtimer per socket: cloudstream/README.md)")
     args = ap.parse_args()
+    if args.congestion and os.environ.get("ST_BENCH_NETNS") != args.congestion:
+        argv = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
+        os.environ["ST_BENCH_NETNS"] = args.congestion
+        os.execvp("unshare", ["unshare", "-n", "sh", "-c",
+                              "ip link set lo up && sysctl -qw "
+                              "net.ipv4.tcp_congestion_control=\"$0\" && exec \"$@\"",
+                              args.congestion] + argv)
+    if args.congestion:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            print("TCP congestion control in this network namespace: %s" % f.read().strip())
     h = bl.use_build(args.build)
 
     nbytes = args.mib << 20
