@@ -14,6 +14,9 @@ kubelet_by_name:  --kubelet-url https://kubelet.edge.test:PORT (in that /etc/hos
                   the kubelet moves to 127.0.0.2 under the same name: one request fails (502),
                   which makes the next dial resolve the name again, and requests are answered.
 kubelet_by_name_h2: the same over HTTP/2 (--kubelet-http2 auto).
+tcp_target_kubelet_by_name: cloudstream's front door (kube-apiserver's CONNECT) reaches the
+                  TCP target "kubelet" dialled at the name's address; the apiserver's TLS
+                  inside it is answered.
 cloud_by_name:    --cloud-url wss://cloud.edge.test:PORT: the tunnel comes up.
 kubelet_name_hangs: the name is not in /etc/hosts and the nameserver (a UDP socket of the
                   test) never answers: while the resolution hangs the edge's loop keeps
@@ -36,6 +39,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import standin  # noqa: E402
 from harness import check  # noqa: E402
@@ -279,6 +283,43 @@ def kubelet_name_hangs(g):
                                                               ns.queries))
 
 
+def tcp_target_kubelet_by_name(g):
+    """cloudstream's front door: kube-apiserver's CONNECT to the node's kubelet becomes a
+    TCP_CONNECT to the edge's target "kubelet", which dials --kubelet-url's name's address
+    (local_port.c's connection, the same cache); the apiserver's TLS inside it is answered."""
+    import front_door_test as fdt
+    env = g.env
+    fdt.mint_pki(env)
+
+    class Door:
+        pass
+
+    chain = Door()
+    chain.env = env
+    chain.sock_path = env.sock("front-door.sock")
+    kubelet = fdt.start_kubelet_for_node(env, name="kubelet-door")
+    cloud = h.start_cloudstream(env, name="cloudstream-door", extra=[
+        "--front-door-listen", "127.0.0.1:0", "--front-door-socket", chain.sock_path,
+        "--front-door-cert", env.path("front-door.crt"),
+        "--front-door-key", env.path("front-door.key"),
+        "--front-door-client-ca", env.path("egress-ca.crt"),
+        "--front-door-allowed-subjects", "kube-apiserver-egress"])
+    chain.door_port = cloud.ports["front_door"]
+    hosts, resolv = etc_files(env, "127.0.0.1 kubelet.edge.test\n")
+    edge = start_edge(env, cloud, "https://kubelet.edge.test:%d" % kubelet.port, hosts, resolv,
+                      extra=["--kubelet-server-name", "localhost"])
+    fdt.Chain.wait_node(chain, fdt.NODE_IP)
+    t = fdt.tunnel(chain, via="uds")
+    st, _, body = fdt.get(t, "/pods")
+    t.close()
+    check(st == 200, "GET through the front door: %d %r" % (st, body[:200]))
+    check(log_count(edge, rb"TCP target kubelet \(kubelet\.edge\.test:%d\)" % kubelet.port) >= 1,
+          "the edge did not dial the TCP target kubelet by its name")
+    ok = h.metric(edge, "edgestream_name_resolutions_total", 'name="kubelet",result="ok"')
+    check(ok == 1, "the kubelet's name resolved %s times, want once" % ok)
+    h.stop_clean(env, edge)
+
+
 def ready_file_blocks(g):
     env = g.env
     kubelet = h.start_kubelet(env, name="kubelet-r")
@@ -343,6 +384,7 @@ def group_noblock():
             ("cloud_by_name", lambda: cloud_by_name(g)),
             ("kubelet_name_hangs", lambda: kubelet_name_hangs(g)),
             ("ready_file_blocks", lambda: ready_file_blocks(g)),
+            ("tcp_target_kubelet_by_name", lambda: tcp_target_kubelet_by_name(g)),
         ])
 
 
