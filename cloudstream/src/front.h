@@ -127,7 +127,7 @@ const char *cs__front_node(const struct cs_front *f);
 /* Set the connection's lws timeout (no-op for a stream front: its connection keeps its own). */
 void cs__front_set_timeout(struct cs_front *f, enum pending_timeout reason, int secs);
 
-/* ---- front_h2.c ------------------------------------------------------------------------ */
+/* ---- front_h2.c, front_h2_stream.c, front_h2_alpn.c (front_h2_int.h between them) ----- */
 
 /* Concurrent streams per HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS; Go's server
  * default is 250, and kube-apiserver's transport opens at most that many before waiting). */
@@ -154,8 +154,12 @@ void cs__h2_answer_end(struct cs_front *f, bool cut);
 /* A stream front's client cannot be reached any more (the tunnel's cut): what it held is
  * dropped and the stream is reset. */
 void cs__h2_cut(struct cs_front *f);
-/* Install the ALPN choice (h2, then http/1.1) on the stream port's TLS context. */
-void cs__h2_alpn_install(void *ssl_ctx);
+/* Install the ALPN choice (h2, then http/1.1) on the stream port's TLS context
+ * (front_h2_alpn.c). 0, or -ENOSYS (an ERR line said why) when this executable's
+ * SSL_get0_alpn_selected is not the one liblws calls: then only HTTP/1.1 is offered. */
+int cs__h2_alpn_install(void *ssl_ctx);
+/* This executable's SSL_get0_alpn_selected is the one the dynamic linker gives liblws. */
+bool cs__h2_interposed(void);
 
 /* ---- request.c ------------------------------------------------------------------------- */
 

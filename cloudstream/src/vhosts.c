@@ -174,8 +174,8 @@ int cs__create_vhosts(struct cs_server *srv)
 		SSL_CTX_set_tlsext_servername_callback((SSL_CTX *)srv->ssl_ctx[1], NULL);
 	/* ALPN h2 then http/1.1, chosen by us after lws set its own (front_h2.c: lws would turn
 	 * an h2 connection into its own HTTP/2 role). */
-	if (srv->ssl_ctx[1] && c->stream_http2) /* --stream-http2 */
-		cs__h2_alpn_install(srv->ssl_ctx[1]);
+	if (srv->ssl_ctx[1] && c->stream_http2)             /* --stream-http2 */
+		(void)cs__h2_alpn_install(srv->ssl_ctx[1]); /* else HTTP/1.1 only, an ERR line */
 
 	if (c->admin_listen && c->admin_listen[0]) {
 		memset(&info, 0, sizeof info);
