@@ -312,6 +312,20 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	return 0;
 }
 
+/* An answer complete (END_STREAM sent) before its request is (a 408, a 413 whose body is still
+ * coming): RST_STREAM NO_ERROR tells the client to stop sending (RFC 9113 §8.1), and the stream
+ * closes now rather than whenever the client ends its side. */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
+{
+	(void)user;
+	if ((fr->hd.type == NGHTTP2_HEADERS || fr->hd.type == NGHTTP2_DATA) &&
+	    (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+	    nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id,
+		                          NGHTTP2_NO_ERROR);
+	return 0;
+}
+
 /* The answer body for nghttp2's DATA frames: what the stream front queued, as the window
  * allows; each byte taken is delivered (the edge gets its credit back). */
 static ssize_t read_body(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t length,
@@ -445,5 +459,6 @@ void cs__h2s_callbacks(nghttp2_session_callbacks *cbs)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
 	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
 }

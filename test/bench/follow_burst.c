@@ -22,6 +22,10 @@
  * --h2-streams-per-conn K (K > 0): as kube-apiserver's Go transport with HTTP/2 does, the
  * requests go as HTTP/2 streams, K per TLS connection (ALPN h2; an nghttp2 client session per
  * connection, ceil(N/K) connections). Each stream is counted as a request above.
+ * --h2-eager 1: the K requests all go before the server's SETTINGS are read (nghttp2 otherwise
+ * assumes 100 concurrent streams until then, and never more than the server's limit), as a
+ * client that does not wait for them: past the server's limit the extra streams are refused
+ * (REFUSED_STREAM, counted as failed).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -74,7 +78,7 @@ struct conn {
 
 static struct {
 	const char *host, *ca, *cert, *key, *target, *host_header, *expect;
-	int port, n, timeout_s, max_connecting, hold_s, h2_per_conn;
+	int port, n, timeout_s, max_connecting, hold_s, h2_per_conn, h2_eager;
 } o = {.host = "127.0.0.1",
        .target = "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=5",
        .host_header = "edge-1:10350",
@@ -246,7 +250,11 @@ static bool h2_begin(struct conn *c)
 	nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, h2_on_data);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_close);
-	int rc = nghttp2_session_client_new(&c->ng, cbs, c);
+	nghttp2_option *opt = NULL;
+	if (o.h2_eager && nghttp2_option_new(&opt) == 0) /* all K before the SETTINGS come */
+		nghttp2_option_set_peer_max_concurrent_streams(opt, (uint32_t)c->nstreams);
+	int rc = nghttp2_session_client_new2(&c->ng, cbs, c, opt);
+	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cbs);
 	if (rc != 0)
 		return false;
@@ -458,6 +466,7 @@ static const struct bench_opt opts[] = {
         {"max-connecting", BENCH_INT, &o.max_connecting, "N", false},
         {"hold", BENCH_INT, &o.hold_s, "S", false},
         {"h2-streams-per-conn", BENCH_INT, &o.h2_per_conn, "K", false},
+        {"h2-eager", BENCH_INT, &o.h2_eager, "0|1", false},
 };
 static const struct bench_cli cli = {"follow_burst", opts, sizeof opts / sizeof opts[0]};
 
@@ -541,6 +550,8 @@ int main(int argc, char **argv)
 			printf("holding\n");
 			fflush(stdout);
 			reported = true;
+			if (o.hold_s > 0)
+				hold_until = bench_now_ms() + (uint64_t)o.hold_s * 1000u;
 		}
 		if (hold_until && bench_now_ms() >= hold_until)
 			break;

@@ -213,14 +213,15 @@ class RawH2:
     """One HTTP/2 connection driven frame by frame (python3-h2), for what curl does not send:
     CONNECT, an oversized head, an explicit RST_STREAM, reading a GOAWAY."""
 
-    def __init__(self, chain):
+    def __init__(self, chain, cloud=None):
         env = chain.env
+        cloud = cloud or chain.cloud
         ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
         ctx.check_hostname = False
         ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
                             env.path("apiserver-kubelet-client.key"))
         ctx.set_alpn_protocols(["h2"])
-        raw = socket.create_connection(("127.0.0.1", chain.cloud.ports["stream"]), timeout=10)
+        raw = socket.create_connection(("127.0.0.1", cloud.ports["stream"]), timeout=10)
         self.s = ctx.wrap_socket(raw)
         check(self.s.selected_alpn_protocol() == "h2", "ALPN: %r" % self.s.selected_alpn_protocol())
         self.c = h2.connection.H2Connection(h2.config.H2Configuration(
@@ -451,6 +452,132 @@ def access_logged(chain):
                     text), "no access line for an h2 request")
 
 
+def stream_251_refused(chain):
+    """A client that sends 251 requests at once on one connection, before it has read the
+    SETTINGS (follow_burst, an nghttp2 client: python-h2 would hold the 251st back): 250
+    follows are answered, the 251st is reset with REFUSED_STREAM and counted in
+    cloudstream_apiserver_http2_streams_refused_total, not as a malformed request."""
+    env = chain.env
+    refused0 = metric(chain, "cloudstream_apiserver_http2_streams_refused_total")
+    bad0 = metric(chain, "cloudstream_request_errors_total", 'reason="bad_request"')
+    argv = [os.path.join(h.BIN, "test", "bench", "follow_burst"),
+            "--port", str(chain.cloud.ports["stream"]), "--ca", env.path("stream-ca.crt"),
+            "--cert", env.path("apiserver-kubelet-client.crt"),
+            "--key", env.path("apiserver-kubelet-client.key"), "--n", "251",
+            "--h2-streams-per-conn", "251", "--h2-eager", "1", "--host-header", "edge-1:10350",
+            "--target", "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=60",
+            "--expect", "line 1", "--timeout", "30", "--hold", "1"]
+    p = subprocess.run(argv, capture_output=True, timeout=60)
+    out = p.stdout.decode()
+    m = re.search(r"burst n=(\d+) answered=(\d+) status504=(\d+) other=(\d+) failed=(\d+)", out)
+    check(p.returncode == 0 and m, "follow_burst: %d %r %r" % (p.returncode, out, p.stderr))
+    check(m.group(2, 5) == ("250", "1"), "251 streams at once: %s" % m.group(0))
+    refused = metric(chain, "cloudstream_apiserver_http2_streams_refused_total") - refused0
+    bad = metric(chain, "cloudstream_request_errors_total", 'reason="bad_request"') - bad0
+    check(refused == 1 and bad == 0, "the 251st: refused counted %g, bad_request %g (%r %r)"
+          % (refused, bad, out, p.stderr))
+    left = wait_streams_open(chain, 0, timeout=10)
+    check(left == 0, "after follow_burst left: %g tunnel streams" % left)
+    print("     %s; refused_total +%d" % (m.group(0), refused), flush=True)
+
+
+def edge_gone_before_answer_502(chain):
+    """The tunnel goes away after a stream was opened on it but before the edge answered (a
+    follow of an empty log through a KubeEdge base edge, which sends nothing until a line
+    comes; the edge is killed): the HTTP/2 stream gets our 502 Status, as over HTTP/1.1, and
+    the connection serves on. (Runs after edge_gone_resets_stream: starts a new edge-2.)"""
+    edge = h.start_kubeedge_edge(chain.env, chain.cloud, chain.kubelet, node="edge-2",
+                                 protocol="base", name="edge-edge-2-again")
+    c = RawH2(chain)
+    try:
+        hd = get_headers("/containerLogs/default/pod-a/ctr?follow=true&tailLines=0"
+                         "&interval=60")
+        hd[2] = (":authority", "edge-2:10350")
+        sid = c.request(hd)
+        check(wait_streams_open(chain, 1) == 1, "the follow has no tunnel stream")
+        time.sleep(0.2)
+        c.pump(lambda evs: True, timeout=1)
+        check(c.status(sid) is None, "answered before the edge went: %r" % c.status(sid))
+        edge.kill()
+        edge.wait()
+        c.pump(c.ended(sid))
+        body = b"".join(e.data for e in c.events
+                        if isinstance(e, h2.events.DataReceived) and e.stream_id == sid)
+        check(c.status(sid) == 502, "the edge went before answering: status %r %r"
+              % (c.status(sid), c.events[-3:]))
+        # pods/log's client takes our errors as text (the message alone, stream/status.h)
+        check(b"edge node edge-2" in body, "the 502's body: %r" % body)
+        sid2 = c.request(get_headers("/containerLogs/default/pod-a/ctr?tailLines=1"))
+        c.pump(c.ended(sid2))
+        check(c.status(sid2) == 200, "the connection after a 502: %r" % c.status(sid2))
+    finally:
+        c.close()
+
+
+def deadlines(chain):
+    """A cloudstream with --idle-timeout 1s: a stream whose request never ends (HEADERS
+    without END_STREAM) is answered 408 after about that long, its connection serving on; a
+    connection whose only stream is a quiet follow is not timed out (2.5 s, then another
+    request on it); once its last stream is gone, the idle connection is closed."""
+    env = chain.env
+    cloud = h.start_cloudstream(env, ["--idle-timeout", "1s"], name="cloudstream-idle")
+    edge = None
+    try:
+        edge = h.start_edgestream(env, cloud, chain.kubelet, name="edgestream-idle")
+        c = RawH2(chain, cloud)
+        try:
+            t0 = time.monotonic()
+            sid = c.request(get_headers("/metrics"), end=False)
+            c.pump(c.ended(sid), timeout=6)
+            took = time.monotonic() - t0
+            body = b"".join(e.data for e in c.events
+                            if isinstance(e, h2.events.DataReceived) and e.stream_id == sid)
+            check(c.status(sid) == 408 and 0.8 < took < 4,
+                  "a request without END_STREAM: %r after %.1f s" % (c.status(sid), took))
+            check(json.loads(body).get("code") == 408, "the 408's body: %r" % body)
+            follow = c.request(get_headers("/containerLogs/default/pod-a/ctr?follow=true"
+                                           "&tailLines=1&interval=60"))
+            c.pump(lambda evs: any(isinstance(e, h2.events.DataReceived) and
+                                   e.stream_id == follow for e in evs))
+            time.sleep(2.5)
+            sid = c.request(get_headers("/containerLogs/default/pod-a/ctr?tailLines=1"))
+            c.pump(c.ended(sid))
+            check(c.status(sid) == 200 and not any(
+                isinstance(e, (h2.events.StreamReset, h2.events.ConnectionTerminated))
+                and getattr(e, "stream_id", follow) == follow for e in c.events)
+                and "closed" not in c.events,
+                "a quiet follow past --idle-timeout: %r %r" % (c.status(sid), c.events[-3:]))
+            c.c.reset_stream(follow)
+            c.flush()
+            t0 = time.monotonic()
+            c.pump(lambda evs: "closed" in evs or any(
+                isinstance(e, h2.events.ConnectionTerminated) for e in evs), timeout=6)
+            took = time.monotonic() - t0
+            check(took < 4, "the idle connection closed after %.1f s" % took)
+            print("     408 for a request without END_STREAM; idle connection closed after "
+                  "%.1f s" % took, flush=True)
+        finally:
+            c.close()
+    finally:
+        if edge:
+            env.stop(edge)
+        h.stop_exits_0(env, cloud)
+
+
+def alpn_interposed(chain):
+    """The executable exports SSL_get0_alpn_selected (front_h2_alpn.c: liblws binds to it),
+    and the start-up check found it in effect (no ERR line; h2 chosen on the port)."""
+    exe = os.path.join(h.BIN, "cloudstream", "cloudstream")
+    out = subprocess.run(["readelf", "--dyn-syms", "-W", exe], capture_output=True,
+                         check=True).stdout.decode()
+    defined = [line for line in out.splitlines()
+               if line.split()[-1:] == ["SSL_get0_alpn_selected"] and " UND " not in line]
+    check(len(defined) == 1 and " FUNC " in defined[0] and " GLOBAL " in defined[0],
+          "SSL_get0_alpn_selected in the dynamic symbols: %r" % defined)
+    text = open(chain.cloud.logpath, "rb").read()
+    check(b"HTTP/2 is not offered" not in text, "the start-up check failed")
+
+
 METRICS_USER = "system:serviceaccount:kube-system:metrics-server"
 
 
@@ -528,8 +655,9 @@ def main():
     try:
         tests = [logs_h2, same_bytes_as_h1, base_edge_h2, parallel_follows_one_connection,
                  client_reset_frees_stream, refusals_h2, raw_h2_limits,
-                 flow_control_per_stream, many_streams_churn, h1_same_port,
-                 access_logged, edge_gone_resets_stream,
+                 flow_control_per_stream, many_streams_churn, stream_251_refused,
+                 h1_same_port, access_logged, alpn_interposed, deadlines,
+                 edge_gone_resets_stream, edge_gone_before_answer_502,
                  goaway_on_drain]  # the last two stop edge-2's edge and cloudstream
         rc = h.run(h.named("h2", [(t.__name__, (lambda t=t: t(chain))) for t in tests]))
         return rc
