@@ -1,7 +1,8 @@
 /*
  * cloudstream/src/front_h2.c — an apiserver connection on the stream port that chose HTTP/2
  * (ALPN h2, front_h2_alpn.c): its nghttp2 server session, the bytes in and out, its deadlines
- * and GOAWAY. Each stream is a request front of its own (front_h2_stream.c).
+ * and GOAWAY. Each stream is a request front of its own (front_h2_stream.c, its answer
+ * front_h2_answer.c).
  *
  * nghttp2 is never re-entered: its callbacks only record (a stream ready, a stream closed) and
  * submit; requests start after nghttp2_session_mem_recv() returns, closed streams are freed
@@ -156,6 +157,7 @@ int cs__h2_start(struct cs_front *conn)
 		return -ENOMEM;
 	}
 	cs__h2s_callbacks(cbs);
+	cs__h2a_callbacks(cbs);
 	nghttp2_session_callbacks_set_send_callback(cbs, on_send);
 	int rc = nghttp2_session_server_new(&c->ng, cbs, c);
 	nghttp2_session_callbacks_del(cbs);

@@ -1,8 +1,8 @@
 /*
  * cloudstream/src/front_h2_int.h — between the HTTP/2 files of the stream port: front_h2.c (the
  * connection: its nghttp2 session, bytes in and out, the idle and head deadlines, GOAWAY),
- * front_h2_stream.c (each stream as a stream front: HEADERS → head, answer → HEADERS/DATA)
- * and front_h2_alpn.c (ALPN h2 without lws's own HTTP/2 role). front.h has what the rest of
+ * front_h2_stream.c (each stream as a stream front: HEADERS → head, refusals, close),
+ * front_h2_answer.c (its answer → HEADERS/DATA, the data provider) and front_h2_alpn.c (ALPN h2 without lws's own HTTP/2 role). front.h has what the rest of
  * cloudstream calls. Loop thread only.
  */
 #ifndef CLOUDSTREAM_FRONT_H2_INT_H
@@ -67,6 +67,11 @@ void cs__h2s_process(struct cs_h2conn *c);
 void cs__h2s_free(struct cs_h2conn *c, struct cs_front *f);
 /* A stream whose request did not complete within --idle-timeout: answered 408. */
 void cs__h2s_late(struct cs_front *f);
+
+/* ---- front_h2_answer.c ----------------------------------------------------------------- */
+
+/* Set the answer side's nghttp2 callbacks (a frame sent) on @cbs. */
+void cs__h2a_callbacks(nghttp2_session_callbacks *cbs);
 
 /* ---- front_h2.c ------------------------------------------------------------------------ */
 
