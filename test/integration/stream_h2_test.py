@@ -516,7 +516,8 @@ def edge_gone_before_answer_502(chain):
 
 def deadlines(chain):
     """A cloudstream with --idle-timeout 1s: a stream whose request never ends (HEADERS
-    without END_STREAM) is answered 408 after about that long, its connection serving on; a
+    without END_STREAM, or a header block without its CONTINUATION) is answered 408 after
+    about that long, its connection serving on; a
     connection whose only stream is a quiet follow is not timed out (2.5 s, then another
     request on it); once its last stream is gone, the idle connection is closed."""
     env = chain.env
@@ -558,10 +559,55 @@ def deadlines(chain):
                   "%.1f s" % took, flush=True)
         finally:
             c.close()
+        status, took = unfinished_header_block(chain, cloud)
+        check(status == 408 and 0.8 < took < 4, "a header block without its CONTINUATION: "
+              "%r after %.1f s" % (status, took))
     finally:
         if edge:
             env.stop(edge)
         h.stop_exits_0(env, cloud)
+
+
+def unfinished_header_block(chain, cloud):
+    """HEADERS without END_HEADERS, and no CONTINUATION ever (frames written by hand: python-h2
+    would not): the stream's answer (its :status) and how long it took."""
+    import hpack
+    import hyperframe.frame as hf
+    env = chain.env
+    ctx = ssl.create_default_context(cafile=env.path("stream-ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(env.path("apiserver-kubelet-client.crt"),
+                        env.path("apiserver-kubelet-client.key"))
+    ctx.set_alpn_protocols(["h2"])
+    raw = socket.create_connection(("127.0.0.1", cloud.ports["stream"]), timeout=6)
+    s = ctx.wrap_socket(raw)
+    try:
+        block = hpack.Encoder().encode(get_headers("/metrics"))
+        hd = hf.HeadersFrame(1, block, flags=["END_STREAM"])  # no END_HEADERS
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hf.SettingsFrame(0).serialize() +
+                  hd.serialize())
+        t0 = time.monotonic()
+        buf, dec = b"", hpack.Decoder()
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return None, time.monotonic() - t0
+            buf += data
+            while len(buf) >= 9:
+                fr, length = hf.Frame.parse_frame_header(memoryview(buf[:9]))
+                if len(buf) < 9 + length:
+                    break
+                fr.parse_body(memoryview(buf[9:9 + length]))
+                buf = buf[9 + length:]
+                if isinstance(fr, hf.HeadersFrame) and fr.stream_id == 1:
+                    return (int(dict(dec.decode(fr.data))[":status"]),
+                            time.monotonic() - t0)
+                if isinstance(fr, (hf.RstStreamFrame, hf.GoAwayFrame)):
+                    return fr.__class__.__name__, time.monotonic() - t0
+    except socket.timeout:
+        return "nothing", time.monotonic() - t0
+    finally:
+        s.close()
 
 
 def alpn_interposed(chain):
