@@ -323,7 +323,9 @@
          .max = 3600000,
          .value_name = "DURATION",
          .help = "An apiserver connection that is between requests (or sending a request head) "
-                 "this long is closed.",
+                 "this long is closed. Over HTTP/2: a connection without streams this long is "
+                 "closed, and a stream whose request is not complete this long after its "
+                 "HEADERS is answered 408 (the connection's other streams go on).",
          .flags = ST_OPT_F_LIVE,
          .since = "0.1"},
         ST_OPT_STALL_TIMEOUT(
