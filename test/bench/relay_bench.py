@@ -69,12 +69,21 @@ def main():
                     help="count each daemon's system calls by kind with `perf stat` during "
                          "the chain runs (/proc/PID/io counts read() and write() only, not "
                          "send() and recv())")
+    ap.add_argument("--kubelet-h2", action="store_true",
+                    help="the kubelet nginx offers HTTP/2 (ALPN h2), as a real kubelet does: the "
+                         "edge's GETs then go over its HTTP/2 client (h2conn.c) instead of "
+                         "HTTP/1.1 (conn.c); curl's direct leg stays on HTTP/1.1")
     args = ap.parse_args()
     h = bl.use_build(args.build)
 
     nbytes = args.mib << 20
     with bl.run_env("relay-bench") as env:
+        conf = bl.NGINX_CONF
+        if args.kubelet_h2:
+            bl.NGINX_CONF = conf.replace(" ssl;\n{server}", " ssl http2;\n{server}")
+            assert bl.NGINX_CONF != conf
         kubelet = start_kubelet(env, nbytes)
+        bl.NGINX_CONF = conf
         kport = kubelet.port
         pport = bl.start_nginx(env, os.path.join(env.dir, "www"), "proxy", PROXY_SERVER,
                                kport=kport).port
@@ -91,7 +100,8 @@ def main():
         target = "/containerLogs/default/x/y"
         api = ["--cert", env.path("apiserver-kubelet-client.crt"),
                "--key", env.path("apiserver-kubelet-client.key")]
-        kub = ["--cert", env.path("edgestream-kubelet-client.crt"),
+        kub = (["--http1.1"] if args.kubelet_h2 else []) + [
+               "--cert", env.path("edgestream-kubelet-client.crt"),
                "--key", env.path("edgestream-kubelet-client.key")]
 
         def measure(name, url, cargs, host=None, pids=()):
