@@ -358,7 +358,7 @@ def read_conn_port(s):
 
 
 def h2_big_body(chain, n=32 << 20):
-    """32 MiB through 16 KiB stream windows, compared by the stand-in's sha256 (a Content-Length
+    """32 MiB through 64 KiB stream windows, compared by the stand-in's sha256 (a Content-Length
     answer: relayed as is, not chunked). The rate is printed for the record (ASan, Python h2)."""
     rate = cst.throughput(chain, "/bytes?n=%d&seed=3" % n, n, verify=True)
     print("     h2 body: %.1f MB/s" % rate, flush=True)

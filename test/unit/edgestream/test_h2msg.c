@@ -215,10 +215,11 @@ static void test_es_h2__window_fits_the_relay_burst(void **state)
 {
 	(void)state;
 	/* Past its queue's mark a stream can still get its whole window: chunk-framed, that must
-	 * fit the kubelet backend's burst (48 KiB, conn.h) for frames of a log line or more. */
-	assert_true(es_h2_flow_worst_burst(16384) <= ES_H2_STREAM_WINDOW + 16);
-	assert_true(es_h2_flow_worst_burst(8) <= 48u * 1024u);
-	assert_true(es_h2_flow_worst_burst(1) > 48u * 1024u); /* 1-byte frames would not */
+	 * fit the kubelet backend's burst (ES_CONN_TO_CLOUD_BURST, conn.h: ES_READ_BYTES + 48 KiB)
+	 * for frames of a log line or more. */
+	assert_true(es_h2_flow_worst_burst(16384) <= ES_H2_STREAM_WINDOW + 4 * 8);
+	assert_true(es_h2_flow_worst_burst(8) <= 64u * 1024u + 48u * 1024u);
+	assert_true(es_h2_flow_worst_burst(1) > 64u * 1024u + 48u * 1024u); /* 1-byte frames not */
 }
 
 int main(void)
