@@ -192,11 +192,29 @@ static int front_rx(struct cs_front *f, const uint8_t *p, size_t len)
 
 /* ---- connection ------------------------------------------------------------------------ */
 
-static void front_closed(struct cs_front *f)
+void cs__front_init(struct cs_front *f, struct cs_server *srv, struct lws *wsi)
+{
+	cs_endpoint_init(&f->ep, &cs__front_endpoint_ops, srv);
+	cs_relay_init(&f->rl);
+	f->srv = srv;
+	f->wsi = wsi;
+	f->ordinal = ++srv->next_ordinal;
+	f->state = CS_FRONT_HEAD;
+	/* Room for a whole window (flow control) or the high mark plus one tunnel message (base
+	 * protocol, which pauses the tunnel above the high mark). */
+	st_buf_init(&f->out, (size_t)cs_tunnel_window_cap(srv) + ST_RELAY_HIGH_WATER_BYTES +
+	                             ST_MAX_MESSAGE_BYTES + 4096);
+	st_buf_set_watermarks(&f->out, ST_RELAY_HIGH_WATER_BYTES, ST_RELAY_LOW_WATER_BYTES);
+	/* In the server's fronts: pod lookups and reviews find their requests there. */
+	f->anext = srv->fronts;
+	if (srv->fronts)
+		srv->fronts->aprev = f;
+	srv->fronts = f;
+}
+
+void cs__front_release(struct cs_front *f)
 {
 	struct cs_server *srv = f->srv;
-	if (f->h2)
-		cs__h2_free(f); /* its streams first */
 	cs__request_cleanup(f); /* first: it reports what `out` held as dropped */
 	cs__authz_front_free(f);
 	st_buf_cleanup(&f->out);
@@ -207,6 +225,14 @@ static void front_closed(struct cs_front *f)
 		srv->fronts = f->anext;
 	if (f->anext)
 		f->anext->aprev = f->aprev;
+}
+
+static void front_closed(struct cs_front *f)
+{
+	struct cs_server *srv = f->srv;
+	if (f->h2)
+		cs__h2_free(f); /* its streams first */
+	cs__front_release(f);
 	srv->n_fronts--;
 	free(f);
 	cs_maybe_finish_drain(srv);
@@ -271,21 +297,7 @@ static struct cs_front *front_new(struct cs_server *srv, struct lws *wsi)
 	struct cs_front *f = calloc(1, sizeof *f);
 	if (f == NULL)
 		return NULL;
-	cs_endpoint_init(&f->ep, &cs__front_endpoint_ops, srv);
-	cs_relay_init(&f->rl);
-	f->srv = srv;
-	f->wsi = wsi;
-	f->ordinal = ++srv->next_ordinal;
-	f->state = CS_FRONT_HEAD;
-	/* Room for a whole window (flow control) or the high mark plus one tunnel message (base
-	 * protocol, which pauses the tunnel above the high mark). */
-	st_buf_init(&f->out, (size_t)cs_tunnel_window_cap(srv) + ST_RELAY_HIGH_WATER_BYTES +
-	                             ST_MAX_MESSAGE_BYTES + 4096);
-	st_buf_set_watermarks(&f->out, ST_RELAY_HIGH_WATER_BYTES, ST_RELAY_LOW_WATER_BYTES);
-	f->anext = srv->fronts;
-	if (srv->fronts)
-		srv->fronts->aprev = f;
-	srv->fronts = f;
+	cs__front_init(f, srv, wsi);
 	srv->n_fronts++;
 	srv->m.fronts_total++;
 	return f;

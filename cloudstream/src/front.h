@@ -108,6 +108,14 @@ struct cs_front {
 
 /* ---- front.c --------------------------------------------------------------------------- */
 
+/* A zeroed front made a request front of @srv on @wsi (an HTTP/1.1 connection, or an HTTP/2
+ * stream on its connection's wsi): endpoint, relay, output queue, the server's list. */
+void cs__front_init(struct cs_front *f, struct cs_server *srv, struct lws *wsi);
+
+/* Undo cs__front_init: the request's stream removed (what it held credited), its user, queues
+ * and list place freed; @f itself is the caller's. */
+void cs__front_release(struct cs_front *f);
+
 /* Queue @n bytes at @p toward the apiserver (and ask for WRITEABLE). 0, -EMSGSIZE, -ENOMEM. */
 int cs__front_queue(struct cs_front *f, const void *p, size_t n);
 

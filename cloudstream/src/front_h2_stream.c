@@ -36,12 +36,7 @@ static struct cs_front *stream_new(struct cs_h2conn *c, int32_t sid)
 		free(r);
 		return NULL;
 	}
-	cs_endpoint_init(&f->ep, &cs__front_endpoint_ops, srv);
-	cs_relay_init(&f->rl);
-	f->srv = srv;
-	f->wsi = conn->wsi;
-	f->ordinal = ++srv->next_ordinal;
-	f->state = CS_FRONT_HEAD;
+	cs__front_init(f, srv, conn->wsi); /* the same room as an HTTP/1.1 connection's */
 	f->verified = true;
 	f->h2 = c;
 	f->h2r = r;
@@ -49,17 +44,7 @@ static struct cs_front *stream_new(struct cs_h2conn *c, int32_t sid)
 	cs_h2ans_init(&r->ans, false); /* our own early answers (431, 405, 413) go through it too */
 	memcpy(f->orig_dst, conn->orig_dst, sizeof f->orig_dst);
 	cs__authz_share_tls(f, conn);
-	/* The same room as an HTTP/1.1 connection's output: a window, or the high mark and one
-	 * tunnel message for a base edge (front.c front_new). */
-	st_buf_init(&f->out, (size_t)cs_tunnel_window_cap(srv) + ST_RELAY_HIGH_WATER_BYTES +
-	                             ST_MAX_MESSAGE_BYTES + 4096);
-	st_buf_set_watermarks(&f->out, ST_RELAY_HIGH_WATER_BYTES, ST_RELAY_LOW_WATER_BYTES);
-	/* In the server's fronts (pod lookups and reviews find their requests there), not counted
-	 * as a connection. */
-	f->anext = srv->fronts;
-	if (srv->fronts)
-		srv->fronts->aprev = f;
-	srv->fronts = f;
+	/* not counted as a connection */
 	r->next = c->streams;
 	if (c->streams)
 		c->streams->h2r->prev = f;
@@ -71,19 +56,9 @@ static struct cs_front *stream_new(struct cs_h2conn *c, int32_t sid)
 
 void cs__h2s_free(struct cs_h2conn *c, struct cs_front *f)
 {
-	struct cs_server *srv = f->srv;
 	struct cs_h2req *r = f->h2r;
 	cs__h2_head_end(c, f);
-	cs__request_cleanup(f); /* REMOVE to the edge; what it held is credited */
-	cs__authz_front_free(f);
-	st_buf_cleanup(&f->out); /* cs__request_cleanup reported what it held as dropped */
-	free(f->in);
-	if (f->aprev)
-		f->aprev->anext = f->anext;
-	else
-		srv->fronts = f->anext;
-	if (f->anext)
-		f->anext->aprev = f->aprev;
+	cs__front_release(f); /* REMOVE to the edge; what it held is credited */
 	if (r->prev)
 		r->prev->h2r->next = r->next;
 	else
