@@ -81,9 +81,8 @@ int cs__h2_alpn_install(void *ssl_ctx)
 		st_log(ST_LOG_ERROR, NULL, 0,
 		       "HTTP/2 is not offered on the stream port (HTTP/1.1 only, as with "
 		       "--stream-http2 off): SSL_get0_alpn_selected is not this executable's in "
-		       "the "
-		       "dynamic symbol table, so lws would take h2 connections into its own HTTP/2 "
-		       "role (cloudstream/README.md, Code: HTTP/2)");
+		       "the dynamic symbol table, so lws would take h2 connections into its own "
+		       "HTTP/2 role (cloudstream/README.md, Code: HTTP/2)");
 		return -ENOSYS;
 	}
 	if (alpn_idx < 0)
