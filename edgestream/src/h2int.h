@@ -40,6 +40,10 @@ struct h2c {
 	bool goaway;   /* no new streams (GOAWAY either way, or an error) */
 	bool was_idle; /* it had no stream at some point: a close may have raced a request */
 	bool resume_retried;
+	/* Flow control: the windows its streams grew past ES_H2_STREAM_WINDOW (summed), and the
+	 * connection's window, kept at least every stream's window together (none waits for
+	 * another). */
+	uint64_t grown, conn_window;
 	struct es_name_wait name_wait; /* attached while the dial waits for the kubelet's address */
 	uint32_t name_gen;             /* the answer dialled (resolve.h es_name_dial_failed) */
 	lws_sorted_usec_list_t sul;    /* connect / handshake deadline; idle deadline once open */

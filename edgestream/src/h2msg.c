@@ -288,11 +288,21 @@ size_t es_h2_chunk_start(char *out, size_t n)
 
 /* ---- flow control ---------------------------------------------------------------------- */
 
+void es_h2_flow_init(struct es_h2_flow *f)
+{
+	f->unacked = 0;
+	f->window = ES_H2_STREAM_WINDOW;
+	f->run = 0;
+}
+
 size_t es_h2_flow_received(struct es_h2_flow *f, size_t n, bool cloud_full)
 {
 	f->unacked += n;
-	if (cloud_full)
+	if (cloud_full) {
+		f->run = 0;
 		return 0;
+	}
+	f->run += n;
 	size_t due = f->unacked;
 	f->unacked = 0;
 	return due;
@@ -305,12 +315,36 @@ size_t es_h2_flow_drained(struct es_h2_flow *f)
 	return due;
 }
 
-size_t es_h2_flow_worst_burst(size_t min_frame)
+static size_t framed(size_t window, size_t min_frame)
 {
 	if (min_frame == 0)
 		min_frame = 1;
-	size_t frames = (ES_H2_STREAM_WINDOW + min_frame - 1) / min_frame;
+	size_t frames = (window + min_frame - 1) / min_frame;
 	char tmp[ES_H2_CHUNK_START_MAX];
 	/* each frame: its size line, its bytes, CRLF */
-	return ES_H2_STREAM_WINDOW + frames * (es_h2_chunk_start(tmp, min_frame) + 2);
+	return window + frames * (es_h2_chunk_start(tmp, min_frame) + 2);
+}
+
+size_t es_h2_flow_worst_burst(size_t min_frame)
+{
+	return framed(ES_H2_STREAM_WINDOW, min_frame);
+}
+
+size_t es_h2_flow_reservation(size_t window, bool chunked)
+{
+	return chunked ? framed(window, ES_H2_MIN_FRAME) : window;
+}
+
+size_t es_h2_flow_grow(const struct es_h2_flow *f, bool budget_tight)
+{
+	if (budget_tight || f->window >= ES_H2_STREAM_WINDOW_MAX || f->run < f->window)
+		return f->window;
+	size_t next = f->window * 2;
+	return next > ES_H2_STREAM_WINDOW_MAX ? ES_H2_STREAM_WINDOW_MAX : next;
+}
+
+void es_h2_flow_grown(struct es_h2_flow *f, size_t window)
+{
+	f->window = window;
+	f->run = 0;
 }

@@ -103,12 +103,30 @@ size_t es_h2_chunk_start(char *out, size_t n);
  * 112 KiB: 104 KiB), so the stream's reservation is unchanged. */
 #define ES_H2_STREAM_WINDOW (64u * 1024u)
 
+/*
+ * A bulk stream's window grows, as cloudstream's peer links grow a forwarded stream's: a stream
+ * that received its whole window while the cloud took every byte (the kubelet, not the cloud,
+ * was the bound) doubles it, up to ES_H2_STREAM_WINDOW_MAX, while the process budget is not tight
+ * (three quarters used). What the larger window lets the kubelet send past the queue's mark is
+ * charged before the kubelet hears of it (es_h2_flow_reservation, es_stream_grow_to_cloud) and
+ * kept for the stream's life; a quiet `logs -f` never grows and reserves what it did before.
+ * relay_bench --kubelet-h2: the kubelet no longer idles a round trip per 64 KiB, and each read
+ * finds a full 64 KiB (README "Bulk relay cost").
+ */
+#define ES_H2_STREAM_WINDOW_MAX (1024u * 1024u)
+
 struct es_h2_flow {
 	size_t unacked; /* bytes received whose credit has not gone back */
+	size_t window;  /* the stream's window: ES_H2_STREAM_WINDOW until it grew */
+	size_t run;     /* bytes received since it last grew, every one taken by the cloud */
 };
 
+/* es_h2_flow_init() - a new stream's flow: ES_H2_STREAM_WINDOW, nothing received. */
+void es_h2_flow_init(struct es_h2_flow *f);
+
 /* es_h2_flow_received() - @n body bytes arrived and went toward the cloud, whose queue is
- * full (@cloud_full) or not. Returns the credit to give back now (0 while full). */
+ * full (@cloud_full) or not. Returns the credit to give back now (0 while full). A full
+ * queue restarts the count toward growing (es_h2_flow_grow): the cloud is the bound. */
 size_t es_h2_flow_received(struct es_h2_flow *f, size_t n, bool cloud_full);
 
 /* es_h2_flow_drained() - the queue toward the cloud went under its low mark: the withheld
@@ -116,8 +134,28 @@ size_t es_h2_flow_received(struct es_h2_flow *f, size_t n, bool cloud_full);
 size_t es_h2_flow_drained(struct es_h2_flow *f);
 
 /* es_h2_flow_worst_burst() - the most bytes a stream can hand the relay past its queue's mark
- * (the whole window, in the smallest frames a peer can send, chunk-framed): what to_cloud_burst
- * must hold for a kubelet that sends DATA frames of at least @min_frame bytes. */
+ * (the whole initial window, in the smallest frames a peer can send, chunk-framed): what
+ * to_cloud_burst must hold for a kubelet that sends DATA frames of at least @min_frame bytes. */
 size_t es_h2_flow_worst_burst(size_t min_frame);
+
+/* es_h2_flow_reservation() - the same for a window of @window bytes: @window itself when the
+ * body goes as it comes (@chunked false), else chunk-framed in DATA frames of
+ * ES_H2_MIN_FRAME bytes or more (smaller ones past it fail the stream with `limit`, as a
+ * backend past its burst does). */
+#define ES_H2_MIN_FRAME 8u
+size_t es_h2_flow_reservation(size_t window, bool chunked);
+
+/*
+ * es_h2_flow_grow() - the window @f's stream should have now: larger than f->window when the
+ * stream received a whole window since it last grew with the cloud taking every byte (count
+ * them with es_h2_flow_received), the window is under ES_H2_STREAM_WINDOW_MAX and the budget is
+ * not @budget_tight; else f->window. Doubles, capped at the maximum. Decides only: the caller
+ * charges es_h2_flow_reservation(new) - es_h2_flow_reservation(old), tells the kubelet, then
+ * calls es_h2_flow_grown().
+ */
+size_t es_h2_flow_grow(const struct es_h2_flow *f, bool budget_tight);
+
+/* es_h2_flow_grown() - the stream's window is @window now (charged and offered). */
+void es_h2_flow_grown(struct es_h2_flow *f, size_t window);
 
 #endif /* EDGESTREAM_H2MSG_H */

@@ -37,6 +37,7 @@ void es__h2_attach(struct h2s *s, struct h2c *c)
 		c->streams->prev = s;
 	c->streams = s;
 	c->nstreams++;
+	c->grown += s->flow.window - ES_H2_STREAM_WINDOW;
 	if (c->state == H2C_OPEN)
 		lws_sul_cancel(&c->sul); /* no idle deadline while it serves */
 }
@@ -55,6 +56,7 @@ void es__h2_detach(struct h2s *s)
 	s->next = s->prev = NULL;
 	s->c = NULL;
 	c->nstreams--;
+	c->grown -= s->flow.window - ES_H2_STREAM_WINDOW;
 	if (c->sess && s->id > 0)
 		nghttp2_session_set_stream_user_data(c->sess, s->id, NULL);
 	if (c->nstreams == 0 && c->state == H2C_OPEN) {
@@ -68,6 +70,7 @@ void es__h2_detach(struct h2s *s)
 void es__h2_stream_free(struct h2s *s)
 {
 	es__h2_detach(s);
+	s->st->es->h2_window_grown_now -= s->flow.window - ES_H2_STREAM_WINDOW;
 	st_connect_req_cleanup(&s->req);
 	es_h2_head_cleanup(&s->head);
 	free(s);
@@ -221,6 +224,50 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
 	return 0;
 }
 
+/*
+ * The connection's window is kept at least what its streams may all have in flight together
+ * (their windows), so no stream's bytes wait for another's credit; it only grows.
+ */
+static void conn_window_fits(struct h2c *c)
+{
+	uint64_t need = (uint64_t)c->nstreams * ES_H2_STREAM_WINDOW + c->grown;
+	if (need <= c->conn_window || need > INT32_MAX)
+		return;
+	if (nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, (int32_t)need) ==
+	    0)
+		c->conn_window = need;
+}
+
+/* A bulk stream (es_h2_flow_grow): its larger window charged to the budget, the connection's
+ * window widened to match, then offered to the kubelet (WINDOW_UPDATE). */
+static void grow(struct h2s *s)
+{
+	struct h2c *c = s->c;
+	struct es_stream *st = s->st;
+	struct edgestream *es = st->es;
+	size_t old = s->flow.window;
+	size_t next = es_h2_flow_grow(&s->flow, st_budget_tight(&es->budget));
+	if (next == old || c == NULL)
+		return;
+	size_t extra =
+	        es_h2_flow_reservation(next, s->chunked) - es_h2_flow_reservation(old, s->chunked);
+	if (es_stream_grow_to_cloud(st, extra) < 0)
+		return; /* no room: it stays as it is, and may try again after another window */
+	c->grown += next - old;
+	conn_window_fits(c);
+	if (nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, s->id,
+	                                          (int32_t)next) != 0) {
+		c->grown -= next - old; /* the reservation stays charged until the stream ends */
+		return;
+	}
+	es_h2_flow_grown(&s->flow, next);
+	es->h2_windows_grown++;
+	es->h2_window_grown_now += next - old;
+	st_dbg_ns(es->node, st->id, "HTTP/2 stream %d: a bulk stream, its window %zu KiB",
+	          (int)s->id, next / 1024);
+	es__h2_kick(c);
+}
+
 static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user)
 {
@@ -243,9 +290,10 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 		return 0;
 	}
 	size_t due = es_h2_flow_received(&s->flow, len, es_stream_cloud_full(st));
-	if (due)
+	if (due) {
 		nghttp2_session_consume_stream(sess, id, due);
-	else
+		grow(s);
+	} else
 		st_dbg_ns(c->es->node, st->id,
 		          "HTTP/2 stream %d: credit withheld, the cloud is not taking its bytes",
 		          (int)id);
@@ -319,8 +367,11 @@ int es__h2_new_session(struct h2c *c)
 	};
 	if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, set, 2) != 0)
 		return -ENOMEM;
-	/* The connection's window: large, and given back at once (on_data_chunk). */
-	nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, 16 * 1024 * 1024);
+	/* The connection's window: large, and given back at once (on_data_chunk); wider when
+	 * its streams' windows grow past it (conn_window_fits). */
+	c->conn_window = 16u * 1024u * 1024u;
+	nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0,
+	                                      (int32_t)c->conn_window);
 	return 0;
 }
 
@@ -383,6 +434,7 @@ int es_h2_open(struct es_stream *st, struct st_connect_req *req, const char *pat
 	s->body_only = !(es_tunnel_caps(st->t) & ST_CAP_RAW_RESPONSE) &&
 	               (st->type == ST_MSG_LOGS_CONNECT || st->type == ST_MSG_METRIC_CONNECT);
 	es_h2_head_init(&s->head);
+	es_h2_flow_init(&s->flow);
 	st->be = s;
 	es__h2_place(s);
 	return 1;

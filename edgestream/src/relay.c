@@ -87,7 +87,7 @@ static void stream_free(struct es_stream *st)
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
-	st_budget_credit(&es->budget, st->reserved + st->to_cloud_charged);
+	st_budget_credit(&es->budget, st->reserved + st->to_cloud_charged + st->to_cloud_grown);
 	st_buf_cleanup(&st->to_cloud);
 	es->m.streams_open--;
 	free(st);
@@ -196,9 +196,11 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n)
 		struct edgestream *es = st->es;
 		/* A stream that gave its reservation back takes it again; without room the bytes
 		 * in hand are held anyway (forced) and es_stream_cloud_full pauses the backend. */
+		uint64_t base = st->to_cloud.cap - st->to_cloud_grown; /* grown: charged already */
+		uint64_t held = st->to_cloud_charged;
 		if (!st->to_cloud_reserved &&
-		    st_budget_charge(&es->budget, st->to_cloud.cap - st->to_cloud_charged) == 0) {
-			st->to_cloud_charged = st->to_cloud.cap;
+		    st_budget_charge(&es->budget, base > held ? base - held : 0) == 0) {
+			st->to_cloud_charged = base > held ? base : held;
 			st->to_cloud_reserved = true;
 			es_relay_quiet_sweep_arm(es);
 		}
@@ -220,6 +222,15 @@ bool es_stream_cloud_full(const struct es_stream *st)
 {
 	return st_buf_above_high(&st->to_cloud) ||
 	       (!st->to_cloud_reserved && st_buf_len(&st->to_cloud) > 0);
+}
+
+int es_stream_grow_to_cloud(struct es_stream *st, size_t extra)
+{
+	if (st_budget_charge(&st->es->budget, extra) < 0)
+		return -ENOSPC;
+	st_buf_raise_cap(&st->to_cloud, st->to_cloud.cap + extra);
+	st->to_cloud_grown += extra;
+	return 0;
 }
 
 /* ---- quiet streams give their queue's reservation back ---------------------------------- */

@@ -68,6 +68,10 @@ struct es_stream {
 	 * had no room), or 0 */
 	uint64_t to_cloud_charged;
 	bool to_cloud_reserved;
+	/* to_cloud's cap grown past HIGH + burst for a backend whose window grew (the kubelet's
+	 * HTTP/2 bulk streams, es_stream_grow_to_cloud): charged for the stream's life, never
+	 * given back by the quiet sweep (the backend's peer may send that much any time). */
+	uint64_t to_cloud_grown;
 	uint64_t to_cloud_queued_ms; /* bytes last waited in to_cloud (or the stream opened) */
 	/* The access log line when it ends (relay.c): the cloud's line for the same stream id
 	 * says what was asked and by whom; this one how the edge served it. */
@@ -102,6 +106,11 @@ int es_stream_to_cloud(struct es_stream *st, const uint8_t *p, size_t n);
 /* es_stream_cloud_full() - to_cloud is over its mark, or holds bytes it could not reserve
  * (relay.c, TO_CLOUD_HIGH): stop producing until on_writable. */
 bool es_stream_cloud_full(const struct es_stream *st);
+
+/* es_stream_grow_to_cloud() - let to_cloud hold @extra more bytes for the rest of the stream,
+ * charged to the process budget now (before the backend's peer is told it may send them).
+ * 0, or -ENOSPC (nothing changed). */
+int es_stream_grow_to_cloud(struct es_stream *st, size_t extra);
 
 /* es_relay_quiet_sweep_arm() - (re)start the sweep that takes back the queue reservations of
  * quiet streams, unless it runs already. */

@@ -134,6 +134,15 @@ void es_render_metrics(struct st_text *t, void *user)
 	                "Kubelet TLS handshakes the kubelet failed instead of resuming the offered "
 	                "session; the request went again with a full handshake.",
 	                m->kubelet_resumption_refused);
+	st_text_counter(
+	        t, "edgestream_kubelet_h2_window_grown_total",
+	        "Times a bulk HTTP/2 kubelet stream's window grew (the kubelet sent a whole "
+	        "window while the cloud took every byte), charged to the budget first.",
+	        es->h2_windows_grown);
+	st_text_gauge(t, "edgestream_kubelet_h2_window_grown_bytes",
+	              "HTTP/2 kubelet streams' windows past their initial 64 KiB, summed over the "
+	              "streams open now.",
+	              es->h2_window_grown_now);
 	st_text_counter(t, "edgestream_stream_stall_cuts_total",
 	                "Streams from base-protocol clouds cut because their backend took nothing "
 	                "for --stall-timeout while the tunnel was paused for them.",

@@ -85,6 +85,12 @@ int st_buf_set_watermarks(struct st_buf *b, size_t high, size_t low)
 	return 0;
 }
 
+void st_buf_raise_cap(struct st_buf *b, size_t cap_bytes)
+{
+	if (cap_bytes > b->cap)
+		b->cap = cap_bytes;
+}
+
 int st_buf_append(struct st_buf *b, const void *p, size_t n)
 {
 	if (n > st_buf_space(b))

@@ -358,10 +358,57 @@ def read_conn_port(s):
 
 
 def h2_big_body(chain, n=32 << 20):
-    """32 MiB through 64 KiB stream windows, compared by the stand-in's sha256 (a Content-Length
-    answer: relayed as is, not chunked). The rate is printed for the record (ASan, Python h2)."""
+    """32 MiB, compared by the stand-in's sha256 (a Content-Length answer: relayed as is, not
+    chunked): a bulk stream, whose window grew from 64 KiB to its 1 MiB bound (4 doublings,
+    edgestream_kubelet_h2_window_grown_total). The rate is printed for the record (ASan, Python
+    h2)."""
+    grown0 = h.metric(chain.edge, "edgestream_kubelet_h2_window_grown_total")
     rate = cst.throughput(chain, "/bytes?n=%d&seed=3" % n, n, verify=True)
-    print("     h2 body: %.1f MB/s" % rate, flush=True)
+    grown = h.metric(chain.edge, "edgestream_kubelet_h2_window_grown_total") - grown0
+    check(grown == 4, "the bulk stream's window grew %d times, not 4 (64 KiB to 1 MiB)" % grown)
+    print("     h2 body: %.1f MB/s, its window grew %d times" % (rate, grown), flush=True)
+
+
+H2_WINDOW_MAX = 1 << 20  # h2msg.h ES_H2_STREAM_WINDOW_MAX
+
+
+def h2_bulk_stall_bounded(chain, first=8 << 20):
+    """A bulk stream read for @first bytes (its window grows to the bound), then not read at
+    all: the kubelet is let to send at most the grown window past what reached the cloud (plus
+    the queue's 8 KiB mark; Python's 16 KiB frames add little framing), and the grown window is
+    the edge's gauge while the stream lives, 0 once it ended."""
+    base = h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
+    s = chain.api.connect(timeout=60)
+    s.sendall(h.head("GET", "/stream?tag=bulkstall", [("Host", "edge-1:10350")]))
+    st, _, rest = h.read_head(s)
+    check(st == 200, "bulk stream: status %d" % st)
+    got = len(rest)
+    while got < first:
+        b = s.recv(1 << 20)
+        check(b, "bulk stream: closed after %d bytes" % got)
+        got += len(b)
+    grown = h.metric(chain.edge, "edgestream_kubelet_h2_window_grown_bytes")
+    check(grown == H2_WINDOW_MAX - (64 << 10),
+          "the bulk stream's window grew by %d bytes, not to the bound" % grown)
+    seen = cst.from_edge_bytes_once_still(chain, base, 0.3)
+    time.sleep(0.5)
+    seen = h.metric(chain.cloud, "cloudstream_stream_bytes_total", 'direction="from_edge"')
+    sent = int(body_of(chain, "/sent?tag=bulkstall"))
+    # What reached the cloud, less the chunk framing the edge added (8 bytes per 16 KiB frame
+    # from the stand-in; rounded up, so held errs high) and the head.
+    body = (seen - base) * 16384 // 16392 - 200
+    held = sent - body
+    check(held <= H2_WINDOW_MAX + (8 << 10),
+          "a stalled bulk stream: the kubelet sent %d bytes past what reached the cloud "
+          "(bound %d)" % (held, H2_WINDOW_MAX + (8 << 10)))
+    print("     h2 bulk stall: read %d, stalled; the kubelet sent %d, the cloud got %d: the edge"
+          " was let to take %d bytes past it (bound %d)" % (got, sent, body, held,
+                                                           H2_WINDOW_MAX + (8 << 10)), flush=True)
+    s.close()
+    deadline = time.monotonic() + 10
+    while h.metric(chain.edge, "edgestream_kubelet_h2_window_grown_bytes") != 0:
+        check(time.monotonic() < deadline, "the grown window outlived its stream")
+        time.sleep(0.1)
 
 
 def h2_stalled_beside_active(chain):
@@ -454,6 +501,7 @@ def group_h2():
             # a PUT with a body is no GET/HEAD: HTTP/1.1 beside the h2 connection, 100 relayed
             ("expect_continue_http1", lambda: cst.expect_continue(chain, 16 << 20)),
             ("stalled_beside_active", lambda: h2_stalled_beside_active(chain)),
+            ("bulk_stall_bounded", lambda: h2_bulk_stall_bounded(chain)),
             ("goaway", lambda: h2_goaway(chain)),
             ("edge_exits_clean", lambda: exits_clean(chain)),
         ]))

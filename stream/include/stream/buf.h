@@ -68,6 +68,10 @@ void st_buf_cleanup(struct st_buf *b);
  */
 int st_buf_set_watermarks(struct st_buf *b, size_t high, size_t low);
 
+/* st_buf_raise_cap() - let the queue hold @cap_bytes from now on (a cap at or below the
+ * current one changes nothing); the watermarks stay. For a holder whose reservation grew. */
+void st_buf_raise_cap(struct st_buf *b, size_t cap_bytes);
+
 /* st_buf_len() - bytes queued. */
 static inline size_t st_buf_len(const struct st_buf *b)
 {

@@ -41,6 +41,8 @@ them; python3-h2), on the same paths but the upgrades: SETTINGS_MAX_CONCURRENT_S
   /conn?hold=S          the client port at once, the end of the answer S seconds later
   /goaway               answers, then GOAWAY (last stream: this one) and closes the connection
                         a second later, a kubelet going away
+  /stream?tag=T         as /stream, counting the body bytes the edge's window let it send
+  /sent?tag=T           that count (how much of a stalled stream the edge was let to take)
 The ready file gets the bound port. SIGTERM stops it.
 """
 import argparse
@@ -278,6 +280,9 @@ async def serve(reader, writer, method, target, headers):
     return headers.get("connection", "").lower() != "close"
 
 
+H2_SENT = {}  # /stream?tag=T: body bytes sent so far, by tag
+
+
 class H2Server:
     """One HTTP/2 connection: the h2 state machine fed from the socket, a task per stream."""
 
@@ -297,7 +302,7 @@ class H2Server:
         if data and not self.closed:
             self.writer.write(data)
 
-    async def send(self, sid, data, end=False):
+    async def send(self, sid, data, end=False, tag=None):
         import h2.exceptions
         while data:
             try:
@@ -311,6 +316,8 @@ class H2Server:
                 await ev.wait()
                 continue
             self.conn.send_data(sid, data[:room])
+            if tag is not None:  # counted as the window lets it go
+                H2_SENT[tag] = H2_SENT.get(tag, 0) + min(room, len(data))
             data = data[room:]
             self.flush()
             await self.writer.drain()
@@ -386,14 +393,17 @@ class H2Server:
             await self.send(sid, b"", end=True)
         elif path == "/stream":
             n = int(q.get("n", [str(1 << 62)])[0])
+            tag = q.get("tag", [None])[0]
             self.head(sid, 200, "application/octet-stream")
             base = body_base(1)[:BLOCK]
             sent = 0
             while sent < n:
                 k = min(BLOCK, n - sent)
-                await self.send(sid, base[:k])
+                await self.send(sid, base[:k], tag=tag)
                 sent += k
             await self.send(sid, b"", end=True)
+        elif path == "/sent":
+            await self.whole(sid, 200, b"%d" % H2_SENT.get(q.get("tag", [""])[0], 0))
         elif path == "/goaway":
             await self.whole(sid, 200, b"going away\n")
             self.conn.close_connection(last_stream_id=sid)

@@ -222,6 +222,54 @@ static void test_es_h2__window_fits_the_relay_burst(void **state)
 	assert_true(es_h2_flow_worst_burst(1) > 64u * 1024u + 48u * 1024u); /* 1-byte frames not */
 }
 
+static void test_es_h2__bulk_window_doubles_to_the_bound_only_while_the_cloud_keeps_up(void **state)
+{
+	(void)state;
+	struct es_h2_flow f;
+	es_h2_flow_init(&f);
+	assert_int_equal(f.window, ES_H2_STREAM_WINDOW);
+	/* Not a whole window yet: stays. */
+	es_h2_flow_received(&f, ES_H2_STREAM_WINDOW - 1, false);
+	assert_int_equal(es_h2_flow_grow(&f, false), ES_H2_STREAM_WINDOW);
+	/* The cloud fell behind once: the count starts again (the cloud is the bound). */
+	es_h2_flow_received(&f, 1, true);
+	assert_int_equal(es_h2_flow_grow(&f, false), ES_H2_STREAM_WINDOW);
+	es_h2_flow_drained(&f);
+	es_h2_flow_received(&f, ES_H2_STREAM_WINDOW, false);
+	/* A whole window, every byte taken: doubles, unless the budget is tight. */
+	assert_int_equal(es_h2_flow_grow(&f, true), ES_H2_STREAM_WINDOW);
+	assert_int_equal(es_h2_flow_grow(&f, false), 2 * ES_H2_STREAM_WINDOW);
+	es_h2_flow_grown(&f, 2 * ES_H2_STREAM_WINDOW);
+	assert_int_equal(es_h2_flow_grow(&f, false), 2 * ES_H2_STREAM_WINDOW); /* count restarted */
+	size_t steps = 1;
+	while (f.window < ES_H2_STREAM_WINDOW_MAX) {
+		es_h2_flow_received(&f, f.window, false);
+		size_t next = es_h2_flow_grow(&f, false);
+		assert_true(next > f.window && next <= ES_H2_STREAM_WINDOW_MAX);
+		es_h2_flow_grown(&f, next);
+		steps++;
+	}
+	assert_int_equal(steps, 4); /* 64 KiB → 128 → 256 → 512 → 1 MiB */
+	es_h2_flow_received(&f, 4 * ES_H2_STREAM_WINDOW_MAX, false);
+	assert_int_equal(es_h2_flow_grow(&f, false), ES_H2_STREAM_WINDOW_MAX); /* the bound */
+}
+
+static void test_es_h2__reservation_covers_the_window_as_it_reaches_the_relay(void **state)
+{
+	(void)state;
+	assert_int_equal(es_h2_flow_reservation(ES_H2_STREAM_WINDOW_MAX, false),
+	                 ES_H2_STREAM_WINDOW_MAX);
+	/* Chunk-framed in 8-byte frames: "8\r\n" + 8 + "\r\n" per frame. */
+	assert_int_equal(es_h2_flow_reservation(ES_H2_STREAM_WINDOW_MAX, true),
+	                 ES_H2_STREAM_WINDOW_MAX / 8 * 13);
+	assert_int_equal(es_h2_flow_reservation(ES_H2_STREAM_WINDOW, true),
+	                 es_h2_flow_worst_burst(ES_H2_MIN_FRAME));
+	/* Growing charges the difference: more for more window, never less than the bytes. */
+	size_t a = es_h2_flow_reservation(2 * ES_H2_STREAM_WINDOW, true);
+	size_t b = es_h2_flow_reservation(ES_H2_STREAM_WINDOW, true);
+	assert_true(a - b >= ES_H2_STREAM_WINDOW);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +282,9 @@ int main(void)
 	        cmocka_unit_test(test_es_h2__bad_answers_refused),
 	        cmocka_unit_test(test_es_h2__flow_withholds_credit_only_while_the_cloud_is_full),
 	        cmocka_unit_test(test_es_h2__window_fits_the_relay_burst),
+	        cmocka_unit_test(
+	                test_es_h2__bulk_window_doubles_to_the_bound_only_while_the_cloud_keeps_up),
+	        cmocka_unit_test(test_es_h2__reservation_covers_the_window_as_it_reaches_the_relay),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
