@@ -50,6 +50,31 @@ def parser(doc=None, build="rel", mib=None, runs=None):
     return ap
 
 
+def add_congestion(ap):
+    """--congestion ALGO, for congestion_netns()."""
+    ap.add_argument("--congestion", metavar="ALGO",
+                    help="run everything in a network namespace of its own (root) whose TCP "
+                         "congestion control is ALGO (e.g. reno: no pacing), whatever the "
+                         "host's net.ipv4.tcp_congestion_control says (bbr paces inside TCP on "
+                         "loopback, an hrtimer per socket: cloudstream/README.md)")
+
+
+def congestion_netns(algo):
+    """With @algo: this bench again, in a network namespace of its own whose TCP congestion
+    control is @algo (the first call re-executes; the second, inside, prints it)."""
+    if not algo:
+        return
+    if os.environ.get("ST_BENCH_NETNS") != algo:
+        argv = [sys.executable, os.path.abspath(sys.argv[0])] + sys.argv[1:]
+        os.environ["ST_BENCH_NETNS"] = algo
+        os.execvp("unshare", ["unshare", "-n", "sh", "-c",
+                              "ip link set lo up && sysctl -qw "
+                              "net.ipv4.tcp_congestion_control=\"$0\" && exec \"$@\"",
+                              algo] + argv)
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        print("TCP congestion control in this network namespace: %s" % f.read().strip())
+
+
 def use_build(build):
     """Points the harness (and the processes it starts, through ST_BIN_DIR) at @build; returns
     the harness module."""

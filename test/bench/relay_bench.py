@@ -73,7 +73,9 @@ def main():
                     help="the kubelet nginx offers HTTP/2 (ALPN h2), as a real kubelet does: the "
                          "edge's GETs then go over its HTTP/2 client (h2conn.c) instead of "
                          "HTTP/1.1 (conn.c); curl's direct leg stays on HTTP/1.1")
+    bl.add_congestion(ap)
     args = ap.parse_args()
+    bl.congestion_netns(args.congestion)
     h = bl.use_build(args.build)
 
     nbytes = args.mib << 20

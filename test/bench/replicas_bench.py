@@ -72,22 +72,9 @@ def main():
                     help="count both replicas' and the edge's system calls with `strace -c -f` "
                          "in each phase (DIR/local-cs-a.txt, ...; traced, they run slower: "
                          "read the counts, not the MB/s)")
-    ap.add_argument("--congestion", metavar="ALGO",
-                    help="run everything in a network namespace of its own (root) whose TCP "
-                         "congestion control is ALGO (e.g. reno: no pacing), whatever the "
-                         "host's net.ipv4.tcp_congestion_control says (bbr paces inside TCP on "
-                         "loopback, an hrtimer per socket: cloudstream/README.md)")
+    bl.add_congestion(ap)
     args = ap.parse_args()
-    if args.congestion and os.environ.get("ST_BENCH_NETNS") != args.congestion:
-        argv = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
-        os.environ["ST_BENCH_NETNS"] = args.congestion
-        os.execvp("unshare", ["unshare", "-n", "sh", "-c",
-                              "ip link set lo up && sysctl -qw "
-                              "net.ipv4.tcp_congestion_control=\"$0\" && exec \"$@\"",
-                              args.congestion] + argv)
-    if args.congestion:
-        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
-            print("TCP congestion control in this network namespace: %s" % f.read().strip())
+    bl.congestion_netns(args.congestion)
     h = bl.use_build(args.build)
 
     nbytes = args.mib << 20
