@@ -151,7 +151,14 @@ def ws_stdout(port, ctx, target, nbytes):
 
 def main():
     ap = bl.parser(__doc__, "release", mib=100, runs=5)
+    ap.add_argument("--kubelet-h2", action="store_true",
+                    help="the kubelet nginx offers HTTP/2 (ALPN h2) as well, as a real kubelet "
+                         "does: edgestream's GETs then go over its HTTP/2 client; the hop's own "
+                         "leg to the kubelet stays HTTP/1.1 (nginx proxies HTTP/1.1, and so "
+                         "does kube-apiserver's kubelet client)")
+    bl.add_congestion(ap)
     args = ap.parse_args()
+    bl.congestion_netns(args.congestion)
     h = bl.use_build(args.build)
 
     nbytes = args.mib << 20
@@ -166,7 +173,7 @@ def run(args, h, env, pod, nbytes):
     pod.start()
     cid = pod.container("sleep", "3600")
 
-    kubelet = bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS)
+    kubelet = bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS, http2=args.kubelet_h2)
     cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
     h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
     h.start_edgestream(env, cloud, None, node="edge-2",

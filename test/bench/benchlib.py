@@ -117,7 +117,7 @@ http {{
   client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
   uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
 {http}  server {{
-    listen 127.0.0.1:{port} ssl;
+    listen 127.0.0.1:{port} ssl{listen};
 {server}  }}
 }}
 """
@@ -133,10 +133,10 @@ KUBELET_TLS = """    ssl_protocols TLSv1.2 TLSv1.3;
 
 
 def start_nginx(env, d, name, server, port=None, http="", connections=64, main="",
-                access_log="access_log off;", **kw):
+                access_log="access_log off;", http2=False, **kw):
     """nginx in the foreground with its files in @d (config @d/@name.conf, @d/@name.pid,
     @d/@name-error.log, temp files in @d/tmp), one TLS server on 127.0.0.1:@port (a free one
-    when None). @server (the server block's directives), @http (more http-level directives)
+    when None), offering ALPN h2 as well when @http2. @server (the server block's directives), @http (more http-level directives)
     and @access_log are formatted with d, pki (the run's PKI), port and @kw. Registered in
     @env, which stops it; returns the process once it accepts connections, its port in .port."""
     os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
@@ -145,7 +145,7 @@ def start_nginx(env, d, name, server, port=None, http="", connections=64, main="
     path = os.path.join(d, name + ".conf")
     with open(path, "w") as f:
         f.write(NGINX_CONF.format(d=d, name=name, port=port, connections=connections,
-                                  main=main, access_log=access_log.format(**fmt),
+                                  main=main, listen=" http2" if http2 else "", access_log=access_log.format(**fmt),
                                   http=http.format(**fmt), server=server.format(**fmt)))
     p = subprocess.Popen(["nginx", "-c", path, "-p", d], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, preexec_fn=h._die_with_parent)

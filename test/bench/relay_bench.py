@@ -47,14 +47,15 @@ PROXY_SERVER = """    ssl_protocols TLSv1.2 TLSv1.3;
 SYSCALLS = ("read", "write", "recvfrom", "sendto", "setsockopt", "epoll_wait")
 
 
-def start_kubelet(env, nbytes):
+def start_kubelet(env, nbytes, http2=False):
     """nginx as the node's kubelet in @env.dir/www: GET /containerLogs/... answers @nbytes of
-    log lines, GET /metrics 4 KiB. Returns the process (its port in .port)."""
+    log lines, GET /metrics 4 KiB; ALPN h2 offered too when @http2, as a real kubelet does.
+    Returns the process (its port in .port)."""
     d = os.path.join(env.dir, "www")
     os.makedirs(d)
     bl.write_lines(os.path.join(d, "big.txt"), nbytes)
     bl.write_lines(os.path.join(d, "small.txt"), 4096)
-    return bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS)
+    return bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS, http2=http2)
 
 
 def main():
@@ -80,12 +81,7 @@ def main():
 
     nbytes = args.mib << 20
     with bl.run_env("relay-bench") as env:
-        conf = bl.NGINX_CONF
-        if args.kubelet_h2:
-            bl.NGINX_CONF = conf.replace(" ssl;\n{server}", " ssl http2;\n{server}")
-            assert bl.NGINX_CONF != conf
-        kubelet = start_kubelet(env, nbytes)
-        bl.NGINX_CONF = conf
+        kubelet = start_kubelet(env, nbytes, args.kubelet_h2)
         kport = kubelet.port
         pport = bl.start_nginx(env, os.path.join(env.dir, "www"), "proxy", PROXY_SERVER,
                                kport=kport).port
