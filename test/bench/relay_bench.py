@@ -197,6 +197,13 @@ def main():
         gets = args.requests + 50
         cpu_get = [(bl.cpu_seconds(p) - b) / gets * 1e6
                    for p, b in zip((cloud.pid, edge.pid), cpu_before)]
+        if base is not None:  # the baseline's chain right after, on the same kubelet
+            cpu_before = [bl.cpu_seconds(p) for p in (base[0].pid, base[1].pid)]
+            b50, b99, _ = bl.keepalive_latency(
+                base[0].ports["stream"], bl.client_ctx(env.pki, ca=None), "edge-1:10350",
+                args.requests)
+            cpu_base = [(bl.cpu_seconds(p) - b) / gets * 1e6
+                        for p, b in zip((base[0].pid, base[1].pid), cpu_before)]
         mbps = lambda t: nbytes / t / 1e6  # noqa: E731
         print("%d MiB, median of %d runs, curl as the client" % (args.mib, args.runs))
         print("  direct      %8.1f MB/s" % mbps(t_direct))
@@ -227,6 +234,11 @@ def main():
                (c99 - d99) * 1e6))
         print("  CPU per keep-alive GET: cloudstream %.1f µs, edgestream %.1f µs (one clock tick "
               "over the GETs: %.1f µs)" % (cpu_get[0], cpu_get[1], 1e6 / bl.TCK / gets))
+        if base is not None:
+            print("  baseline chain p50 %.0f µs p99 %.0f µs, adds %.0f µs at p50, %.0f µs at p99; "
+                  "CPU per GET: cloudstream %.1f µs, edgestream %.1f µs" %
+                  (b50 * 1e6, b99 * 1e6, (b50 - d50) * 1e6, (b99 - d99) * 1e6, cpu_base[0],
+                   cpu_base[1]))
 
 
 if __name__ == "__main__":
