@@ -11,8 +11,8 @@ a time on the machine (a lock in /run/lock), waiting for dpkg's lock when apt ho
 Checked:
 - the four packages install together; versions are the project's; the daemons' Depends are
   exactly Debian 12's libc6 libcurl4 libev4 libjson-c5 libyaml-0-2 libseccomp2 libssl3
-  libwebsockets17
-  (with the bounds dpkg-shlibdeps computed) and libwebsockets-evlib-ev (lws dlopens it);
+  libwebsockets17 libnghttp2-14 (HTTP/2: edgestream's kubelet client, cloudstream's stream
+  port) (with the bounds dpkg-shlibdeps computed) and libwebsockets-evlib-ev (lws dlopens it);
   conffiles are the example config and the env file;
 - certificates from the installed stream-certs, put where deploy/README.md says (mode 0600 in
   /etc/<daemon>/pki, which the package makes 0700);
@@ -173,7 +173,7 @@ def test_install(files):
     for d in ("cloudstream", "edgestream"):
         deps = query(d, "Depends")
         names = {x.split()[0] for x in deps.split(", ")}
-        want = RUNTIME_DEPS | ({"libnghttp2-14"} if d == "edgestream" else set())
+        want = RUNTIME_DEPS | {"libnghttp2-14"}  # both speak HTTP/2
         check(names == want, "%s Depends: %s" % (d, deps))
         conf = {line.split()[0] for line in query(d, "Conffiles").splitlines() if line.strip()}
         check(conf == {"/etc/%s/%s.yaml" % (d, d), "/etc/default/" + d},
