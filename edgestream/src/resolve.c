@@ -4,7 +4,10 @@
  * the answer in the name and hands it to every dial that waited on it.
  *
  * A job points at its name: names live in the instance, which frees the worker pool (whose
- * completions run, cancelled or not) before anything else.
+ * completions run, cancelled or not) before anything else. A job is abandonable: a stop waits
+ * ST_WORKQ_ABANDON_MS at most for a getaddrinfo that hangs (a nameserver that does not answer
+ * holds it for resolv.conf's timeout x attempts), then the worker frees the job once the call
+ * returns (name_drop) and its name is never looked at again.
  */
 #include "resolve.h"
 
@@ -107,6 +110,12 @@ static void name_work(void *arg)
 	j->count = j->fn(j->host, j->addrs, ES_NAME_MAX_ADDRS, j->err, sizeof j->err);
 }
 
+/* Worker, for a job the stop abandoned: nothing waits for it any more. */
+static void name_drop(void *arg)
+{
+	free(arg);
+}
+
 /* Every dial waiting on @n learns the outcome. A callback may cancel or free other waiters
  * (a failed stream frees its connection), so each is taken off a list of its own first. */
 static void deliver(struct es_name *n, int rc, const char *why)
@@ -187,7 +196,7 @@ static int start(struct es_name *n)
 	j->n = n;
 	j->fn = n->resolve;
 	memcpy(j->host, n->host, sizeof j->host);
-	int rc = st_workq_submit(n->wq, name_work, name_done, j);
+	int rc = st_workq_submit_abandonable(n->wq, name_work, name_done, name_drop, j);
 	if (rc < 0) {
 		free(j);
 		return rc;

@@ -25,6 +25,12 @@ kubelet_name_hangs: the name is not in /etc/hosts and the nameserver (a UDP sock
                   then, once the resolver gave up, with 502 and the reason at once; the failure
                   is logged once and counted. Against the loop-thread resolution this replaced
                   (lws's getaddrinfo) the probes waited for the resolver.
+stop_while_name_hangs: the kubelet's name hangs (a nameserver that never answers, resolv.conf
+                  timeout:30 attempts:2, so getaddrinfo holds its worker for a minute): SIGTERM
+                  makes the edge exit within 3 s, status 0, its usual last line ("stopped")
+                  and no sanitizer report; the stop waited ST_WORKQ_ABANDON_MS for the
+                  resolution, then left it to its worker (logged). Before, the stop joined
+                  the worker: the edge exited when the resolver gave up (60 s).
 ready_file_blocks: the ready file's temporary file is a FIFO nobody reads, so writing it
                   blocks: the tunnel is up and the loop answers /metrics all the same (the write
                   hangs a worker); once the test reads the FIFO the worker goes on. Against the
@@ -32,6 +38,7 @@ ready_file_blocks: the ready file's temporary file is a FIFO nobody reads, so wr
 """
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -62,10 +69,11 @@ def write(path, text):
     return path
 
 
-def etc_files(env, hosts_lines, nameserver="127.0.0.1"):
+def etc_files(env, hosts_lines, nameserver="127.0.0.1", timeout_s=RESOLVER_TIMEOUT_S,
+              attempts=1):
     hosts = write(env.path("hosts"), "127.0.0.1 localhost\n" + hosts_lines)
-    resolv = write(env.path("resolv.conf"), "nameserver %s\noptions timeout:%d attempts:1\n" %
-                   (nameserver, RESOLVER_TIMEOUT_S))
+    resolv = write(env.path("resolv.conf"), "nameserver %s\noptions timeout:%d attempts:%d\n" %
+                   (nameserver, timeout_s, attempts))
     return hosts, resolv
 
 
@@ -226,10 +234,18 @@ class SilentNameserver:
         self.sock.close()
 
 
+def silent_ns(g):
+    """The group's SilentNameserver (one socket on HANG_NS:53 for every test), its count reset."""
+    if getattr(g, "silent_ns", None) is None:
+        g.silent_ns = SilentNameserver()
+        g.on_close(g.silent_ns.close)
+    g.silent_ns.queries = 0
+    return g.silent_ns
+
+
 def kubelet_name_hangs(g):
     env = g.env
-    ns = SilentNameserver()
-    g.on_close(ns.close)
+    ns = silent_ns(g)
     local = LocalHttp()
     g.on_close(local.close)
     kubelet = h.start_kubelet(env, name="kubelet-h")
@@ -281,6 +297,39 @@ def kubelet_name_hangs(g):
     print("kubelet_name_hangs: loop answered within %.3f s at worst; kubelet 504 after %.1f s, "
           "then 502 at once (%.3f s); %d DNS queries seen" % (worst, out["kubelet"][1], dt,
                                                               ns.queries))
+
+
+def stop_while_name_hangs(g):
+    env = g.env
+    ns = silent_ns(g)
+    kubelet = h.start_kubelet(env, name="kubelet-s")
+    cloud = h.start_cloudstream(env, name="cloudstream-s")
+    hosts, resolv = etc_files(env, "", nameserver=HANG_NS, timeout_s=30, attempts=2)
+    edge = start_edge(env, cloud, "https://kubelet.stop.test:%d" % kubelet.port, hosts, resolv)
+    # The start-up prefetch of the kubelet's name is on a worker now, waiting on the nameserver.
+    deadline = time.monotonic() + 10
+    while ns.queries < 1:
+        check(time.monotonic() < deadline, "the nameserver got no query")
+        time.sleep(0.05)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    edge.send_signal(signal.SIGTERM)
+    try:
+        edge.wait(20)
+    except subprocess.TimeoutExpired:
+        pass
+    dt = time.monotonic() - t0
+    check(edge.returncode is not None, "the edge did not exit within 20 s of SIGTERM while its "
+          "kubelet's name hung")
+    check(dt < 3.0, "the edge exited %.2f s after SIGTERM while its kubelet's name hung" % dt)
+    h.stop_clean(env, edge)  # status 0, no sanitizer report
+    with open(edge.logpath, "rb") as f:
+        lines = f.read().rstrip().split(b"\n")
+    check(lines[-1].endswith(b"stopped"), "the edge's last line: %r" % lines[-1])
+    check(log_count(edge, rb"stopping without waiting for 1 blocking call") == 1,
+          "the abandoned resolution was not logged")
+    print("stop_while_name_hangs: exited %.3f s after SIGTERM (status 0) while getaddrinfo "
+          "hung; %d DNS queries seen" % (dt, ns.queries))
 
 
 def tcp_target_kubelet_by_name(g):
@@ -383,6 +432,7 @@ def group_noblock():
             ("kubelet_by_name_h2", lambda: kubelet_by_name_h2(g)),
             ("cloud_by_name", lambda: cloud_by_name(g)),
             ("kubelet_name_hangs", lambda: kubelet_name_hangs(g)),
+            ("stop_while_name_hangs", lambda: stop_while_name_hangs(g)),
             ("ready_file_blocks", lambda: ready_file_blocks(g)),
             ("tcp_target_kubelet_by_name", lambda: tcp_target_kubelet_by_name(g)),
         ])

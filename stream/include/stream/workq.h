@@ -22,6 +22,11 @@ typedef void (*st_work_cb)(void *arg);
 /* Runs on the loop thread: @status is 0 when the work ran, -ECANCELED when it never ran
  * because the pool was shutting down. */
 typedef void (*st_done_cb)(void *arg, int status);
+/* Runs on a worker thread, for an abandoned item (st_workq_submit_abandonable) once its work
+ * returned: frees @arg; must not touch loop-owned state. */
+typedef void (*st_drop_cb)(void *arg);
+/* How long st_workq_free waits for abandonable items still running before it abandons them. */
+#define ST_WORKQ_ABANDON_MS 250u
 /* Wakes the loop thread (tests without lws); the default is lws_cancel_service(ctx). */
 typedef void (*st_workq_notify_cb)(void *user);
 
@@ -44,6 +49,17 @@ void st_workq_set_notify(struct st_workq *wq, st_workq_notify_cb notify, void *u
  */
 int st_workq_submit(struct st_workq *wq, st_work_cb work, st_done_cb done, void *arg);
 
+/*
+ * st_workq_submit_abandonable() - as st_workq_submit, for work that may block far longer than
+ * a stop should wait (getaddrinfo against a nameserver that does not answer) and that touches
+ * only @arg: when st_workq_free finds it still running, it waits ST_WORKQ_ABANDON_MS at most,
+ * then returns without it. Such an item's @done never runs; @drop(@arg) runs on its worker once
+ * @work returns (the pool's memory goes with the last such worker). @work must not log (its
+ * scope may be gone by then). -EINVAL without @drop.
+ */
+int st_workq_submit_abandonable(struct st_workq *wq, st_work_cb work, st_done_cb done,
+                                st_drop_cb drop, void *arg);
+
 /* st_workq_run_completions() - run the done callbacks of finished items; returns how many. */
 unsigned st_workq_run_completions(struct st_workq *wq);
 
@@ -52,7 +68,9 @@ unsigned st_workq_pending(struct st_workq *wq);
 
 /*
  * st_workq_free() - stop: items not yet started complete with -ECANCELED, running ones finish,
- * threads are joined, and every remaining done callback runs before it returns. NULL is a no-op.
+ * threads are joined, and every remaining done callback runs before it returns; except running
+ * abandonable items, waited for ST_WORKQ_ABANDON_MS at most, then left to their detached
+ * workers (their done callbacks never run). NULL is a no-op.
  */
 void st_workq_free(struct st_workq *wq);
 

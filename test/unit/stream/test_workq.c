@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -207,6 +208,94 @@ static void test_bounded_and_cancel(void **state)
 	assert_int_equal(st_workq_new(&wq, NULL, 1, 0), -EINVAL);
 }
 
+/* ---- abandonable items (a hung getaddrinfo must not hold a stop) ---------------------------- */
+
+static atomic_int dropped;
+
+static void drop_fn(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&dropped, 1);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void *open_gate_later(void *arg)
+{
+	usleep((useconds_t)(uintptr_t)arg * 1000u);
+	open_gate(true);
+	return NULL;
+}
+
+static void test_free_abandons_a_hung_abandonable_item(void **state)
+{
+	(void)state;
+	static struct job jobs[3];
+	memset(jobs, 0, sizeof jobs);
+	completed = 0;
+	atomic_store(&dropped, 0);
+	open_gate(false);
+	int efd = eventfd(0, EFD_NONBLOCK);
+	struct st_workq *wq;
+	assert_int_equal(st_workq_new(&wq, NULL, 2, 8), 0);
+	st_workq_set_notify(wq, eventfd_notify, &efd);
+	/* One abandonable item that finishes, one that hangs (the gate), one ordinary one. */
+	assert_int_equal(st_workq_submit_abandonable(wq, work_fn, done_fn, drop_fn, &jobs[0]), 0);
+	assert_int_equal(st_workq_submit(wq, work_fn, done_fn, &jobs[1]), 0);
+	drain(wq, efd, 2);
+	assert_int_equal(completed, 2);
+	assert_int_equal(st_workq_submit_abandonable(wq, blocking_work, done_fn, drop_fn, &jobs[2]),
+	                 0);
+	assert_int_equal(st_workq_submit_abandonable(wq, work_fn, done_fn, NULL, &jobs[1]),
+	                 -EINVAL);
+	usleep(50 * 1000); /* a worker is inside it now */
+	uint64_t t0 = now_ms();
+	st_workq_free(wq);
+	uint64_t took = now_ms() - t0;
+	/* The stop waited its bound for the hung item, not for the item. */
+	assert_true(took >= ST_WORKQ_ABANDON_MS - 10 && took < ST_WORKQ_ABANDON_MS + 1000);
+	assert_int_equal(jobs[2].done_calls, 0);
+	assert_int_equal(atomic_load(&dropped), 0);
+	/* Released, the detached worker finishes it and drops it (never its done callback). */
+	open_gate(true);
+	for (int i = 0; atomic_load(&dropped) == 0 && i < 500; i++)
+		usleep(10 * 1000);
+	assert_int_equal(atomic_load(&dropped), 1);
+	assert_int_equal(atomic_load(&jobs[2].ran), 1);
+	assert_int_equal(jobs[2].done_calls, 0);
+	assert_int_equal(jobs[0].done_calls, 1);
+	usleep(20 * 1000); /* the worker leaves, freeing the pool */
+	close(efd);
+}
+
+static void test_free_waits_for_an_ordinary_item(void **state)
+{
+	(void)state;
+	static struct job job;
+	memset(&job, 0, sizeof job);
+	completed = 0;
+	open_gate(false);
+	struct st_workq *wq;
+	assert_int_equal(st_workq_new(&wq, NULL, 1, 2), 0);
+	assert_int_equal(st_workq_submit(wq, blocking_work, done_fn, &job), 0);
+	usleep(20 * 1000);
+	pthread_t opener;
+	uint64_t later = 2u * ST_WORKQ_ABANDON_MS + 200u;
+	assert_int_equal(pthread_create(&opener, NULL, open_gate_later, (void *)(uintptr_t)later),
+	                 0);
+	uint64_t t0 = now_ms();
+	st_workq_free(wq);
+	assert_true(now_ms() - t0 >= later - 50);
+	assert_int_equal(job.done_calls, 1);
+	assert_int_equal(job.status, 0);
+	pthread_join(opener, NULL);
+}
+
 /* ---- with a real lws context ---------------------------------------------------------------- */
 
 static struct st_workq *lws_wq;
@@ -259,6 +348,8 @@ int main(void)
 	        cmocka_unit_test(test_runs_everything_once),
 	        cmocka_unit_test(test_work_inherits_log_scope),
 	        cmocka_unit_test(test_bounded_and_cancel),
+	        cmocka_unit_test(test_free_abandons_a_hung_abandonable_item),
+	        cmocka_unit_test(test_free_waits_for_an_ordinary_item),
 	        cmocka_unit_test(test_with_lws_loop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
