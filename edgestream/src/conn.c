@@ -393,8 +393,10 @@ static int rx_tls(struct es_conn *c, const uint8_t *in, size_t len)
 			return -1;
 		}
 		int r = from_backend(c, es->scratch, (size_t)n);
-		if (r != 0)
-			return r < 0 ? -1 : 0; /* gone, or kept for the next request */
+		if (r < 0)
+			return -1; /* gone */
+		if (r > 0)         /* kept for the next request: what came after the answer stays */
+			return es_tls_keep(&c->tls) < 0 ? -1 : 0;
 	}
 	/* Read to the end of what came. Between bursts hold no buffer (a quiet follower): a read
 	 * that did not fill lws's buffer drained the socket, so the burst is over for now. Not

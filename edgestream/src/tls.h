@@ -1,9 +1,9 @@
 /*
- * edgestream/src/tls.h — a TLS client over memory BIOs, for backend connections.
+ * edgestream/src/tls.h — a TLS client over in-memory BIOs, for backend connections.
  *
  * libwebsockets 4.1.6 cannot make raw TLS client connections (libwebsockets-notes §7), so the
- * backend leg is a plain lws raw socket and OpenSSL runs here over two memory BIOs: ciphertext
- * read from the socket goes in with es_tls_feed(), ciphertext to send comes out with
+ * backend leg is a plain lws raw socket and OpenSSL runs here over two BIOs in memory: ciphertext
+ * read from the socket is lent with es_tls_feed(), ciphertext to send comes out with
  * es_tls_take(); plaintext goes through es_tls_read()/es_tls_write(). No sockets, no clock:
  * unit-tested against an in-memory server.
  */
@@ -59,8 +59,22 @@ int es_tls_start(struct es_tls *t, SSL_CTX *ctx, const char *host);
 /* es_tls_free() - the connection and its error text; @t may be started again afterwards. */
 void es_tls_free(struct es_tls *t);
 
-/* es_tls_feed() - ciphertext received. 0 or -ENOMEM. */
+/*
+ * es_tls_feed() - ciphertext received: @p is borrowed, not copied (OpenSSL copies what it reads
+ * into its record buffer), until es_tls_handshake() or es_tls_read() returns 0 (everything was
+ * read) or es_tls_keep() is called, whichever comes first. The caller reads to 0 or keeps before
+ * @p goes away (lws's read buffer: before the callback returns), and before the next feed.
+ * Always 0.
+ */
 int es_tls_feed(struct es_tls *t, const uint8_t *p, size_t len);
+
+/*
+ * es_tls_keep() - copy what is left of the last es_tls_feed() (the caller stopped reading
+ * before the end: a kept connection between requests, a test feeding several times before it
+ * reads); it is read first next time, and freed once read. 0, or -ENOMEM (nothing kept: the
+ * caller drops the connection).
+ */
+int es_tls_keep(struct es_tls *t);
 
 /* es_tls_handshake() - advance the handshake: 1 done, 0 needs more input, -EPROTO failed
  * (t->error says why, e.g. the certificate verification result). */
@@ -99,8 +113,8 @@ void es_tls_close_notify(struct es_tls *t);
 
 /*
  * es_tls_trim() - let go of the buffers nothing is in: OpenSSL's record buffers (16.5 KB to
- * read, as much to write; SSL_MODE_RELEASE_BUFFERS frees them only on some paths) and the
- * memory BIOs' buffers (a mem BIO keeps its largest size for ever). Bytes in flight (a partial
+ * read, as much to write; SSL_MODE_RELEASE_BUFFERS frees them only on some paths) and the write
+ * BIO's buffer (a memory BIO keeps its largest size for ever). Bytes in flight (a partial
  * record, ciphertext not taken yet) stay. Call it when a read or a write burst is over; cheap
  * when there is nothing to free (the next burst allocates what it needs again).
  */
