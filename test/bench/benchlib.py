@@ -175,6 +175,39 @@ def write_lines(path, nbytes, line=LOG_LINE):
         f.write(chunk[:nbytes % len(chunk)])
 
 
+# ---- the relay floor -------------------------------------------------------------------------
+
+def start_floor_relay(env, name, upstream_port, upstream_cert=None, alpn="http/1.1"):
+    """test/bench/tls_relay_floor (the cheapest TLS → TLS byte relay) on a free loopback port,
+    serving the kubelet stand-in's certificate (no client certificate asked for), relaying to
+    127.0.0.1:@upstream_port over TLS verified against the kubelet CA (the kubelet nginx and
+    another floor relay both serve kubelet.crt), with @upstream_cert(.crt, .key) as its client
+    certificate, passing the ALPN protocols of @alpn through. Registered in @env (stopped by
+    PID); returns the process, its port in .port."""
+    tool = os.path.join(h.BIN, "test", "bench", "tls_relay_floor")
+    if not os.path.exists(tool):
+        raise SystemExit("%s is missing: build the tls_relay_floor target" % tool)
+    ready = os.path.join(env.dir, name + ".ready")
+    argv = [tool, "--cert", env.path("kubelet.crt"), "--key", env.path("kubelet.key"),
+            "--upstream-port", str(upstream_port), "--upstream-ca", env.path("kubelet-ca.crt"),
+            "--alpn", alpn, "--ready-file", ready]
+    if upstream_cert:
+        argv += ["--upstream-cert", env.path(upstream_cert + ".crt"),
+                 "--upstream-key", env.path(upstream_cert + ".key")]
+    p, text = env.start(name, argv, ready)
+    p.port = int(text.strip().split("=")[1])
+    return p
+
+
+def start_floor_pair(env, kubelet_port, alpn="http/1.1"):
+    """Two floor relays in a row in front of the kubelet nginx on @kubelet_port, the chain's
+    shape without anything but TLS: (in, out), in = the one a client dials (cloudstream's place:
+    TLS in, TLS to out), out = the one that dials the kubelet with the edge's kubelet client
+    certificate (edgestream's place). Their CPU per GiB is the floor for each daemon's."""
+    out = start_floor_relay(env, "floor-out", kubelet_port, "edgestream-kubelet-client", alpn)
+    return start_floor_relay(env, "floor-in", out.port, None, alpn), out
+
+
 # ---- containerd -----------------------------------------------------------------------------
 
 class Pod:

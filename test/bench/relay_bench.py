@@ -9,12 +9,17 @@ over TLS in well under a CPU-second):
   - direct:    curl → nginx playing the node's kubelet (TLS, client certificate required)
   - nginx hop: curl → nginx TLS proxy (a second nginx, set up like an apiserver's proxy hop:
                TLS in, TLS with a client certificate out) → the kubelet nginx
+  - floor pair: curl → tls_relay_floor → tls_relay_floor → the kubelet nginx: two relays that
+               only terminate and originate TLS (test/bench/tls_relay_floor.c: no framing, no
+               parsing, one SSL_write and one send() per read round), the lower bound for any
+               pair of TLS relays on these cores (--no-floor leaves it out). HTTP/1.1, with the
+               direct leg's curl arguments; the relays pass ALPN through.
   - chain:     curl → cloudstream's stream port → tunnel (wss) → edgestream → the kubelet nginx
-For the chain, the CPU time each daemon spent (utime + stime from /proc, read before and after)
-is divided by the bytes moved. Prints the median of --runs per path and the ratios. With
---baseline DIR (another Release build, e.g. of the commit before a change), a second chain of
-that build's daemons is measured in the same run, its runs alternating with the first's, and
-both are printed side by side. A program, not a test: it asserts nothing about speed. Use a
+For the chain and the floor pair, the CPU time each relay spent (utime + stime from /proc, read
+before and after) is divided by the bytes moved. Each round runs every leg once in turn (so
+drift hits all alike); prints the median of --runs per leg and the ratios, the floor's beside
+the chain's. With --baseline DIR (another Release build, e.g. of the commit before a change), a
+second chain of that build's daemons is one more leg of each round, printed side by side. A program, not a test: it asserts nothing about speed. Use a
 Release build.
 """
 import os
@@ -74,6 +79,10 @@ def main():
                     help="the kubelet nginx offers HTTP/2 (ALPN h2), as a real kubelet does: the "
                          "edge's GETs then go over its HTTP/2 client (h2conn.c) instead of "
                          "HTTP/1.1 (conn.c); curl's direct leg stays on HTTP/1.1")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="leave out the floor pair (curl → tls_relay_floor → tls_relay_floor → "
+                         "the kubelet nginx), the leg that shows what any TLS-terminating "
+                         "relay pair costs here")
     bl.add_congestion(ap)
     args = ap.parse_args()
     bl.congestion_netns(args.congestion)
@@ -95,6 +104,7 @@ def main():
                                        name="edge-base")
             h.BIN = os.path.abspath(args.build)
             base = (bcloud, bedge)
+        floor = None if args.no_floor else bl.start_floor_pair(env, kport)
         target = "/containerLogs/default/x/y"
         api = ["--cert", env.path("apiserver-kubelet-client.crt"),
                "--key", env.path("apiserver-kubelet-client.key")]
@@ -102,96 +112,88 @@ def main():
                "--cert", env.path("edgestream-kubelet-client.crt"),
                "--key", env.path("edgestream-kubelet-client.key")]
 
-        # nginx's worker: where the kubelet's side of the bytes is paid (on loopback the receive
-        # work of a segment runs in whichever process makes its sender transmit).
-        with open("/proc/%d/task/%d/children" % (kubelet.pid, kubelet.pid)) as f:
-            kworker = int(f.read().split()[0])
-        kcpu = {}
+        # The legs, one run of each in turn per round, so all see the same load. A leg's pids
+        # are the relays whose CPU and system calls are read around its runs; its whos name them.
+        chain_url = "https://127.0.0.1:%d" + target
+        legs = [("direct", "https://127.0.0.1:%d%s" % (kport, target), kub, None, (), ()),
+                ("nginx hop", "https://127.0.0.1:%d%s" % (pport, target), api, None, (), ())]
+        if floor:  # the same curl arguments as direct: HTTP/1.1 through both relays
+            legs.append(("floor pair", "https://127.0.0.1:%d%s" % (floor[0].port, target), kub,
+                         None, (floor[0].pid, floor[1].pid), ("floor-in", "floor-out")))
+        legs.append(("chain", chain_url % cloud.ports["stream"], api, "edge-1:10350",
+                     (cloud.pid, edge.pid), ("cloudstream", "edgestream")))
+        if base is not None:
+            legs.append(("baseline chain", chain_url % base[0].ports["stream"], api,
+                         "edge-1:10350", (base[0].pid, base[1].pid),
+                         ("baseline-cloudstream", "baseline-edgestream")))
 
-        def measure(name, url, cargs, host=None, pids=()):
-            times, cpus, calls, kcpus = [], [], [], []
-            perfs = []
-            if args.perf and pids:
-                os.makedirs(args.perf, exist_ok=True)
-                for who, pid in zip(("cloudstream", "edgestream"), pids):
+        def once(name, url, cargs, host, pids):
+            """One download: (seconds, CPU-s of each of @pids, /proc/PID/io call counts)."""
+            before = [bl.cpu_seconds(p) for p in pids]
+            sys_before = [bl.syscalls(p) for p in pids]
+            t, status, size = bl.curl(url, cargs, host)
+            after = [bl.cpu_seconds(p) for p in pids]
+            sys_after = [bl.syscalls(p) for p in pids]
+            if status != 200 or size != nbytes:
+                raise SystemExit("%s: status %d, %d bytes of %d" % (name, status, size, nbytes))
+            return (t, [a - b for a, b in zip(after, before)],
+                    [(a[0] - b[0], a[1] - b[1]) for a, b in zip(sys_after, sys_before)])
+
+        # perf record / perf stat run over all rounds: between its own leg's runs a relay is
+        # idle (a tunnel ping now and then), so what they see is its leg's runs.
+        perfs, stats = [], []
+        if args.perf:
+            os.makedirs(args.perf, exist_ok=True)
+        for name, _, _, _, pids, whos in legs:
+            for who, pid in zip(whos, pids):
+                if args.perf and not name.startswith("baseline"):
                     perfs.append(subprocess.Popen(
                         ["perf", "record", "-g", "-q", "-o", os.path.join(args.perf, who + ".data"),
                          "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-                time.sleep(0.5)
-            stats = []
-            if args.syscalls and pids:
-                for pid in pids:
-                    stats.append(subprocess.Popen(
+                if args.syscalls:
+                    stats.append((name, subprocess.Popen(
                         ["perf", "stat", "-x", ",", "-e", ",".join(
                             "syscalls:sys_enter_" + c for c in SYSCALLS), "-p", str(pid)],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-                time.sleep(0.5)
-            for _ in range(args.runs):
-                before = [bl.cpu_seconds(p) for p in pids]
-                k_before = bl.cpu_seconds(kworker)
-                sys_before = [bl.syscalls(p) for p in pids]
-                t, status, size = bl.curl(url, cargs, host)
-                kcpus.append(bl.cpu_seconds(kworker) - k_before)
-                after = [bl.cpu_seconds(p) for p in pids]
-                sys_after = [bl.syscalls(p) for p in pids]
-                calls.append([(a[0] - b[0], a[1] - b[1]) for a, b in zip(sys_after, sys_before)])
-                if status != 200 or size != nbytes:
-                    raise SystemExit("%s: status %d, %d bytes of %d" % (name, status, size,
-                                                                      nbytes))
-                times.append(t)
-                cpus.append([a - b for a, b in zip(after, before)])
-            for p in perfs:
-                p.send_signal(2)
-                p.wait()
-            counted = []
-            for p in stats:
-                p.send_signal(2)
-                err = p.communicate()[1]
-                counts = {}
-                for line in err.splitlines():
-                    f = line.split(",")
-                    if len(f) > 2 and f[2].startswith("syscalls:sys_enter_"):
-                        counts[f[2][len("syscalls:sys_enter_"):]] = int(f[0]) \
-                            if f[0].isdigit() else 0
-                counted.append(counts)
-            if counted:  # per MiB, the last call of each chain
-                measure.counted[name] = [{c: n / float(args.mib * args.runs)
-                                          for c, n in counts.items()} for counts in counted]
-            t = statistics.median(times)
-            kcpu.setdefault(name, []).extend(kcpus)
-            cpu = [statistics.median(c[i] for c in cpus) for i in range(len(pids))]
-            measure.calls = calls[len(calls) // 2] if calls else None
-            return t, cpu
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+        if perfs or stats:
+            time.sleep(0.5)
+        results = {leg[0]: [] for leg in legs}
+        for _ in range(args.runs):
+            for name, url, cargs, host, pids, _ in legs:
+                results[name].append(once(name, url, cargs, host, pids))
+        for p in perfs:
+            p.send_signal(2)
+            p.wait()
+        counted = {}  # per MiB, each relay of each leg
+        for name, p in stats:
+            p.send_signal(2)
+            counts = {}
+            for line in p.communicate()[1].splitlines():
+                f = line.split(",")
+                if len(f) > 2 and f[2].startswith("syscalls:sys_enter_"):
+                    counts[f[2][len("syscalls:sys_enter_"):]] = int(f[0]) \
+                        if f[0].isdigit() else 0
+            counted.setdefault(name, []).append(
+                {c: n / float(args.mib * args.runs) for c, n in counts.items()})
 
-        measure.counted = {}
+        def leg(name):
+            """A leg's median seconds and median CPU-s of each relay over the runs."""
+            rs = results[name]
+            return (statistics.median(r[0] for r in rs),
+                    [statistics.median(r[1][i] for r in rs) for i in range(len(rs[0][1]))])
+
         gib = nbytes / float(1 << 30)
-        t_direct, _ = measure("direct", "https://127.0.0.1:%d%s" % (kport, target), kub)
-        t_hop, _ = measure("nginx hop", "https://127.0.0.1:%d%s" % (pport, target), api)
-        chain_url = "https://127.0.0.1:%d" + target
-        if base is None:
-            t_chain, (c_cloud, c_edge) = measure(
-                "chain", chain_url % cloud.ports["stream"], api, host="edge-1:10350",
-                pids=(cloud.pid, edge.pid))
-        else:  # one run of each chain in turn, so both see the same load
-            runs, args.runs = args.runs, 1
-            mine, theirs, calls_mine = [], [], []
-            for _ in range(runs):
-                mine.append(measure("chain", chain_url % cloud.ports["stream"], api,
-                                    host="edge-1:10350", pids=(cloud.pid, edge.pid)))
-                calls_mine.append(measure.calls)
-                theirs.append(measure("baseline chain", chain_url % base[0].ports["stream"],
-                                      api, host="edge-1:10350",
-                                      pids=(base[0].pid, base[1].pid)))
-            args.runs = runs
-            med = lambda xs, f: statistics.median(f(x) for x in xs)  # noqa: E731
-            t_chain = med(mine, lambda x: x[0])
-            c_cloud, c_edge = med(mine, lambda x: x[1][0]), med(mine, lambda x: x[1][1])
-            tb = med(theirs, lambda x: x[0])
-            bc, be = med(theirs, lambda x: x[1][0]), med(theirs, lambda x: x[1][1])
-            measure.calls = calls_mine[len(calls_mine) // 2]
-            for who, xs in (("chain", mine), ("baseline", theirs)):
+        t_direct, _ = leg("direct")
+        t_hop, _ = leg("nginx hop")
+        t_chain, (c_cloud, c_edge) = leg("chain")
+        chain_calls = results["chain"][len(results["chain"]) // 2][2]
+        if base is not None:
+            tb, (bc, be) = leg("baseline chain")
+            for who, name in (("chain", "chain"), ("baseline", "baseline chain")):
                 print("  %-8s runs, CPU per GiB cloudstream / edgestream: %s" % (who, "  ".join(
-                    "%.2f/%.2f" % (x[1][0] / gib, x[1][1] / gib) for x in xs)))
+                    "%.2f/%.2f" % (r[1][0] / gib, r[1][1] / gib) for r in results[name])))
+        if floor:
+            t_floor, (f_in, f_out) = leg("floor pair")
 
         # Python offers AES-256-GCM first: the suites say what each server picks.
         d50, d99, d_suite = bl.keepalive_latency(
@@ -227,15 +229,26 @@ def main():
             print("  CPU per GiB, baseline: cloudstream %.2f s, edgestream %.2f s "
                   "(edge/cloud %.2f); chain / baseline throughput %.2f" %
                   (bc / gib, be / gib, be / bc if bc else float("inf"), tb / t_chain))
-        print("  the kubelet nginx's CPU per GiB: %s" % ", ".join(
-            "%s %.2f s" % (n, statistics.median(kcpu[n]) / gib) for n in
-            ("direct", "nginx hop", "chain", "baseline chain") if n in kcpu))
-        (cr, cw), (er, ew) = measure.calls
+        if floor:
+            print("  floor pair  %8.1f MB/s  = %.2fx direct, %.2fx the nginx hop (curl → "
+                  "tls_relay_floor → tls_relay_floor → the kubelet nginx, HTTP/1.1)" %
+                  (mbps(t_floor), t_direct / t_floor, t_hop / t_floor))
+            print("  CPU per GiB, floor relays: in (cloudstream's place) %.2f s, out "
+                  "(edgestream's place) %.2f s" % (f_in / gib, f_out / gib))
+            print("  chain ÷ floor pair (throughput) %.2f; CPU ÷ the floor relay in its place: "
+                  "cloudstream %.2f, edgestream %.2f" % (
+                      t_floor / t_chain, c_cloud / f_in if f_in else float("inf"),
+                      c_edge / f_out if f_out else float("inf")))
+            for who, name in (("chain", "chain"), ("floor", "floor pair")):
+                print("  %-8s runs, MB/s and CPU per GiB of its two relays: %s" % (who, "  ".join(
+                    "%.0f %.2f/%.2f" % (mbps(r[0]), r[1][0] / gib, r[1][1] / gib)
+                    for r in results[name])))
+        (cr, cw), (er, ew) = chain_calls
         print("  system calls per MiB (reads/writes, one run): cloudstream %.0f/%.0f, "
               "edgestream %.0f/%.0f" % (cr / args.mib, cw / args.mib, er / args.mib,
                                         ew / args.mib))
-        for name, counted in sorted(measure.counted.items(), reverse=True):
-            for who, counts in zip(("cloudstream", "edgestream"), counted):
+        for name, _, _, _, _, whos in legs:
+            for who, counts in zip(whos, counted.get(name, ())):
                 print("  %s, %s: system calls per MiB (perf stat): %s" % (name, who, ", ".join(
                     "%s %.1f" % (c, counts.get(c, 0)) for c in SYSCALLS)))
         print("TLS suite a client offering AES-256-GCM first gets: kubelet nginx %s, "
