@@ -17,6 +17,10 @@ hop and the same client:
           containerd's streaming server (what a kubelet proxies exec to; plain HTTP on loopback,
           so the reference has one TLS leg less than a kubelet would); chain = the hop →
           cloudstream → tunnel → edgestream's CRI backend → the same containerd.
+  - logs through the floor pair: the hop → tls_relay_floor → tls_relay_floor → the same nginx:
+          two relays that terminate and originate TLS and do nothing else (test/bench/
+          tls_relay_floor.c), the chain's shape at its cheapest; its ratio to the hop → kubelet
+          is what any pair of TLS relays reaches on these cores (--no-floor leaves it out).
 Clients: curl for logs; for exec a raw TLS reader that only walks the websocket frame headers
 (neither is the bound: both read well over a GB/s alone). Runs alternate direct and chain;
 medians are printed with the ratio chain ÷ direct beside the target (≥ 0.9). A program, not a
@@ -57,6 +61,12 @@ HOP_SERVER = """    ssl_protocols TLSv1.2 TLSv1.3;
       proxy_ssl_certificate {pki}/apiserver-kubelet-client.crt;
       proxy_ssl_certificate_key {pki}/apiserver-kubelet-client.key;
       proxy_set_header Host "edge-1:10350";
+    }}
+    location = /floor/logs {{
+      proxy_pass https://127.0.0.1:{fport}/containerLogs/default/bench/app;
+      proxy_ssl_certificate {pki}/edgestream-kubelet-client.crt;
+      proxy_ssl_certificate_key {pki}/edgestream-kubelet-client.key;
+      proxy_set_header Host "127.0.0.1:{kport}";
     }}
     location ~ ^/direct(?<rest>/exec/.*)$ {{
       proxy_pass http://127.0.0.1:{cport}$rest;
@@ -156,6 +166,9 @@ def main():
                          "does: edgestream's GETs then go over its HTTP/2 client; the hop's own "
                          "leg to the kubelet stays HTTP/1.1 (nginx proxies HTTP/1.1, and so "
                          "does kube-apiserver's kubelet client)")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="leave out the logs leg through a pair of tls_relay_floor relays "
+                         "instead of the chain (what two relays that only do TLS reach here)")
     bl.add_congestion(ap)
     args = ap.parse_args()
     bl.congestion_netns(args.congestion)
@@ -175,13 +188,14 @@ def run(args, h, env, pod, nbytes):
 
     kubelet = bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS, http2=args.kubelet_h2)
     cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
-    h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
+    edge1 = h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
     h.start_edgestream(env, cloud, None, node="edge-2",
                        extra=["--cri-socket", pod.ctd.socket, "--log-level", "warn"])
     sport = cloud.ports["stream"]
     cport = int(pod.cri("exec-url", cid, "true").split(":")[2].split("/")[0])
+    floor = None if args.no_floor else bl.start_floor_pair(env, kubelet.port)
     hport = bl.start_nginx(env, d, "hop", HOP_SERVER, http=HOP_HTTP, kport=kubelet.port,
-                           sport=sport, cport=cport).port
+                           sport=sport, cport=cport, fport=floor[0].port if floor else 1).port
 
     cert, key = env.path("apiserver-kubelet-client.crt"), env.path(
         "apiserver-kubelet-client.key")
@@ -195,6 +209,9 @@ def run(args, h, env, pod, nbytes):
     def logs_chain():
         return curl_logs(base + "/chain/logs", cert, key, nbytes)
 
+    def logs_floor():
+        return curl_logs(base + "/floor/logs", cert, key, nbytes)
+
     def exec_direct():
         url = pod.cri("exec-url", cid, "head", "-c", str(nbytes), "/dev/zero")
         return ws_stdout(hport, ctx, "/direct/exec/" + url.split("/exec/", 1)[1], nbytes)
@@ -203,23 +220,53 @@ def run(args, h, env, pod, nbytes):
         return ws_stdout(hport, ctx, "/chain/exec/default/bench/app?" + cmd, nbytes)
 
     rows = []
-    for name, direct, chain in (("%d MiB of logs" % args.mib, logs_direct, logs_chain),
-                                ("%d MiB of exec stdout (websocket v4, containerd)"
-                                 % args.mib, exec_direct, exec_chain)):
-        direct(), chain()  # warm both paths (TLS sessions, page cache, containerd)
-        td, tc = [], []
-        for _ in range(args.runs):  # alternated, so drift hits both alike
-            td.append(direct())
-            tc.append(chain())
+    cpu = {}  # leg → [CPU-s per GiB of each watched relay] per run
+    for name, direct, chain, flo in (
+            ("%d MiB of logs" % args.mib, logs_direct, logs_chain, logs_floor if floor else None),
+            ("%d MiB of exec stdout (websocket v4, containerd)" % args.mib, exec_direct,
+             exec_chain, None)):
+        legs = [direct, chain] + ([flo] if flo else [])
+        # the relays whose CPU is read around the logs legs' runs: the chain's, the floor's
+        watch = {chain: (cloud.pid, edge1.pid), flo: (floor[0].pid, floor[1].pid)} \
+            if flo else {}
+        for leg in legs:  # warm every path (TLS sessions, page cache, containerd)
+            leg()
+        times = [[] for _ in legs]
+        for _ in range(args.runs):  # alternated, so drift hits every leg alike
+            for i, leg in enumerate(legs):
+                pids = watch.get(leg, ())
+                before = [bl.cpu_seconds(p) for p in pids]
+                times[i].append(leg())
+                if pids:
+                    cpu.setdefault(leg, []).append(
+                        [(bl.cpu_seconds(p) - b) / (nbytes / float(1 << 30))
+                         for p, b in zip(pids, before)])
+        td, tc = times[0], times[1]
+        tf = times[2] if flo else None
         rows.append((name, statistics.median(td), statistics.median(tc),
-                     statistics.median(a / b for a, b in zip(td, tc))))
+                     statistics.median(a / b for a, b in zip(td, tc)),
+                     statistics.median(tf) if tf else None,
+                     statistics.median(a / b for a, b in zip(td, tf)) if tf else None,
+                     statistics.median(a / b for a, b in zip(tf, tc)) if tf else None))
     print("through an apiserver-like nginx TLS hop: straight to the kubelet side vs through "
           "cloudstream + edgestream, median of %d alternated runs (%s build)"
           % (args.runs, os.path.basename(os.path.abspath(args.build))))
     print("%-52s %12s %12s %7s %7s" % ("", "hop→kubelet", "hop→chain", "ratio", "target"))
-    for name, td, tc, ratio in rows:
+    for name, td, tc, ratio, _, _, _ in rows:
         print("%-52s %7.0f MB/s %7.0f MB/s %7.2f %7s" % (name, nbytes / td / 1e6,
                                                       nbytes / tc / 1e6, ratio, "≥ 0.9"))
+    for name, td, tc, ratio, tfl, f_ratio, c_f in rows:
+        if tfl is None:
+            continue
+        print("floor pair (the hop → tls_relay_floor → tls_relay_floor → the kubelet nginx, "
+              "TLS and nothing else in the two relays), %s:" % name)
+        print("  %7.0f MB/s = %.2f of the hop → kubelet (the chain: %.2f); chain ÷ floor pair "
+              "%.2f" % (nbytes / tfl / 1e6, f_ratio, ratio, c_f))
+        med = lambda leg, i: statistics.median(r[i] for r in cpu[leg])  # noqa: E731
+        print("  CPU per GiB (median; /proc ticks over %d MiB): cloudstream %.2f s, edgestream "
+              "%.2f s; floor relays in %.2f s, out %.2f s" % (
+                  args.mib, med(logs_chain, 0), med(logs_chain, 1), med(logs_floor, 0),
+                  med(logs_floor, 1)))
 
 
 if __name__ == "__main__":

@@ -177,7 +177,8 @@ def write_lines(path, nbytes, line=LOG_LINE):
 
 # ---- the relay floor -------------------------------------------------------------------------
 
-def start_floor_relay(env, name, upstream_port, upstream_cert=None, alpn="http/1.1"):
+def start_floor_relay(env, name, upstream_port, upstream_cert=None, alpn="http/1.1",
+                      buffer_kib=None):
     """test/bench/tls_relay_floor (the cheapest TLS → TLS byte relay) on a free loopback port,
     serving the kubelet stand-in's certificate (no client certificate asked for), relaying to
     127.0.0.1:@upstream_port over TLS verified against the kubelet CA (the kubelet nginx and
@@ -191,6 +192,8 @@ def start_floor_relay(env, name, upstream_port, upstream_cert=None, alpn="http/1
     argv = [tool, "--cert", env.path("kubelet.crt"), "--key", env.path("kubelet.key"),
             "--upstream-port", str(upstream_port), "--upstream-ca", env.path("kubelet-ca.crt"),
             "--alpn", alpn, "--ready-file", ready]
+    if buffer_kib:
+        argv += ["--buffer-kib", str(buffer_kib)]
     if upstream_cert:
         argv += ["--upstream-cert", env.path(upstream_cert + ".crt"),
                  "--upstream-key", env.path(upstream_cert + ".key")]
@@ -199,13 +202,14 @@ def start_floor_relay(env, name, upstream_port, upstream_cert=None, alpn="http/1
     return p
 
 
-def start_floor_pair(env, kubelet_port, alpn="http/1.1"):
+def start_floor_pair(env, kubelet_port, alpn="http/1.1", buffer_kib=None):
     """Two floor relays in a row in front of the kubelet nginx on @kubelet_port, the chain's
     shape without anything but TLS: (in, out), in = the one a client dials (cloudstream's place:
     TLS in, TLS to out), out = the one that dials the kubelet with the edge's kubelet client
     certificate (edgestream's place). Their CPU per GiB is the floor for each daemon's."""
-    out = start_floor_relay(env, "floor-out", kubelet_port, "edgestream-kubelet-client", alpn)
-    return start_floor_relay(env, "floor-in", out.port, None, alpn), out
+    out = start_floor_relay(env, "floor-out", kubelet_port, "edgestream-kubelet-client", alpn,
+                            buffer_kib)
+    return start_floor_relay(env, "floor-in", out.port, None, alpn, buffer_kib), out
 
 
 # ---- containerd -----------------------------------------------------------------------------

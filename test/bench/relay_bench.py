@@ -83,6 +83,9 @@ def main():
                     help="leave out the floor pair (curl → tls_relay_floor → tls_relay_floor → "
                          "the kubelet nginx), the leg that shows what any TLS-terminating "
                          "relay pair costs here")
+    ap.add_argument("--floor-buffer-kib", type=int, metavar="N",
+                    help="plaintext per read round of the floor relays (tls_relay_floor "
+                         "--buffer-kib; its default when not given)")
     bl.add_congestion(ap)
     args = ap.parse_args()
     bl.congestion_netns(args.congestion)
@@ -104,7 +107,8 @@ def main():
                                        name="edge-base")
             h.BIN = os.path.abspath(args.build)
             base = (bcloud, bedge)
-        floor = None if args.no_floor else bl.start_floor_pair(env, kport)
+        floor = None if args.no_floor else bl.start_floor_pair(
+            env, kport, buffer_kib=args.floor_buffer_kib)
         target = "/containerLogs/default/x/y"
         api = ["--cert", env.path("apiserver-kubelet-client.crt"),
                "--key", env.path("apiserver-kubelet-client.key")]
