@@ -242,9 +242,12 @@ def main():
             print("  CPU per GiB, floor relays: in (cloudstream's place) %.2f s, out "
                   "(edgestream's place) %.2f s" % (f_in / gib, f_out / gib))
             print("  chain ÷ floor pair (throughput) %.2f; CPU ÷ the floor relay in its place: "
-                  "cloudstream %.2f, edgestream %.2f" % (
+                  "cloudstream %.2f, edgestream %.2f; both relays %.2f s vs %.2f s per GiB "
+                  "(%.2f)" % (
                       t_floor / t_chain, c_cloud / f_in if f_in else float("inf"),
-                      c_edge / f_out if f_out else float("inf")))
+                      c_edge / f_out if f_out else float("inf"), (c_cloud + c_edge) / gib,
+                      (f_in + f_out) / gib, (c_cloud + c_edge) / (f_in + f_out)
+                      if f_in + f_out else float("inf")))
             for who, name in (("chain", "chain"), ("floor", "floor pair")):
                 print("  %-8s runs, MB/s and CPU per GiB of its two relays: %s" % (who, "  ".join(
                     "%.0f %.2f/%.2f" % (mbps(r[0]), r[1][0] / gib, r[1][1] / gib)
