@@ -33,7 +33,10 @@
  * they never use; its queue is reserved when it first has to hold bytes, and given back once
  * it stayed empty for QUIET_MS (a sweep). If the budget has no room then, the bytes its
  * backend had in hand are held anyway (charged by force: past the limit each such follower
- * adds at most that one burst) and the backend pauses until the queue drained. Small marks
+ * adds at most that one burst) and the backend pauses until the queue drained. A TCP_CONNECT
+ * is reserved the same way: through the front door each of kube-apiserver's kubelet
+ * connections is one, its TLS opaque here, so a `logs -f` cannot be told from a download;
+ * reserving 120 KiB at open for each admitted only ~1,400 to the default budget. Small marks
  * cost no speed: with credit, the window is the pipeline, and this queue only bridges a
  * WINDOW's round trip; the source keeps the rest (a paused socket's kernel buffer). */
 #define TO_CLOUD_HIGH (8u * 1024u)
@@ -242,7 +245,7 @@ static void on_quiet_sweep(lws_sorted_usec_list_t *sul)
 	bool again = false;
 	for (struct es_tunnel *t = es->tunnels; t; t = t->next)
 		for (struct es_stream *st = t->streams; st; st = st->next) {
-			if (!st->to_cloud_reserved || !st->follower)
+			if (!st->to_cloud_reserved || !st->reserve_on_demand)
 				continue;
 			if (st_buf_len(&st->to_cloud) > 0 ||
 			    now - st->to_cloud_queued_ms < QUIET_MS) {
@@ -399,14 +402,14 @@ static const struct es_backend_ops *backend_for(const struct es_target *target,
 /*
  * Reserves what @st may hold toward the cloud with @ops as its backend, and sizes to_cloud to
  * it: the backend's own buffer (a CRI log follower's output) for the stream's life; the queue
- * too, at open, unless the stream is a `logs -f` (then when it first has to hold bytes:
- * TO_CLOUD_HIGH). 0, or -ENOSPC (counted: the stream is refused).
+ * too, at open, unless the stream is a `logs -f` or a TCP_CONNECT (then when it first has to
+ * hold bytes: TO_CLOUD_HIGH). 0, or -ENOSPC (counted: the stream is refused).
  */
 static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
 {
 	struct edgestream *es = st->es;
 	size_t cap = TO_CLOUD_HIGH + ops->to_cloud_burst;
-	uint64_t want = ops->own_bytes + (st->follower ? 0 : (uint64_t)cap);
+	uint64_t want = ops->own_bytes + (st->reserve_on_demand ? 0 : (uint64_t)cap);
 	if (st_budget_charge(&es->budget, want) < 0) {
 		/* The counter and the one-line warning the session's own refusals use. */
 		es->session_totals.refused_budget++;
@@ -415,7 +418,7 @@ static int reserve(struct es_stream *st, const struct es_backend_ops *ops)
 		return -ENOSPC;
 	}
 	st->reserved = ops->own_bytes;
-	if (!st->follower) {
+	if (!st->reserve_on_demand) {
 		st->to_cloud_charged = cap;
 		st->to_cloud_reserved = true;
 	}
@@ -467,6 +470,7 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 		}
 		es_route_tcp(&es->allow, es->kubelet_port > 0, tc.port, tc.target, tc.target_len,
 		             &tg);
+		st->reserve_on_demand = true; /* opaque: a follow or a download alike */
 	} else {
 		int rc = st_connect_req_decode(payload, len, &req);
 		if (rc < 0) {
@@ -484,8 +488,9 @@ int es_stream_open(struct es_tunnel *t, uint64_t id, uint64_t type, const uint8_
 		                          &kp) == 0)
 			st->kind = (uint8_t)kp.kind;
 		/* A follower trickles: its queue toward the cloud is reserved only when needed. */
-		st->follower = st->kind == ST_KUBELET_CONTAINER_LOGS && req.raw_query &&
-		               st_query_k8s_flag(req.raw_query, strlen(req.raw_query), "follow");
+		st->reserve_on_demand =
+		        st->kind == ST_KUBELET_CONTAINER_LOGS && req.raw_query &&
+		        st_query_k8s_flag(req.raw_query, strlen(req.raw_query), "follow");
 	}
 	st->port = tg.port;
 	st->local_name = tg.local_name;

@@ -46,7 +46,7 @@ struct es_stream {
 	uint64_t started_ms;
 	uint64_t started_us;    /* for the TTFB histogram (es->ttfb) */
 	uint8_t kind;           /* enum st_kubelet_kind of its path; OTHER for TCP_CONNECT */
-	bool follower;          /* containerLogs with follow=true: to_cloud reserved lazily */
+	bool reserve_on_demand; /* to_cloud reserved lazily: a `logs -f`, or a TCP_CONNECT */
 	uint16_t port;          /* the route's local port (local-port backend), else 0 */
 	const char *local_name; /* its allow-list name (borrowed from es->allow) */
 	const char *tcp_host;   /* TCP_CONNECT: where the local-port backend dials, NULL for

@@ -66,11 +66,15 @@ uint64_t st__session_announced_window(const struct st_session *s)
 	                                      : s->cfg.recv_window_bytes;
 }
 
-/* Streams that carry at most a request body from the cloud (PROTOCOL.md §3: containerLogs,
- * and other kubelet GETs and POSTs), as opposed to uploads (exec, attach, port-forward, TCP). */
+/* Streams that start at the quiet window: those that carry at most a request body from the
+ * cloud (PROTOCOL.md §3: containerLogs, and other kubelet GETs and POSTs), and TCP streams,
+ * whose bytes the edge cannot classify (through the front door each is one of kube-apiserver's
+ * kubelet connections: mostly a request up and an answer down; one that uploads grows its
+ * window as it drains, window_adjust). Uploads (exec, attach, port-forward) start whole. */
 static bool is_quiet_type(uint64_t type)
 {
-	return type == ST_MSG_LOGS_CONNECT || type == ST_MSG_METRIC_CONNECT;
+	return type == ST_MSG_LOGS_CONNECT || type == ST_MSG_METRIC_CONNECT ||
+	       type == ST_MSG_TCP_CONNECT;
 }
 
 /*

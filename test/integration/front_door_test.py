@@ -14,7 +14,7 @@ Groups: relay (mTLS and the unix socket: exec over SPDY, logs -f, port-forward, 
 byte, the CN the kubelet saw), errors (no tunnel, port not allowed, unknown IP, a failed dial,
 a base-protocol edge, not CONNECT: status and reason in < 100 ms, nothing disallowed dialled),
 stall (one stalled CONNECT and one active on the same node: the active one's throughput against
-its solo run).
+its solo run; quiet follows that fit a 1 MiB edge budget).
 """
 import os
 import re
@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 from harness import (Env, Fail, PEERS, PY, check, close_env, log_mark, run,  # noqa: E402
                      start_cloudstream, wait_log,
                      start_edgestream, start_kubeedge_edge, read_body, read_head, sha256)
+import harness as h  # noqa: E402
 import standin  # noqa: E402
 
 NODE_IP = "127.0.0.11"    # edge-1's address: an IP SAN of its tunnel certificate; never dialled
@@ -677,6 +678,49 @@ def stall():
         close_env(c.env, failed)
 
 
+def quiet_follows(n=48):
+    """Through the front door each of kube-apiserver's kubelet connections is a TCP stream whose
+    TLS the edge cannot read, so, like a `logs -f` on the stream port, it starts at the quiet
+    window and reserves its queue toward the cloud only when it has to hold bytes: @n quiet
+    follows fit an edge budget of 1 MiB (reserved whole at open, 188 KiB each, 5 did), a
+    download beside them arrives whole, and the budget is empty once they end."""
+    c = Chain("door-quiet", edge_extra=("--process-buffer-bytes", "1MiB"))
+    failed = True
+    follows = []
+    try:
+        for i in range(n):
+            t = tunnel(c, "uds")
+            t.sendall(("GET /containerLogs/default/demo/app?tailLines=1&follow=true HTTP/1.1"
+                       "\r\nHost: %s:%d\r\n\r\n" % (NODE_IP, KUBELET_PORT)).encode())
+            status, _, _ = read_head(t)
+            check(status == 200, "follow %d: status %d" % (i, status))
+            follows.append(t)
+        used = h.metric(c.edge, "edgestream_buffered_bytes")
+        t = tunnel(c, "uds")
+        status, hdrs, body = get(t, "/bytes?n=3000000&seed=9")
+        check(status == 200 and sha256(body) == hdrs["x-body-sha256"], "download differs")
+        t.close()
+        refused = h.metric(c.edge, "edgestream_streams_refused_by_session_total",
+                           'reason="budget"')
+        print("     %d quiet follows through the unix socket: the edge's budget holds %d KiB "
+              "of 1024, %d refused; a 3 MB download beside them intact" % (n, used // 1024,
+                                                                            refused))
+        check(refused == 0, "%d streams refused for the budget" % refused)
+        check(used <= n * 8192 + 64 * 1024, "the follows reserve %d bytes" % used)
+        for t in follows:
+            t.close()
+        follows = []
+        deadline = time.monotonic() + 10
+        while h.metric(c.edge, "edgestream_buffered_bytes") > 0:
+            check(time.monotonic() < deadline, "the edge's budget was not given back")
+            time.sleep(0.1)
+        failed = False
+    finally:
+        for t in follows:
+            t.close()
+        close_env(c.env, failed)
+
+
 # ---- pod IPs (--front-door-pod-ips, the edge's --pod-ports) ---------------------------------
 
 POD_IP = "127.0.0.21"        # a pod on edge-1, inside its --pod-cidr
@@ -775,7 +819,7 @@ def pods():
 
 
 GROUPS = {"relay": [relay_tls, relay_uds], "errors": [errors, timeouts, live_reload, bad_config],
-          "stall": [stall],
+          "stall": [stall, quiet_follows],
           "pods": [pods]}
 
 if __name__ == "__main__":

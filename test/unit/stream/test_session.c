@@ -582,7 +582,7 @@ static void test_flow_budget_edge_refusal(void **state)
 	assert_true(proc.used_bytes == 0);
 }
 
-/* An edge with a quiet window announces it (HELLO) and gives it to LOGS and METRIC streams;
+/* An edge with a quiet window announces it (HELLO) and gives it to LOGS, METRIC and TCP streams;
  * an upload stream (EXEC) gets the whole first window at open, reserved in one charge with
  * its output floor, the
  * difference granted in a WINDOW before anything else of it. Each refused whole or admitted. */
@@ -655,6 +655,15 @@ static void test_st_session_window_reserve__quiet_first_window(void **state)
 	assert_int_equal(cloud.closes[3], 1);
 	assert_true(cloud.close_code[3] == ST_EXT_ERR_LIMIT);
 	assert_int_equal(cloud.closes[4], 0);
+	/* A TCP stream (the front door's CONNECT: opaque here) starts at the quiet window too:
+	 * 16 KiB left, so it fits where an exec stream did not, and the cloud may send 4 KiB. */
+	assert_int_equal(st_session_open(cloud.s, 5, ST_MSG_TCP_CONNECT, json, sizeof json - 1), 0);
+	pump(&cloud, &edge, 100, false);
+	assert_int_equal(edge.opens, 4);
+	assert_true(proc.used_bytes == (4096 + 4096) + (64 * 1024 + 4096) + 2 * (4096 + 4096));
+	pump(&edge, &cloud, 100, false);
+	assert_int_equal(cloud.closes[5], 0);
+	assert_int_equal(st_session_write(cloud.s, 5, body, 8192), 4096);
 	free_pair(&cloud, &edge);
 	assert_true(proc.used_bytes == 0);
 }
