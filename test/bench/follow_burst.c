@@ -26,6 +26,18 @@
  * assumes 100 concurrent streams until then, and never more than the server's limit), as a
  * client that does not wait for them: past the server's limit the extra streams are refused
  * (REFUSED_STREAM, counted as failed).
+ *
+ * --unix PATH --connect HOST:PORT: as kube-apiserver with an EgressSelector `HTTPConnect` egress
+ * over a unix socket (cloudstream's front door) does, each request first connects to PATH,
+ * sends `CONNECT HOST:PORT` and reads the 200, then speaks TLS to the kubelet inside it (--ca
+ * is then the kubelet's CA, --cert/--key the apiserver's kubelet client certificate). The
+ * unix connect() blocks while the listener's backlog is full: bound it with --max-connecting.
+ *
+ * --drain: a download instead of a follow: the request says `Connection: close`, each answer
+ * is read to its end, and once every connection closed the tool prints
+ *   drained bytes=B seconds=S
+ * (S from the first connect to the last close) and exits: a client that reads at TLS speed
+ * (SSL_read into one 16 KiB buffer, nothing kept) through either entry.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +52,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,7 +62,7 @@
 
 #include "benchutil.h"
 
-enum cst { C_IDLE, C_TCP, C_TLS, C_REQ, C_HEAD, C_BODY, C_OPEN, C_H2, C_DONE };
+enum cst { C_IDLE, C_TCP, C_PROXY, C_TLS, C_REQ, C_HEAD, C_BODY, C_OPEN, C_H2, C_DONE };
 
 /* An HTTP/2 stream (--h2-streams-per-conn). */
 struct h2s {
@@ -77,8 +90,9 @@ struct conn {
 };
 
 static struct {
-	const char *host, *ca, *cert, *key, *target, *host_header, *expect;
+	const char *host, *ca, *cert, *key, *target, *host_header, *expect, *unix_path, *connect_to;
 	int port, n, timeout_s, max_connecting, hold_s, h2_per_conn, h2_eager;
+	bool drain;
 } o = {.host = "127.0.0.1",
        .target = "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=5",
        .host_header = "edge-1:10350",
@@ -93,9 +107,13 @@ static int nconns; /* N, or ceil(N/K) with HTTP/2 */
 static struct h2s *h2streams;
 static int connecting, started;
 static unsigned answered, s504, other, failed;
+static uint64_t drained_bytes; /* --drain: body bytes read */
+static unsigned drained_closed;
 static unsigned failed_in[C_DONE + 1]; /* failures by the state they happened in */
 static char req[1024];
 static size_t req_len;
+static char proxy_req[512]; /* --unix: the CONNECT head */
+static size_t proxy_req_len;
 static void want(struct conn *c, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = c};
@@ -105,7 +123,7 @@ static void want(struct conn *c, uint32_t events)
 /* The request is settled (answered or not): counted once. */
 static void settle(struct conn *c, enum cst next)
 {
-	if (c->st == C_TCP || c->st == C_TLS)
+	if (c->st == C_TCP || c->st == C_PROXY || c->st == C_TLS)
 		connecting--;
 	if (o.h2_per_conn > 0) { /* streams are what is counted */
 		if (next == C_DONE) {
@@ -147,8 +165,30 @@ static void settle(struct conn *c, enum cst next)
 	c->st = next;
 }
 
+static void start_unix(struct conn *c)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", o.unix_path);
+	c->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	started++;
+	connecting++;
+	c->st = C_TCP;
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		fprintf(stderr, "%s: %s\n", o.unix_path, strerror(errno));
+		settle(c, C_DONE);
+		return;
+	}
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+	epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
 static void start(struct conn *c)
 {
+	if (o.unix_path) {
+		start_unix(c);
+		return;
+	}
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o.port)};
 	inet_pton(AF_INET, o.host, &sa.sin_addr);
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -325,6 +365,57 @@ static bool h2_io(struct conn *c)
 	return nghttp2_session_want_read(c->ng) || nghttp2_session_want_write(c->ng);
 }
 
+static void begin_tls(struct conn *c)
+{
+	c->ssl = SSL_new(ctx);
+	SSL_set_fd(c->ssl, c->fd);
+	SSL_set_connect_state(c->ssl);
+	c->st = C_TLS;
+}
+
+/* --unix: sends the CONNECT head, then reads the answer's head (nothing follows it before our
+ * ClientHello). Returns 1 once a 200 arrived, 0 to wait for the socket, -1 on failure (another
+ * status counts as "other", as on the stream port). */
+static int proxy_step(struct conn *c)
+{
+	while (c->req_off < proxy_req_len) {
+		ssize_t w = write(c->fd, proxy_req + c->req_off, proxy_req_len - c->req_off);
+		if (w < 0) {
+			if (errno == EAGAIN) {
+				want(c, EPOLLOUT);
+				return 0;
+			}
+			return -1;
+		}
+		c->req_off += (size_t)w;
+		if (c->req_off == proxy_req_len)
+			want(c, EPOLLIN);
+	}
+	for (;;) {
+		if (c->got >= sizeof c->buf - 1)
+			return -1;
+		ssize_t r = read(c->fd, c->buf + c->got, sizeof c->buf - 1 - c->got);
+		if (r < 0 && errno == EAGAIN)
+			return 0;
+		if (r <= 0)
+			return -1;
+		c->got += (size_t)r;
+		c->buf[c->got] = '\0';
+		if (strstr(c->buf, "\r\n\r\n") == NULL)
+			continue;
+		int status = strncmp(c->buf, "HTTP/1.1 ", 9) == 0
+		                     ? (int)strtol(c->buf + 9, NULL, 10)
+		                     : -1;
+		c->got = 0;
+		c->req_off = 0;
+		if (status != 200) {
+			c->status = status;
+			return -1;
+		}
+		return 1;
+	}
+}
+
 static void step(struct conn *c)
 {
 	for (;;) {
@@ -337,10 +428,21 @@ static void step(struct conn *c)
 				settle(c, C_DONE);
 				return;
 			}
-			c->ssl = SSL_new(ctx);
-			SSL_set_fd(c->ssl, c->fd);
-			SSL_set_connect_state(c->ssl);
-			c->st = C_TLS;
+			if (o.unix_path)
+				c->st = C_PROXY;
+			else
+				begin_tls(c);
+			continue;
+		}
+		case C_PROXY: {
+			int r = proxy_step(c);
+			if (r < 0) {
+				settle(c, C_DONE);
+				return;
+			}
+			if (r == 0)
+				return;
+			begin_tls(c);
 			continue;
 		}
 		case C_TLS: {
@@ -410,6 +512,7 @@ static void step(struct conn *c)
 				}
 				ERR_clear_error();
 				if (c->st == C_OPEN) { /* the stream ended after its answer */
+					drained_closed++;
 					SSL_free(c->ssl);
 					c->ssl = NULL;
 					close(c->fd);
@@ -420,8 +523,10 @@ static void step(struct conn *c)
 				}
 				return;
 			}
-			if (c->st == C_OPEN)
+			if (c->st == C_OPEN) {
+				drained_bytes += (uint64_t)r;
 				continue;
+			}
 			c->got += (size_t)r;
 			c->buf[c->got] = '\0';
 			if (c->st == C_HEAD) {
@@ -438,6 +543,12 @@ static void step(struct conn *c)
 				}
 				c->st = C_BODY;
 			}
+			if (o.drain) { /* the body's first bytes, after the head */
+				drained_bytes +=
+				        c->got - (size_t)(strstr(c->buf, "\r\n\r\n") + 4 - c->buf);
+				settle(c, C_OPEN);
+				continue;
+			}
 			if (strstr(c->buf, o.expect) != NULL)
 				settle(c, C_OPEN);
 			continue;
@@ -453,7 +564,7 @@ static void step(struct conn *c)
 }
 
 static const struct bench_opt opts[] = {
-        {"port", BENCH_INT, &o.port, "P", true},
+        {"port", BENCH_INT, &o.port, "P", false},
         {"ca", BENCH_STR, &o.ca, "CA", true},
         {"cert", BENCH_STR, &o.cert, "CRT", true},
         {"key", BENCH_STR, &o.key, "KEY", true},
@@ -467,13 +578,16 @@ static const struct bench_opt opts[] = {
         {"hold", BENCH_INT, &o.hold_s, "S", false},
         {"h2-streams-per-conn", BENCH_INT, &o.h2_per_conn, "K", false},
         {"h2-eager", BENCH_INT, &o.h2_eager, "0|1", false},
+        {"unix", BENCH_STR, &o.unix_path, "PATH", false},
+        {"connect", BENCH_STR, &o.connect_to, "HOST:PORT", false},
+        {"drain", BENCH_FLAG, &o.drain, NULL, false},
 };
 static const struct bench_cli cli = {"follow_burst", opts, sizeof opts / sizeof opts[0]};
 
 int main(int argc, char **argv)
 {
 	bench_parse_args(&cli, argc, argv);
-	if (o.port <= 0 || !o.ca || !o.cert || !o.key || o.n <= 0)
+	if ((o.port <= 0 && !o.unix_path) || !o.ca || !o.cert || !o.key || o.n <= 0)
 		bench_usage(&cli);
 	nconns = o.h2_per_conn > 0 ? (o.n + o.h2_per_conn - 1) / o.h2_per_conn : o.n;
 	rlim_t nofile = bench_raise_nofile();
@@ -496,11 +610,21 @@ int main(int argc, char **argv)
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	if (o.h2_per_conn > 0)
 		SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x02h2", 3);
-	int rn = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", o.target,
-	                  o.host_header);
+	int rn = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", o.target,
+	                  o.host_header, o.drain ? "Connection: close\r\n" : "");
 	if (rn < 0 || (size_t)rn >= sizeof req)
 		bench_usage(&cli);
 	req_len = (size_t)rn;
+	if (!o.unix_path != !o.connect_to || ((o.unix_path || o.drain) && o.h2_per_conn > 0))
+		bench_usage(&cli);
+	if (o.unix_path) {
+		rn = snprintf(proxy_req, sizeof proxy_req,
+		              "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", o.connect_to,
+		              o.connect_to);
+		if (rn < 0 || (size_t)rn >= sizeof proxy_req)
+			bench_usage(&cli);
+		proxy_req_len = (size_t)rn;
+	}
 	ep = epoll_create1(0);
 	conns = calloc((size_t)nconns, sizeof *conns);
 	if (conns == NULL)
@@ -530,10 +654,12 @@ int main(int argc, char **argv)
 			       (double)(bench_now_ms() - t0) / 1000.0);
 			if (failed)
 				fprintf(stderr,
-				        "failed in: connect %u, TLS %u, request %u, head %u, body "
-				        "%u, h2 %u\n",
-				        failed_in[C_TCP], failed_in[C_TLS], failed_in[C_REQ],
-				        failed_in[C_HEAD], failed_in[C_BODY], failed_in[C_H2]);
+				        "failed in: connect %u, CONNECT %u, TLS %u, request %u, "
+				        "head "
+				        "%u, body %u, h2 %u\n",
+				        failed_in[C_TCP], failed_in[C_PROXY], failed_in[C_TLS],
+				        failed_in[C_REQ], failed_in[C_HEAD], failed_in[C_BODY],
+				        failed_in[C_H2]);
 			printf("holding\n");
 			fflush(stdout);
 			reported = true;
@@ -555,6 +681,13 @@ int main(int argc, char **argv)
 		}
 		if (hold_until && bench_now_ms() >= hold_until)
 			break;
+		if (o.drain && reported && drained_closed == answered) {
+			printf("drained bytes=%llu seconds=%.3f\n",
+			       (unsigned long long)drained_bytes,
+			       (double)(bench_now_ms() - t0) / 1000.0);
+			fflush(stdout);
+			break;
+		}
 		int k = epoll_wait(ep, evs, 512, 200);
 		for (int i = 0; i < k; i++)
 			step(evs[i].data.ptr);

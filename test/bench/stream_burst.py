@@ -4,7 +4,7 @@ both daemons, beside issue 12's targets, in one run.
 
     test/bench/stream_burst.py [--build build/rel] [--streams 10000] [--settle 12]
                                [--kubelet-http1] [--max-connecting N] [--edge-arg=...] [--cloud-arg=...]
-                               [--h2-streams-per-conn K]
+                               [--h2-streams-per-conn K] [--front-door]
 
 Starts the fake kubelet (TLS, client certificate required; HTTP/2 unless --kubelet-http1, as a
 real kubelet), cloudstream and edgestream on 127.0.0.1 from --build (a Release build for
@@ -17,6 +17,13 @@ meaningful figures), warms both up with 20 follows, reads their VmRSS, then has 
 as HTTP/2 streams, K per connection, as kube-apiserver's Go transport sends them to a kubelet
 that offers h2); then, after --settle seconds, each daemon's
 (VmRSS with the streams open - VmRSS before them) / streams beside its target.
+
+--front-door: the follows come in through cloudstream's front door on a unix socket instead of
+the stream port, as kube-apiserver sends them with an EgressSelector `HTTPConnect` egress over
+a unix socket (DESIGN D13): a unix connection and `CONNECT <node-ip>:10250` each, then the
+client's own TLS to the fake kubelet inside the tunnel (HTTP/1.1, as kube-apiserver's kubelet
+client), which neither daemon terminates: each relays it, the edge over one TCP connection per
+stream to the kubelet.
 
 One node holds every stream, so cloudstream gets --max-streams-per-node and a per-node budget
 (--session-buffer-bytes) sized for that many streams; edgestream gets --max-streams and keeps
@@ -34,7 +41,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as bl  # noqa: E402
+import front_door_test  # noqa: E402
 h = bl.h
+NODE_IP = front_door_test.NODE_IP
 
 CLOUD_TARGET_KIB = 12.0
 EDGE_TARGET_KIB = 20.0
@@ -43,10 +52,17 @@ EDGE_TARGET_KIB = 20.0
 def burst(args, env, cloud, n, hold=False):
     """Runs follow_burst for @n streams; returns (its result line, the process: still holding
     the streams open when @hold, else stopped)."""
-    argv = [os.path.join(h.BIN, "test", "bench", "follow_burst"),
-            "--port", str(cloud.ports["stream"]), "--ca", env.path("stream-ca.crt"),
-            "--cert", env.path("apiserver-kubelet-client.crt"),
-            "--key", env.path("apiserver-kubelet-client.key"), "--n", str(n),
+    if args.front_door:
+        where = ["--unix", cloud.door_socket, "--connect", "%s:10250" % NODE_IP,
+                 "--host-header", "%s:10250" % NODE_IP, "--ca", env.path("kubelet-ca.crt"),
+                 "--cert", env.path("apiserver-kubelet.crt"),
+                 "--key", env.path("apiserver-kubelet.key")]
+    else:
+        where = ["--port", str(cloud.ports["stream"]), "--ca", env.path("stream-ca.crt"),
+                 "--cert", env.path("apiserver-kubelet-client.crt"),
+                 "--key", env.path("apiserver-kubelet-client.key")]
+    argv = [os.path.join(h.BIN, "test", "bench", "follow_burst")] + where + [
+            "--n", str(n),
             "--target", "/containerLogs/default/pod-a/ctr?follow=true&tailLines=1&interval=%g"
             % args.interval, "--timeout", str(args.timeout),
             "--max-connecting", str(args.max_connecting),
@@ -81,10 +97,16 @@ def run(args, env, cloud, edge, kubelet):
     ok = int(f["answered"]) == n
     cloud_kib = (c1 - c0) / n
     edge_kib = (e1 - e0) / n
+    if args.front_door:
+        client = ("through the front door (unix socket, CONNECT, the client's TLS to the "
+                  "kubelet inside; HTTP/1.1, a connection per stream)")
+    elif args.h2_streams_per_conn:
+        client = "HTTP/2, %d streams per connection" % args.h2_streams_per_conn
+    else:
+        client = "HTTP/1.1, a connection per stream"
     print("%d quiet logs -f streams, one node, fake kubelet %s, a line every %g s; build %s; "
           "client %s" % (n, "HTTP/1.1" if args.kubelet_http1 else "HTTP/2", args.interval,
-                         args.build, "HTTP/2, %d streams per connection" % args.h2_streams_per_conn
-                         if args.h2_streams_per_conn else "HTTP/1.1, a connection per stream"))
+                         args.build, client))
     print("| figure | measured | target |")
     print("|---|---|---|")
     print("| burst of %d follow requests: answered (200 + first line) | %s in %s s | all %d |"
@@ -126,19 +148,30 @@ def main():
     ap.add_argument("--h2-streams-per-conn", type=int, default=0,
                     help="the client sends the follows as HTTP/2 streams, K per connection "
                     "(0: HTTP/1.1, a connection each)")
+    ap.add_argument("--front-door", action="store_true",
+                    help="the follows come through cloudstream's front door on a unix socket "
+                    "(CONNECT, then the client's TLS to the kubelet), not the stream port")
     ap.add_argument("--edge-arg", action="append", default=[])
     ap.add_argument("--cloud-arg", action="append", default=[])
     ap.add_argument("--cloud-prefix", default="",
                     help="run cloudstream under this command, e.g. 'heaptrack -o /tmp/cs'")
     args = ap.parse_args()
+    if args.front_door and args.h2_streams_per_conn:
+        ap.error("--front-door is HTTP/1.1: kube-apiserver's kubelet client does not offer h2")
     bl.use_build(args.build)
     with bl.run_env("stream-burst", keep=args.keep) as env:
+        door = []
+        if args.front_door:
+            # The node's tunnel certificate carries its IP, which the CONNECT names.
+            front_door_test.mint_pki(env)
+            door = ["--front-door-socket", env.sock("front-door.sock")]
         kubelet = h.start_kubelet(env, extra=[] if args.kubelet_http1 else ["--h2"])
         n = str(max(args.streams, 1024))
         cloud = h.start_cloudstream(env, ["--max-streams-per-node", n,
                                           "--session-buffer-bytes", "1GiB",
-                                          "--log-level", "warn"] + args.cloud_arg,
+                                          "--log-level", "warn"] + door + args.cloud_arg,
                                     prefix=args.cloud_prefix.split())
+        cloud.door_socket = env.sock("front-door.sock")
         edge = h.start_edgestream(env, cloud, kubelet,
                                   extra=["--max-streams", n, "--log-level", "warn"]
                                   + args.edge_arg)
