@@ -230,6 +230,22 @@ def relay_checks(chain, via):
     status, hdrs, body = get(t, "/bytes?n=3000000&seed=5")
     check(status == 200 and sha256(body) == hdrs["x-body-sha256"], "bytes differ")
     t.close()
+    # A download that ends with the kubelet's close: every byte arrives before the close.
+    t = tunnel(chain, via)
+    n = 16 << 20
+    t.sendall(("GET /bytes?n=%d&seed=6 HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n"
+               % (n, NODE_IP, KUBELET_PORT)).encode())
+    status, hdrs, body = read_head(t)
+    body = bytearray(body)
+    t.settimeout(10)
+    while True:
+        c = t.recv(1 << 16)
+        if not c:
+            break
+        body.extend(c)
+    check(status == 200 and len(body) == n and sha256(bytes(body)) == hdrs["x-body-sha256"],
+          "download closed by the kubelet: %d of %d bytes" % (len(body), n))
+    t.close()
     # logs -f: lines keep coming through the tunnel.
     t = tunnel(chain, via)
     t.sendall(("GET /containerLogs/default/demo/app?tailLines=2&follow=true HTTP/1.1\r\n"
