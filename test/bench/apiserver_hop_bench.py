@@ -21,6 +21,12 @@ hop and the same client:
           two relays that terminate and originate TLS and do nothing else (test/bench/
           tls_relay_floor.c), the chain's shape at its cheapest; its ratio to the hop → kubelet
           is what any pair of TLS relays reaches on these cores (--no-floor leaves it out).
+  - logs through the front door: the hop → egress_splice (test/bench/egress_splice.c: the
+          EgressSelector `HTTPConnect` dial kube-apiserver makes itself, CONNECT on cloudstream's
+          front-door unix socket, then splice(2)) → cloudstream → tunnel → edgestream → the same
+          nginx, the hop's own TLS end to end to it (DESIGN D13); each daemon relays that
+          ciphertext and does only the tunnel's TLS (--no-door leaves it out). The shim is one
+          process more than kube-apiserver has: its CPU counts against this leg.
 Clients: curl for logs; for exec a raw TLS reader that only walks the websocket frame headers
 (neither is the bound: both read well over a GB/s alone). Runs alternate direct and chain;
 medians are printed with the ratio chain ÷ direct beside the target (≥ 0.9). A program, not a
@@ -35,6 +41,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as bl  # noqa: E402
+
+NODE_IP = "127.0.0.11"  # edge-1's address for the front door (front_door_test.py's)
 
 KUBELET_LOCATIONS = """    location /containerLogs/ {{ root {d}; default_type text/plain; rewrite ^ /logs.txt break; }}
 """
@@ -61,6 +69,12 @@ HOP_SERVER = """    ssl_protocols TLSv1.2 TLSv1.3;
       proxy_ssl_certificate {pki}/apiserver-kubelet-client.crt;
       proxy_ssl_certificate_key {pki}/apiserver-kubelet-client.key;
       proxy_set_header Host "edge-1:10350";
+    }}
+    location = /door/logs {{
+      proxy_pass https://127.0.0.1:{eport}/containerLogs/default/bench/app;
+      proxy_ssl_certificate {pki}/edgestream-kubelet-client.crt;
+      proxy_ssl_certificate_key {pki}/edgestream-kubelet-client.key;
+      proxy_set_header Host "{node_ip}:10250";
     }}
     location = /floor/logs {{
       proxy_pass https://127.0.0.1:{fport}/containerLogs/default/bench/app;
@@ -169,6 +183,8 @@ def main():
     ap.add_argument("--no-floor", action="store_true",
                     help="leave out the logs leg through a pair of tls_relay_floor relays "
                          "instead of the chain (what two relays that only do TLS reach here)")
+    ap.add_argument("--no-door", action="store_true",
+                    help="leave out the logs leg through cloudstream's front door")
     bl.add_congestion(ap)
     args = ap.parse_args()
     bl.congestion_netns(args.congestion)
@@ -187,15 +203,28 @@ def run(args, h, env, pod, nbytes):
     cid = pod.container("sleep", "3600")
 
     kubelet = bl.start_kubelet_nginx(env, d, KUBELET_LOCATIONS, http2=args.kubelet_h2)
-    cloud = h.start_cloudstream(env, extra=["--log-level", "warn"])
+    # The front door routes a CONNECT by the node's IP, an IP SAN of its tunnel certificate.
+    env.mint("client", "--ca", env.path("tunnel-ca"), "--out", env.path("node-edge-1"),
+             "--node", "edge-1", "--ip", NODE_IP, "--force")
+    door_sock = env.sock("front-door.sock")
+    cloud = h.start_cloudstream(env, extra=["--log-level", "warn", "--front-door-socket",
+                                            door_sock])
     edge1 = h.start_edgestream(env, cloud, kubelet, node="edge-1", extra=["--log-level", "warn"])
     h.start_edgestream(env, cloud, None, node="edge-2",
                        extra=["--cri-socket", pod.ctd.socket, "--log-level", "warn"])
     sport = cloud.ports["stream"]
     cport = int(pod.cri("exec-url", cid, "true").split(":")[2].split("/")[0])
     floor = None if args.no_floor else bl.start_floor_pair(env, kubelet.port)
+    eport = 1
+    if not args.no_door:
+        ready = os.path.join(env.dir, "egress.ready")
+        _, text = env.start("egress", [os.path.join(h.BIN, "test", "bench", "egress_splice"),
+                                       "--uds", door_sock, "--target", "%s:10250" % NODE_IP,
+                                       "--ready-file", ready], ready)
+        eport = int(text.strip())
     hport = bl.start_nginx(env, d, "hop", HOP_SERVER, http=HOP_HTTP, kport=kubelet.port,
-                           sport=sport, cport=cport, fport=floor[0].port if floor else 1).port
+                           sport=sport, cport=cport, fport=floor[0].port if floor else 1,
+                           eport=eport, node_ip=NODE_IP).port
 
     cert, key = env.path("apiserver-kubelet-client.crt"), env.path(
         "apiserver-kubelet-client.key")
@@ -212,6 +241,9 @@ def run(args, h, env, pod, nbytes):
     def logs_floor():
         return curl_logs(base + "/floor/logs", cert, key, nbytes)
 
+    def logs_door():
+        return curl_logs(base + "/door/logs", cert, key, nbytes)
+
     def exec_direct():
         url = pod.cri("exec-url", cid, "head", "-c", str(nbytes), "/dev/zero")
         return ws_stdout(hport, ctx, "/direct/exec/" + url.split("/exec/", 1)[1], nbytes)
@@ -219,55 +251,62 @@ def run(args, h, env, pod, nbytes):
     def exec_chain():
         return ws_stdout(hport, ctx, "/chain/exec/default/bench/app?" + cmd, nbytes)
 
-    rows = []
+    # Each kind: its legs by name (direct first), and the relays whose CPU is read around a
+    # leg's runs.
+    kinds = [("%d MiB of logs" % args.mib, [("direct", logs_direct), ("chain", logs_chain)]
+              + ([("floor", logs_floor)] if floor else [])
+              + ([("door", logs_door)] if not args.no_door else [])),
+             ("%d MiB of exec stdout (websocket v4, containerd)" % args.mib,
+              [("direct", exec_direct), ("chain", exec_chain)])]
+    watch = {logs_chain: (cloud.pid, edge1.pid), logs_door: (cloud.pid, edge1.pid)}
+    if floor:
+        watch[logs_floor] = (floor[0].pid, floor[1].pid)
+    results = []  # (kind, {leg name: median seconds}, {leg name: median ratio to direct})
     cpu = {}  # leg → [CPU-s per GiB of each watched relay] per run
-    for name, direct, chain, flo in (
-            ("%d MiB of logs" % args.mib, logs_direct, logs_chain, logs_floor if floor else None),
-            ("%d MiB of exec stdout (websocket v4, containerd)" % args.mib, exec_direct,
-             exec_chain, None)):
-        legs = [direct, chain] + ([flo] if flo else [])
-        # the relays whose CPU is read around the logs legs' runs: the chain's, the floor's
-        watch = {chain: (cloud.pid, edge1.pid), flo: (floor[0].pid, floor[1].pid)} \
-            if flo else {}
-        for leg in legs:  # warm every path (TLS sessions, page cache, containerd)
+    for name, legs in kinds:
+        for _, leg in legs:  # warm every path (TLS sessions, page cache, containerd)
             leg()
-        times = [[] for _ in legs]
+        times = {n: [] for n, _ in legs}
         for _ in range(args.runs):  # alternated, so drift hits every leg alike
-            for i, leg in enumerate(legs):
+            for n, leg in legs:
                 pids = watch.get(leg, ())
                 before = [bl.cpu_seconds(p) for p in pids]
-                times[i].append(leg())
+                times[n].append(leg())
                 if pids:
                     cpu.setdefault(leg, []).append(
                         [(bl.cpu_seconds(p) - b) / (nbytes / float(1 << 30))
                          for p, b in zip(pids, before)])
-        td, tc = times[0], times[1]
-        tf = times[2] if flo else None
-        rows.append((name, statistics.median(td), statistics.median(tc),
-                     statistics.median(a / b for a, b in zip(td, tc)),
-                     statistics.median(tf) if tf else None,
-                     statistics.median(a / b for a, b in zip(td, tf)) if tf else None,
-                     statistics.median(a / b for a, b in zip(tf, tc)) if tf else None))
+        td = times["direct"]
+        results.append((name, {n: statistics.median(t) for n, t in times.items()},
+                        {n: statistics.median(a / b for a, b in zip(td, t))
+                         for n, t in times.items()}))
+    med = lambda leg, i: statistics.median(r[i] for r in cpu[leg])  # noqa: E731
     print("through an apiserver-like nginx TLS hop: straight to the kubelet side vs through "
           "cloudstream + edgestream, median of %d alternated runs (%s build)"
           % (args.runs, os.path.basename(os.path.abspath(args.build))))
     print("%-52s %12s %12s %7s %7s" % ("", "hop→kubelet", "hop→chain", "ratio", "target"))
-    for name, td, tc, ratio, _, _, _ in rows:
-        print("%-52s %7.0f MB/s %7.0f MB/s %7.2f %7s" % (name, nbytes / td / 1e6,
-                                                      nbytes / tc / 1e6, ratio, "≥ 0.9"))
-    for name, td, tc, ratio, tfl, f_ratio, c_f in rows:
-        if tfl is None:
-            continue
+    for name, t, ratio in results:
+        print("%-52s %7.0f MB/s %7.0f MB/s %7.2f %7s" % (name, nbytes / t["direct"] / 1e6,
+                                                      nbytes / t["chain"] / 1e6,
+                                                      ratio["chain"], "≥ 0.9"))
+    name, t, ratio = results[0]
+    print("  chain CPU per GiB (median; /proc ticks over %d MiB): cloudstream %.2f s, "
+          "edgestream %.2f s" % (args.mib, med(logs_chain, 0), med(logs_chain, 1)))
+    if "door" in t:
+        print("front door (the hop → egress_splice → CONNECT on the unix socket → cloudstream → "
+              "tunnel → edgestream → the kubelet nginx, the hop's TLS end to end), %s:" % name)
+        print("  %7.0f MB/s = %.2f of the hop → kubelet (target ≥ 0.9; the DNAT chain: %.2f)"
+              % (nbytes / t["door"] / 1e6, ratio["door"], ratio["chain"]))
+        print("  CPU per GiB (median): cloudstream %.2f s, edgestream %.2f s"
+              % (med(logs_door, 0), med(logs_door, 1)))
+    if "floor" in t:
         print("floor pair (the hop → tls_relay_floor → tls_relay_floor → the kubelet nginx, "
               "TLS and nothing else in the two relays), %s:" % name)
         print("  %7.0f MB/s = %.2f of the hop → kubelet (the chain: %.2f); chain ÷ floor pair "
-              "%.2f" % (nbytes / tfl / 1e6, f_ratio, ratio, c_f))
-        med = lambda leg, i: statistics.median(r[i] for r in cpu[leg])  # noqa: E731
-        print("  CPU per GiB (median; /proc ticks over %d MiB): cloudstream %.2f s, edgestream "
-              "%.2f s; floor relays in %.2f s, out %.2f s" % (
-                  args.mib, med(logs_chain, 0), med(logs_chain, 1), med(logs_floor, 0),
-                  med(logs_floor, 1)))
-
+              "%.2f" % (nbytes / t["floor"] / 1e6, ratio["floor"], ratio["chain"],
+                        t["floor"] / t["chain"]))
+        print("  CPU per GiB (median): floor relays in %.2f s, out %.2f s"
+              % (med(logs_floor, 0), med(logs_floor, 1)))
 
 if __name__ == "__main__":
     main()
