@@ -7,8 +7,8 @@ kubelet CA required) behind one tls_relay_floor; a client uploads 3 MiB, the ser
 their sha256 and answers 5 MiB of its own, then closes with close_notify; the client checks
 those bytes and that the close arrived, and closes in turn, which the server must see as a
 close_notify too (both directions' clean shutdown passed through). Also: ALPN passed through
-(the client's http/1.1 reaches the server, the relay picking it out of its list), AES-128-GCM
-chosen on both legs although Python offers AES-256 first, a second connection after the first,
+(the client's http/1.1, then h2, reaches the server, the relay picking it out of its list),
+AES-128-GCM chosen on both legs although Python offers AES-256 first, three connections in turn,
 --help (exit 0), a bad option (exit 2), a missing CA (exit 2) and SIGTERM → exit 0.
 """
 import hashlib
@@ -40,7 +40,7 @@ def recv_exact(s, n):
 
 def serve(lsock, ctx, results):
     """Each connection: read len(UP) bytes, answer DOWN, close_notify, wait for the client's."""
-    for _ in range(2):
+    for _ in range(3):
         raw, _ = lsock.accept()
         raw.settimeout(10)
         stage = "handshake"
@@ -60,11 +60,11 @@ def serve(lsock, ctx, results):
             raw.close()
 
 
-def one_client(port):
+def one_client(port, alpn):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.set_alpn_protocols(alpn)
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
     s = ctx.wrap_socket(raw)
     s.sendall(UP)
@@ -111,25 +111,27 @@ def main():
             "--upstream-key", env.path("edgestream-kubelet-client.key"),
             "--upstream-ca", env.path("kubelet-ca.crt"), "--ready-file", ready], ready)
         port = int(text.strip().split("=")[1])
-        for i in range(2):
-            got, alpn, suite = one_client(port)
+        # the third offers h2 alone: the relay takes it and offers the upstream h2 alone
+        want = ["http/1.1", "http/1.1", "h2"]
+        for i, proto in enumerate(want):
+            got, alpn, suite = one_client(port, [proto])
             h.check(got == DOWN, "connection %d: %d bytes back, want %d intact" % (
                 i, len(got), len(DOWN)))
-            h.check(alpn == "http/1.1" and suite == "TLS_AES_128_GCM_SHA256",
-                    "client leg: ALPN %r, suite %r" % (alpn, suite))
+            h.check(alpn == proto and suite == "TLS_AES_128_GCM_SHA256",
+                    "client leg %d: ALPN %r, suite %r" % (i, alpn, suite))
         server.join(15)
-        h.check(len(results) == 2, "server saw %r" % (results,))
-        for digest, alpn, suite in results:
+        h.check(len(results) == 3, "server saw %r" % (results,))
+        for (digest, alpn, suite), proto in zip(results, want):
             h.check(digest == hashlib.sha256(UP).hexdigest(), "upload: %r" % ((digest, alpn),))
-            h.check(alpn == "http/1.1" and suite == "TLS_AES_128_GCM_SHA256",
+            h.check(alpn == proto and suite == "TLS_AES_128_GCM_SHA256",
                     "upstream leg: ALPN %r, suite %r" % (alpn, suite))
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(10)
         h.check(rc == 0, "exit %s after SIGTERM" % rc)
         log = open(proc.logpath).read()
         h.check(log == "", "the relay logged: %s" % log)
-        print("tls_relay_floor: 2 connections, %d + %d bytes each way intact, ALPN and "
-              "AES-128-GCM passed through, SIGTERM -> 0" % (len(UP), len(DOWN)))
+        print("tls_relay_floor: 3 connections, %d + %d bytes each way intact, ALPN (http/1.1, "
+              "h2) and AES-128-GCM passed through, SIGTERM -> 0" % (len(UP), len(DOWN)))
         ok = True
     finally:
         if not ok:
