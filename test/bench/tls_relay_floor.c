@@ -195,6 +195,8 @@ struct dir {
 	bool want_src_write; /* SSL_read of the source needs its own socket writable */
 	bool full;           /* the last round filled the buffer: OpenSSL may hold more records
 	                      * already read, which poll() would not report */
+	bool ready;          /* worth an SSL_read: poll() said so, or full (no read() that can
+	                      * only fail with EAGAIN: an idle direction costs nothing) */
 };
 
 /* Prints "tls_relay_floor: connection N: @what" and OpenSSL's first queued error (the queue
@@ -362,13 +364,16 @@ static int dir_round(struct conn *c, struct dir *d)
 		d->done = true;
 		return 0;
 	}
+	if (!d->ready)
+		return 0;
 	size_t n = 0;
 	d->want_src_write = false;
 	d->full = false;
 	while (n < buf_bytes) {
 		int r = SSL_read(c->ssl[s], c->plain + n, (int)(buf_bytes - n));
 		if (r > 0) {
-			n += (size_t)r;
+			n += (size_t)
+			        r; /* and on: a round as large as the socket has (one send()) */
 			continue;
 		}
 		int e = SSL_get_error(c->ssl[s], r);
@@ -394,6 +399,7 @@ static int dir_round(struct conn *c, struct dir *d)
 		return -1;
 	}
 	d->full = n == buf_bytes;
+	d->ready = d->full;
 	if (n && SSL_write(c->ssl[t], c->plain, (int)n) != (int)n) {
 		conn_fail(c, "SSL_write", 0);
 		return -1;
@@ -408,7 +414,8 @@ static int dir_round(struct conn *c, struct dir *d)
 
 static void conn_relay(struct conn *c)
 {
-	struct dir dirs[2] = {{.src = 0}, {.src = 1}};
+	/* Both ready at first: the handshakes' read-ahead may hold the first bytes already. */
+	struct dir dirs[2] = {{.src = 0, .ready = true}, {.src = 1, .ready = true}};
 	for (;;) {
 		for (int i = 0; i < 2; i++)
 			if (!dirs[i].done && dir_round(c, &dirs[i]) != 0)
@@ -446,7 +453,14 @@ static void conn_relay(struct conn *c)
 			conn_fail(c, "poll", errno);
 			return;
 		}
-		/* A direction whose socket only reports an error or hang-up reads it in its round. */
+		/* An error or hang-up is read (and reported) in the direction's round. */
+		for (int i = 0; i < 2; i++) {
+			struct dir *d = &dirs[i];
+			short ev = p[d->src].revents;
+			if ((ev & (POLLIN | POLLERR | POLLHUP)) ||
+			    (d->want_src_write && (ev & POLLOUT)))
+				d->ready = true;
+		}
 	}
 }
 
