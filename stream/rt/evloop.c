@@ -25,7 +25,10 @@
  * system call: after the round's callbacks we feed EV_WRITE to the fds a small TLS record
  * arrived on (twice: lws writes the PONG on the first, and keeps POLLOUT on until the second
  * finds nothing left). A fd whose write watcher is not started ignores the feed; a socket
- * that turns out full makes lws keep the rest and wait for POLLOUT as before.
+ * that turns out full makes lws keep the rest and wait for POLLOUT as before. The relays ask
+ * the same way (st_loop_write_soon) for the writes a read calls for: a keep-alive GET crossed
+ * four such rounds (the CONNECT toward the tunnel, the request toward the kubelet, the answer
+ * toward the tunnel, then toward the client), each two epoll_ctl and an epoll_wait.
  */
 #include <stream/err.h>
 #include <stream/loop.h>
@@ -33,6 +36,7 @@
 #include <ev.h>
 #include <libwebsockets.h>
 #include <openssl/ssl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +84,12 @@ static void soon_add(struct st_loop *l, int fd)
 	}
 	l->soon_bits[byte] |= bit;
 	l->soon[l->soon_n++] = fd;
+}
+
+static bool soon_has(const struct st_loop *l, int fd)
+{
+	return (size_t)fd / 8 < l->soon_bits_n &&
+	       (l->soon_bits[(size_t)fd / 8] & (uint8_t)(1u << ((unsigned)fd % 8)));
 }
 
 static void soon_forget(struct st_loop *l, int fd)
@@ -133,12 +143,28 @@ void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi)
 	SSL_set_msg_callback(ssl, on_tls_msg);
 }
 
+/* The fd the soon list knows @wsi by: its SSL's for lws's TLS connections (what the PING watch
+ * sees), else lws's socket (the edge's backends, which do TLS of their own). */
+static int soon_fd(struct lws *wsi)
+{
+	SSL *ssl = lws_get_ssl(wsi);
+	return ssl ? SSL_get_fd(ssl) : (int)lws_get_socket_fd(wsi);
+}
+
 void st_loop_write_soon(struct st_loop *l, struct lws *wsi)
 {
 	lws_callback_on_writable(wsi);
-	SSL *ssl = l->ev ? lws_get_ssl(wsi) : NULL;
-	if (ssl != NULL)
-		soon_add(l, SSL_get_fd(ssl));
+	/* Only a socket that would report POLLOUT now (a poll(), which also says no while lws
+	 * holds unsent bytes of its own): what epoll would have said, one system call instead of
+	 * two epoll_ctl and a round. A full one waits for POLLOUT as before. (Fed without that
+	 * check, a stalled reader's queue on the cloud rarely reached its high mark, so its
+	 * tunnel was paused less often: integration.cloudstream_stall.) Once per round: the
+	 * several kicks of one request or answer cost one poll. */
+	if (l->ev == NULL)
+		return;
+	int fd = soon_fd(wsi);
+	if (fd >= 0 && !soon_has(l, fd) && !lws_send_pipe_choked(wsi))
+		soon_add(l, fd);
 }
 
 void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi)
@@ -146,10 +172,9 @@ void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi)
 	if (l->ev == NULL)
 		return;
 	SSL *ssl = lws_get_ssl(wsi);
-	if (ssl == NULL)
-		return;
-	SSL_set_msg_callback(ssl, NULL);
-	soon_forget(l, SSL_get_fd(ssl));
+	if (ssl != NULL)
+		SSL_set_msg_callback(ssl, NULL);
+	soon_forget(l, soon_fd(wsi));
 }
 
 struct ev_loop *st_loop_ev(struct st_loop *l)

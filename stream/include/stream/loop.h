@@ -62,17 +62,24 @@ int st_loop_run(struct st_loop *l, int timeout_ms);
  * no epoll_ctl: lws's PONG goes out without the two system calls and two rounds of a POLLOUT
  * round trip (rt/evloop.c). Call once the connection is established;
  * st_loop_write_soon_forget() before it is closed (its CLOSED callback). No-op on lws's poll
- * loop or a connection without TLS.
+ * loop or a connection without TLS. st_loop_write_soon_forget() also drops @wsi from this
+ * round's writes (st_loop_write_soon), for any connection.
  */
 void st_loop_write_soon_watch(struct st_loop *l, struct lws *wsi);
 void st_loop_write_soon_forget(struct st_loop *l, struct lws *wsi);
 
 /*
  * st_loop_write_soon() - lws_callback_on_writable(@wsi), served in this round on the epoll
- * loop when called from a callback of it (a timer's included): a small write asked for off
- * the socket's own events (a liveness sweep's PING or owed PONG) costs no epoll_ctl either.
- * A socket that turns out full waits for POLLOUT as before. A TLS connection only; others,
- * and lws's poll loop, get plain lws_callback_on_writable().
+ * loop when called from a callback of it (a timer's included): @wsi's WRITEABLE runs after the
+ * round's callbacks, before the loop waits again, with no epoll_ctl and no round of its own.
+ * For a write asked for off the socket's own events: a liveness sweep's PING, a request's
+ * CONNECT toward the tunnel, an answer toward its client, a request toward a backend (each
+ * hop of a keep-alive GET was one more round and two epoll_ctl). The callback is the usual
+ * WRITEABLE, so its rules hold: what is queued before goes first, and a socket that turns out
+ * full keeps the rest and waits for POLLOUT as before. Any connection lws owns (a raw socket
+ * by its fd, a TLS one by its SSL's); lws's poll loop gets plain lws_callback_on_writable().
+ * A connection that used it calls st_loop_write_soon_forget() in its close callback, so a
+ * socket opened later in the same round on the same fd number is not fed.
  */
 void st_loop_write_soon(struct st_loop *l, struct lws *wsi);
 
