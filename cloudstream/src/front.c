@@ -25,6 +25,7 @@
 #include <certs/certs.h>
 #include <stream/err.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 #include <stream/tunnelwrite.h>
 
 #include "certshare.h"
@@ -60,7 +61,7 @@ int cs__front_queue(struct cs_front *f, const void *p, size_t n)
 		return rc;
 	f->acc.to_client += n;
 	cs_endpoint_queued(&f->ep, n);
-	lws_callback_on_writable(f->wsi);
+	st_loop_write_soon(f->srv->loop, f->wsi); /* the answer goes in this round (loop.h) */
 	return 0;
 }
 
@@ -367,6 +368,7 @@ static int cb_front(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		return f ? front_writeable(f) : -1;
 	case LWS_CALLBACK_RAW_CLOSE:
+		st_loop_write_soon_forget(srv->loop, wsi); /* its fd number may be reused now */
 		cs_stream_listener_note(srv, wsi);
 		if (f) {
 			front_closed(f);

@@ -31,11 +31,12 @@
 
 #include <stream/clock.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 #include <stream/tunnelwrite.h>
 
 void cs__h2_wake(struct cs_h2conn *c)
 {
-	lws_callback_on_writable(c->conn->wsi);
+	st_loop_write_soon(c->conn->srv->loop, c->conn->wsi); /* in this round (stream/loop.h) */
 }
 
 /* ---- deadlines --------------------------------------------------------------------------- */

@@ -170,7 +170,8 @@ int cs__tunnel_writeable(struct cs_tunnel *t)
 		return -1;
 	}
 	t->bytes_out += (uint64_t)n;
-	cs__tunnel_kick(t);
+	if (st_session_want_write(t->sess)) /* more than a batch: the socket's next POLLOUT */
+		lws_callback_on_writable(t->wsi);
 	return 0;
 }
 

@@ -25,6 +25,7 @@
 #include <stream/ext.h>
 #include <stream/limits.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 #include <stream/tunnelread.h>
 
 /* ---- session callbacks ----------------------------------------------------------------- */
@@ -92,8 +93,10 @@ const struct st_session_callbacks cs__tunnel_session_cbs = {
 
 void cs__tunnel_kick(struct cs_tunnel *t)
 {
+	/* Written at the end of this loop round, not the next (stream/loop.h): a request's
+	 * CONNECT or an answer's credit leaves without an epoll_ctl and a round of its own. */
 	if (t->wsi && st_session_want_write(t->sess))
-		lws_callback_on_writable(t->wsi);
+		st_loop_write_soon(t->srv->loop, t->wsi);
 }
 
 void cs__tunnel_paused_remove(struct cs_tunnel *t)
