@@ -20,6 +20,7 @@
 #include <stream/frame.h>
 #include <stream/limits.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 #include <stream/tunnelwrite.h>
 
 #include "rawsock.h"
@@ -231,7 +232,7 @@ void es_conn_adopt(struct es_conn *c, struct es_conn *idle)
 	lws_set_opaque_user_data(c->wsi, c);
 	c->state = ES_CONN_OPEN;
 	c->reused = true;
-	lws_callback_on_writable(c->wsi);
+	st_loop_write_soon(c->es->loop, c->wsi); /* the request goes in this round (loop.h) */
 }
 
 int es_conn_make_idle(struct es_conn *c, uint64_t idle_ms, void (*on_idle_end)(struct es_conn *c))
@@ -552,6 +553,9 @@ static int cb_backend(struct lws *wsi, enum lws_callback_reasons reason, void *u
 			return -1;
 		return c->state == ES_CONN_IDLE ? 0 : writeable(c);
 	case LWS_CALLBACK_RAW_CLOSE:
+		st_loop_write_soon_forget(
+		        ((struct edgestream *)lws_context_user(lws_get_context(wsi)))->loop,
+		        wsi); /* its fd number may be reused now */
 		if (c == NULL)
 			return 0;
 		c->wsi = NULL;
@@ -578,7 +582,7 @@ void es_conn_op_write(struct es_stream *st)
 {
 	struct es_conn *c = st->conn;
 	if (c && c->wsi && c->state != ES_CONN_DIALING)
-		lws_callback_on_writable(c->wsi);
+		st_loop_write_soon(c->es->loop, c->wsi); /* in this round (stream/loop.h) */
 }
 
 void es_conn_op_on_writable(struct es_stream *st)

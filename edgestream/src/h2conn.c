@@ -19,6 +19,7 @@
 #include <stream/frame.h>
 #include <stream/limits.h>
 #include <stream/log.h>
+#include <stream/loop.h>
 
 #include "backend.h"
 #include "es.h"
@@ -73,7 +74,7 @@ void es__h2_arm(struct h2c *c, uint64_t ms)
 void es__h2_kick(struct h2c *c)
 {
 	if (c->wsi && c->state != H2C_DIALING)
-		lws_callback_on_writable(c->wsi);
+		st_loop_write_soon(c->es->loop, c->wsi); /* in this round (stream/loop.h) */
 }
 
 /* ---- the connection ends ------------------------------------------------------------------ */
@@ -458,6 +459,9 @@ static int cb_h2(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
 			return -1;
 		return writeable(c);
 	case LWS_CALLBACK_RAW_CLOSE:
+		st_loop_write_soon_forget(
+		        ((struct edgestream *)lws_context_user(lws_get_context(wsi)))->loop,
+		        wsi); /* its fd number may be reused now */
 		if (c == NULL)
 			return 0;
 		c->wsi = NULL;

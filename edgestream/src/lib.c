@@ -172,23 +172,34 @@ static bool all_closed(const struct edgestream *es)
 	return true;
 }
 
+/* One loop round, SIGPIPE already blocked on this thread (embed.c). */
+static int service_round(struct edgestream *es, int timeout_ms)
+{
+	if (all_closed(es))
+		return 1;
+	const struct st_log_scope *prev = st_log_enter(&es->log_scope);
+	es__handle_requests(es);
+	int rc = st_loop_run(es->loop, timeout_ms) < 0 || all_closed(es) ? 1 : 0;
+	st_log_enter(prev);
+	return rc;
+}
+
 int edgestream_service(struct edgestream *es, int timeout_ms)
 {
 	if (all_closed(es))
 		return 1;
 	bool was_blocked = es_sigpipe_block(); /* the host's thread runs library code: embed.c */
-	const struct st_log_scope *prev = st_log_enter(&es->log_scope);
-	es__handle_requests(es);
-	int rc = st_loop_run(es->loop, timeout_ms) < 0 || all_closed(es) ? 1 : 0;
-	st_log_enter(prev);
+	int rc = service_round(es, timeout_ms);
 	es_sigpipe_restore(was_blocked);
 	return rc;
 }
 
 int edgestream_run(struct edgestream *es)
 {
-	bool was_blocked = es_sigpipe_block(); /* once, not per round */
-	while (edgestream_service(es, -1) == 0)
+	/* Once, not per round: a round of a keep-alive GET's path is a few system calls, and
+	 * two rt_sigprocmask per round were a fifth of them. */
+	bool was_blocked = es_sigpipe_block();
+	while (service_round(es, -1) == 0)
 		;
 	es_sigpipe_restore(was_blocked);
 	atomic_store(&es->loop_done, true);

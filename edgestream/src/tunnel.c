@@ -91,9 +91,11 @@ static const struct st_session_callbacks session_cbs = {
 
 void es_tunnel_kick(struct es_tunnel *t)
 {
+	/* Written at the end of this loop round, not the next (stream/loop.h): an answer leaves
+	 * in the round its backend bytes came in, without an epoll_ctl and a round of its own. */
 	if (t->wsi && t->connected &&
 	    (st_wsctl_want_write(&t->ctl) || (t->sess && st_session_want_write(t->sess))))
-		lws_callback_on_writable(t->wsi);
+		st_loop_write_soon(t->es->loop, t->wsi);
 }
 
 uint32_t es_tunnel_caps(const struct es_tunnel *t)
@@ -417,7 +419,8 @@ static int tunnel_writeable(struct es_tunnel *t)
 		return -1;
 	}
 	t->bytes_out += (uint64_t)n;
-	es_tunnel_kick(t);
+	if (st_wsctl_want_write(&t->ctl) || st_session_want_write(t->sess))
+		lws_callback_on_writable(t->wsi); /* more than a batch: the socket's next POLLOUT */
 	return 0;
 }
 
@@ -489,6 +492,7 @@ static int cb_tunnel(struct lws *wsi, enum lws_callback_reasons reason, void *us
 			         "the cloud closed the websocket");
 		return 0;
 	case LWS_CALLBACK_CLIENT_CLOSED:
+		st_loop_write_soon_forget(t->es->loop, wsi); /* its fd number may be reused now */
 		es__tunnel_down(t, -ECONNRESET, "connection closed");
 		return 0;
 	default:
