@@ -128,7 +128,9 @@ struct edgestream {
 	int kubelet_h2;               /* ALPN's verdict: 0 not known yet, 1 h2, -1 HTTP/1.1 only */
 	uint64_t h2_windows_grown;    /* times a bulk HTTP/2 stream's window grew (h2stream.c) */
 	uint64_t h2_window_grown_now; /* bytes of window grown past the initial, streams open now */
-	struct es_allow allow;        /* allow-listed local ports (local_port.c) */
+	uint64_t h2_windows_shrunk;   /* times a grown window shrank (no longer bulk) */
+	uint64_t h2_window_reserved_now; /* budget bytes held for grown windows, streams open */
+	struct es_allow allow;           /* allow-listed local ports (local_port.c) */
 	bool cri_enabled;        /* --cri-socket: exec/attach/portForward/logs go to the runtime */
 	struct st_workq *wq;     /* CRI calls and log file reads (cri_stream.c, logs_read.c) */
 	int inotify_fd;          /* containerLogs followers' watches; -1 until the first */

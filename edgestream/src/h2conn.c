@@ -82,6 +82,7 @@ void es__h2_kick(struct h2c *c)
 static void c_free(struct h2c *c)
 {
 	lws_sul_cancel(&c->sul);
+	lws_sul_cancel(&c->sul_flow);
 	es_name_cancel(&c->name_wait);
 	es_rawsock_let_go(&c->wsi);
 	while (c->streams)

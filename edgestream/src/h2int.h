@@ -47,7 +47,9 @@ struct h2c {
 	struct es_name_wait name_wait; /* attached while the dial waits for the kubelet's address */
 	uint32_t name_gen;             /* the answer dialled (resolve.h es_name_dial_failed) */
 	lws_sorted_usec_list_t sul;    /* connect / handshake deadline; idle deadline once open */
-	struct h2c *next, *prev;       /* es->h2conns */
+	lws_sorted_usec_list_t sul_flow; /* every ES_H2_FLOW_PERIOD_MS while a window is grown */
+	bool flow_armed;
+	struct h2c *next, *prev; /* es->h2conns */
 };
 
 struct h2s {
@@ -63,11 +65,13 @@ struct h2s {
 	bool head_done, ended, retried;
 	struct es_h2_head head;
 	struct es_h2_flow flow;
+	uint64_t reserved; /* of st->to_cloud_grown_charged, counted in h2_window_reserved_now */
 };
 
 /* h2conn.c */
 void es__h2_arm(struct h2c *c, uint64_t ms); /* the connection's deadline (by its state) */
 void es__h2_kick(struct h2c *c);             /* ask for WRITEABLE: nghttp2 has frames */
+void es__h2_flow_arm(struct h2c *c);         /* h2stream.c: the grown windows' period */
 /* Where a stream can ride (an open or opening connection with room, else a new one); sent at
  * once on an open one. 0, or -1 when the stream was failed (@s freed). */
 int es__h2_place(struct h2s *s);

@@ -293,11 +293,15 @@ void es_h2_flow_init(struct es_h2_flow *f)
 	f->unacked = 0;
 	f->window = ES_H2_STREAM_WINDOW;
 	f->run = 0;
+	f->period = 0;
+	f->capw = ES_H2_STREAM_WINDOW;
+	f->held = ES_H2_STREAM_WINDOW;
 }
 
 size_t es_h2_flow_received(struct es_h2_flow *f, size_t n, bool cloud_full)
 {
 	f->unacked += n;
+	f->period += n;
 	if (cloud_full) {
 		f->run = 0;
 		return 0;
@@ -343,8 +347,76 @@ size_t es_h2_flow_grow(const struct es_h2_flow *f, bool budget_tight)
 	return next > ES_H2_STREAM_WINDOW_MAX ? ES_H2_STREAM_WINDOW_MAX : next;
 }
 
+size_t es_h2_flow_grow_extra(const struct es_h2_flow *f, size_t next, bool chunked)
+{
+	if (next <= f->capw)
+		return 0;
+	return es_h2_flow_reservation(next, chunked) - es_h2_flow_reservation(f->capw, chunked);
+}
+
 void es_h2_flow_grown(struct es_h2_flow *f, size_t window)
 {
 	f->window = window;
 	f->run = 0;
+	if (window > f->capw)
+		f->capw = f->held = window;
+}
+
+size_t es_h2_flow_touch(struct es_h2_flow *f, bool chunked)
+{
+	if (f->held >= f->capw)
+		return 0;
+	size_t extra =
+	        es_h2_flow_reservation(f->capw, chunked) - es_h2_flow_reservation(f->held, chunked);
+	f->held = f->capw;
+	return extra;
+}
+
+size_t es_h2_flow_period_end(struct es_h2_flow *f, bool *silent)
+{
+	size_t got = f->period;
+	f->period = 0;
+	f->run = 0; /* growing needs a whole window within one period */
+	*silent = got == 0;
+	if (f->window <= ES_H2_STREAM_WINDOW)
+		return f->window;
+	if (got == 0)
+		return ES_H2_STREAM_WINDOW;
+	if (got >= f->window / 2)
+		return f->window;
+	size_t half = f->window / 2;
+	return half < ES_H2_STREAM_WINDOW ? ES_H2_STREAM_WINDOW : half;
+}
+
+static size_t extra_of(size_t window, bool chunked)
+{
+	return es_h2_flow_reservation(window, chunked) -
+	       es_h2_flow_reservation(ES_H2_STREAM_WINDOW, chunked);
+}
+
+struct es_h2_flow_keep es_h2_flow_release(const struct es_h2_flow *f, size_t credit,
+                                          bool silent_empty, bool chunked)
+{
+	struct es_h2_flow_keep k;
+	/* The cap allows for what the kubelet may still send, never more than it allowed. */
+	k.capw = credit > f->window ? credit : f->window;
+	if (k.capw > f->capw)
+		k.capw = f->capw;
+	k.held = f->held < k.capw ? f->held : k.capw;
+	if (silent_empty)
+		k.held = f->window; /* its old credit: charged again at its next byte */
+	k.cap_extra = extra_of(k.capw, chunked);
+	k.charged_extra = extra_of(k.held, chunked);
+	return k;
+}
+
+void es_h2_flow_released(struct es_h2_flow *f, const struct es_h2_flow_keep *k)
+{
+	f->capw = k->capw;
+	f->held = k->held;
+}
+
+size_t es_h2_flow_charged_extra(const struct es_h2_flow *f, bool chunked)
+{
+	return extra_of(f->held, chunked);
 }

@@ -108,17 +108,34 @@ size_t es_h2_chunk_start(char *out, size_t n);
  * that received its whole window while the cloud took every byte (the kubelet, not the cloud,
  * was the bound) doubles it, up to ES_H2_STREAM_WINDOW_MAX, while the process budget is not tight
  * (three quarters used). What the larger window lets the kubelet send past the queue's mark is
- * charged before the kubelet hears of it (es_h2_flow_reservation, es_stream_grow_to_cloud) and
- * kept for the stream's life; a quiet `logs -f` never grows and reserves what it did before.
+ * charged before the kubelet hears of it (es_h2_flow_reservation, es_stream_grow_to_cloud).
  * relay_bench --kubelet-h2: the kubelet no longer idles a round trip per 64 KiB, and each read
  * finds a full 64 KiB (README "Bulk relay cost").
+ *
+ * And it shrinks back once the stream is no longer bulk (a `logs -f` after its burst), every
+ * ES_H2_FLOW_PERIOD_MS (es_h2_flow_period_end): a period without a byte takes it straight back
+ * to ES_H2_STREAM_WINDOW, one with less than half the window halves it (growing needs a whole
+ * window within one period). HTTP/2 cannot take back a window the kubelet was given: a smaller
+ * window only stops the WINDOW_UPDATEs past it, and the kubelet may still send what it holds
+ * (its credit). So two sizes follow the window down (es_h2_flow_release):
+ *   capw: the window the queue's cap allows for, max(window, credit): the cap falls only as
+ *         the kubelet spends its old credit;
+ *   held: the window whose reservation the budget holds: capw, except after a period in which
+ *         the stream was silent (no byte, its queue empty): then only the window. What the
+ *         kubelet still holds past it is charged again at its next byte (es_h2_flow_touch), by
+ *         force when the budget has no room (as a quiet follower's queue: past the limit by at
+ *         most that stale credit, which is never renewed).
  */
 #define ES_H2_STREAM_WINDOW_MAX (1024u * 1024u)
+#define ES_H2_FLOW_PERIOD_MS    2000u /* how often a grown window is looked at */
 
 struct es_h2_flow {
 	size_t unacked; /* bytes received whose credit has not gone back */
 	size_t window;  /* the stream's window: ES_H2_STREAM_WINDOW until it grew */
-	size_t run;     /* bytes received since it last grew, every one taken by the cloud */
+	size_t run;     /* bytes received since it last grew (this period), all taken */
+	size_t period;  /* bytes received this period */
+	size_t capw;    /* the window the queue's cap allows for (>= window) */
+	size_t held;    /* the window whose reservation is charged (<= capw) */
 };
 
 /* es_h2_flow_init() - a new stream's flow: ES_H2_STREAM_WINDOW, nothing received. */
@@ -155,7 +172,42 @@ size_t es_h2_flow_reservation(size_t window, bool chunked);
  */
 size_t es_h2_flow_grow(const struct es_h2_flow *f, bool budget_tight);
 
+/* es_h2_flow_grow_extra() - the bytes to charge (and raise the queue's cap by) to grow @f's
+ * window to @next: what es_h2_flow_reservation(@next) needs past what is reserved already. */
+size_t es_h2_flow_grow_extra(const struct es_h2_flow *f, size_t next, bool chunked);
+
 /* es_h2_flow_grown() - the stream's window is @window now (charged and offered). */
 void es_h2_flow_grown(struct es_h2_flow *f, size_t window);
+
+/* es_h2_flow_touch() - a byte arrived: the reservation released while the stream was silent
+ * (held < capw), to charge again now (the caller charges it, by force without room); 0 when
+ * nothing was released. @f counts it charged. */
+size_t es_h2_flow_touch(struct es_h2_flow *f, bool chunked);
+
+/* es_h2_flow_period_end() - a period ended: the window the stream should have now (smaller
+ * when the period received less than half the window, ES_H2_STREAM_WINDOW when nothing), and
+ * the count starts again. The caller offers it (a smaller window: no WINDOW_UPDATE past it),
+ * then calls es_h2_flow_grown() with it. Sets *@silent: the period received nothing. */
+size_t es_h2_flow_period_end(struct es_h2_flow *f, bool *silent);
+
+/* What the queue toward the cloud may keep for a grown window (es_h2_flow_release). */
+struct es_h2_flow_keep {
+	size_t capw, held;    /* the windows (es_h2_flow_keep's doc) */
+	size_t cap_extra;     /* the queue's cap past its base: reservation(capw) - initial */
+	size_t charged_extra; /* charged to the budget: reservation(held) - initial */
+};
+
+/* es_h2_flow_release() - what @f's stream may keep now that the kubelet holds @credit bytes of
+ * window (what it may still send), after a period that was @silent with its queue toward the
+ * cloud empty (@silent_empty). Apply it (lower the cap, give back the charge), then call
+ * es_h2_flow_released(). */
+struct es_h2_flow_keep es_h2_flow_release(const struct es_h2_flow *f, size_t credit,
+                                          bool silent_empty, bool chunked);
+
+/* es_h2_flow_released() - @k was applied. */
+void es_h2_flow_released(struct es_h2_flow *f, const struct es_h2_flow_keep *k);
+
+/* es_h2_flow_charged_extra() - what @f's reservation past the initial window holds now. */
+size_t es_h2_flow_charged_extra(const struct es_h2_flow *f, bool chunked);
 
 #endif /* EDGESTREAM_H2MSG_H */

@@ -71,6 +71,7 @@ void es__h2_stream_free(struct h2s *s)
 {
 	es__h2_detach(s);
 	s->st->es->h2_window_grown_now -= s->flow.window - ES_H2_STREAM_WINDOW;
+	s->st->es->h2_window_reserved_now -= s->reserved; /* the relay gives it back */
 	st_connect_req_cleanup(&s->req);
 	es_h2_head_cleanup(&s->head);
 	free(s);
@@ -249,15 +250,16 @@ static void grow(struct h2s *s)
 	size_t next = es_h2_flow_grow(&s->flow, st_budget_tight(&es->budget));
 	if (next == old || c == NULL)
 		return;
-	size_t extra =
-	        es_h2_flow_reservation(next, s->chunked) - es_h2_flow_reservation(old, s->chunked);
-	if (es_stream_grow_to_cloud(st, extra) < 0)
+	size_t extra = es_h2_flow_grow_extra(&s->flow, next, s->chunked);
+	if (extra > 0 && es_stream_grow_to_cloud(st, extra) < 0)
 		return; /* no room: it stays as it is, and may try again after another window */
+	s->reserved += extra;
+	es->h2_window_reserved_now += extra;
 	c->grown += next - old;
 	conn_window_fits(c);
 	if (nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, s->id,
 	                                          (int32_t)next) != 0) {
-		c->grown -= next - old; /* the reservation stays charged until the stream ends */
+		c->grown -= next - old; /* the reservation stays charged until it shrinks */
 		return;
 	}
 	es_h2_flow_grown(&s->flow, next);
@@ -265,7 +267,70 @@ static void grow(struct h2s *s)
 	es->h2_window_grown_now += next - old;
 	st_dbg_ns(es->node, st->id, "HTTP/2 stream %d: a bulk stream, its window %zu KiB",
 	          (int)s->id, next / 1024);
+	es__h2_flow_arm(c);
 	es__h2_kick(c);
+}
+
+/*
+ * A period of a grown stream (es_h2_flow_period_end): a stream no longer bulk gets a smaller
+ * window (nghttp2 sends no WINDOW_UPDATE past it), and the queue's cap and reservation follow
+ * what the kubelet may still send (es_h2_flow_release). True while something is still grown.
+ */
+static bool flow_period(struct h2s *s)
+{
+	struct h2c *c = s->c;
+	struct es_stream *st = s->st;
+	struct edgestream *es = st->es;
+	if (s->id <= 0 || c->sess == NULL ||
+	    (s->flow.window <= ES_H2_STREAM_WINDOW && s->flow.capw <= ES_H2_STREAM_WINDOW))
+		return false;
+	bool silent;
+	size_t old = s->flow.window;
+	size_t next = es_h2_flow_period_end(&s->flow, &silent);
+	if (next < old && nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, s->id,
+	                                                        (int32_t)next) == 0) {
+		es_h2_flow_grown(&s->flow, next);
+		c->grown -= old - next;
+		es->h2_window_grown_now -= old - next;
+		es->h2_windows_shrunk++;
+		st_dbg_ns(es->node, st->id, "HTTP/2 stream %d: no longer bulk, its window %zu KiB",
+		          (int)s->id, next / 1024);
+		es__h2_kick(c);
+	}
+	int32_t credit = nghttp2_session_get_stream_local_window_size(c->sess, s->id);
+	if (credit >= 0) {
+		struct es_h2_flow_keep k =
+		        es_h2_flow_release(&s->flow, (size_t)credit,
+		                           silent && st_buf_len(&st->to_cloud) == 0, s->chunked);
+		if ((k.capw != s->flow.capw || k.held != s->flow.held) &&
+		    es_stream_shrink_to_cloud(st, k.cap_extra, k.charged_extra) == 0) {
+			es_h2_flow_released(&s->flow, &k);
+			uint64_t now = st->to_cloud_grown_charged;
+			es->h2_window_reserved_now -= s->reserved - now;
+			s->reserved = now;
+		}
+	}
+	return s->flow.window > ES_H2_STREAM_WINDOW || s->flow.capw > ES_H2_STREAM_WINDOW;
+}
+
+static void on_flow_period(lws_sorted_usec_list_t *sul)
+{
+	struct h2c *c = lws_container_of(sul, struct h2c, sul_flow);
+	c->flow_armed = false;
+	bool again = false;
+	for (struct h2s *s = c->streams; s; s = s->next)
+		again |= flow_period(s);
+	if (again)
+		es__h2_flow_arm(c);
+}
+
+void es__h2_flow_arm(struct h2c *c)
+{
+	if (c->flow_armed)
+		return;
+	c->flow_armed = true;
+	lws_sul_schedule(c->es->ctx, 0, &c->sul_flow, on_flow_period,
+	                 (lws_usec_t)ES_H2_FLOW_PERIOD_MS * LWS_US_PER_MS);
 }
 
 static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
@@ -280,6 +345,13 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 	if (!s->head_done || s->no_body)
 		return 0;
 	struct es_stream *st = s->st;
+	size_t again = es_h2_flow_touch(&s->flow, s->chunked);
+	if (again) { /* its old credit, released while silent: charged again first */
+		es_stream_recharge_grown(st, again);
+		uint64_t now = st->to_cloud_grown_charged;
+		st->es->h2_window_reserved_now += now - s->reserved;
+		s->reserved = now;
+	}
 	if (s->chunked) {
 		char line[ES_H2_CHUNK_START_MAX];
 		size_t k = es_h2_chunk_start(line, len);

@@ -90,7 +90,8 @@ static void stream_free(struct es_stream *st)
 	if (st->ops && st->ops->close)
 		st->ops->close(st); /* the backend lets go of @st (and its connection) */
 	st_buf_cleanup(&st->to_backend);
-	st_budget_credit(&es->budget, st->reserved + st->to_cloud_charged + st->to_cloud_grown);
+	st_budget_credit(&es->budget,
+	                 st->reserved + st->to_cloud_charged + st->to_cloud_grown_charged);
 	st_buf_cleanup(&st->to_cloud);
 	es->m.streams_open--;
 	free(st);
@@ -233,7 +234,37 @@ int es_stream_grow_to_cloud(struct es_stream *st, size_t extra)
 		return -ENOSPC;
 	st_buf_raise_cap(&st->to_cloud, st->to_cloud.cap + extra);
 	st->to_cloud_grown += extra;
+	st->to_cloud_grown_charged += extra;
 	return 0;
+}
+
+int es_stream_shrink_to_cloud(struct es_stream *st, uint64_t cap_extra, uint64_t charged)
+{
+	if (cap_extra > st->to_cloud_grown)
+		cap_extra = st->to_cloud_grown;
+	if (charged > cap_extra)
+		charged = cap_extra;
+	if (charged > st->to_cloud_grown_charged)
+		charged = st->to_cloud_grown_charged;
+	size_t cap = (size_t)(st->to_cloud.cap - st->to_cloud_grown + cap_extra);
+	if (cap < st->to_cloud.cap && st_buf_lower_cap(&st->to_cloud, cap) < 0)
+		return -EBUSY;
+	st->to_cloud_grown = cap_extra;
+	st_budget_credit(&st->es->budget, st->to_cloud_grown_charged - charged);
+	st->to_cloud_grown_charged = charged;
+	return 0;
+}
+
+void es_stream_recharge_grown(struct es_stream *st, uint64_t extra)
+{
+	uint64_t room = st->to_cloud_grown - st->to_cloud_grown_charged;
+	if (extra > room)
+		extra = room;
+	if (extra == 0)
+		return;
+	if (st_budget_charge(&st->es->budget, extra) < 0)
+		st_budget_force(&st->es->budget, extra);
+	st->to_cloud_grown_charged += extra;
 }
 
 /* ---- quiet streams give their queue's reservation back ---------------------------------- */

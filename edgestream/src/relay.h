@@ -69,9 +69,10 @@ struct es_stream {
 	uint64_t to_cloud_charged;
 	bool to_cloud_reserved;
 	/* to_cloud's cap grown past HIGH + burst for a backend whose window grew (the kubelet's
-	 * HTTP/2 bulk streams, es_stream_grow_to_cloud): charged for the stream's life, never
-	 * given back by the quiet sweep (the backend's peer may send that much any time). */
-	uint64_t to_cloud_grown;
+	 * HTTP/2 bulk streams, es_stream_grow_to_cloud), and what of it is charged to es->budget
+	 * (to_cloud_grown_charged <= to_cloud_grown). Never given back by the quiet sweep; the
+	 * backend gives it back as its peer's window shrinks (es_stream_shrink_to_cloud). */
+	uint64_t to_cloud_grown, to_cloud_grown_charged;
 	uint64_t to_cloud_queued_ms; /* bytes last waited in to_cloud (or the stream opened) */
 	/* The access log line when it ends (relay.c): the cloud's line for the same stream id
 	 * says what was asked and by whom; this one how the edge served it. */
@@ -111,6 +112,15 @@ bool es_stream_cloud_full(const struct es_stream *st);
  * charged to the process budget now (before the backend's peer is told it may send them).
  * 0, or -ENOSPC (nothing changed). */
 int es_stream_grow_to_cloud(struct es_stream *st, size_t extra);
+
+/* es_stream_shrink_to_cloud() - to_cloud's cap past its base is @cap_extra from now on, of
+ * which @charged is charged to the budget (each at most what it is; the rest goes back).
+ * 0, or -EBUSY when the queue holds more than the smaller cap (nothing changed). */
+int es_stream_shrink_to_cloud(struct es_stream *st, uint64_t cap_extra, uint64_t charged);
+
+/* es_stream_recharge_grown() - charge @extra more of the grown cap again (at most what is not
+ * charged), by force when the budget has no room. */
+void es_stream_recharge_grown(struct es_stream *st, uint64_t extra);
 
 /* es_relay_quiet_sweep_arm() - (re)start the sweep that takes back the queue reservations of
  * quiet streams, unless it runs already. */

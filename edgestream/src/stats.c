@@ -143,6 +143,17 @@ void es_render_metrics(struct st_text *t, void *user)
 	              "HTTP/2 kubelet streams' windows past their initial 64 KiB, summed over the "
 	              "streams open now.",
 	              es->h2_window_grown_now);
+	st_text_counter(t, "edgestream_kubelet_h2_window_shrunk_total",
+	                "Times a grown HTTP/2 kubelet stream's window shrank: a period of "
+	                "ES_H2_FLOW_PERIOD_MS with less than half its window (halved) or nothing "
+	                "(back to 64 KiB).",
+	                es->h2_windows_shrunk);
+	st_text_gauge(t, "edgestream_kubelet_h2_window_reserved_bytes",
+	              "--process-buffer-bytes held for HTTP/2 kubelet streams' windows past their "
+	              "initial 64 KiB (chunk framing included), summed over the streams open now; "
+	              "given back as a window shrinks and the kubelet spends its old credit, or "
+	              "once the stream is silent.",
+	              es->h2_window_reserved_now);
 	st_text_counter(t, "edgestream_stream_stall_cuts_total",
 	                "Streams from base-protocol clouds cut because their backend took nothing "
 	                "for --stall-timeout while the tunnel was paused for them.",

@@ -91,6 +91,15 @@ void st_buf_raise_cap(struct st_buf *b, size_t cap_bytes)
 		b->cap = cap_bytes;
 }
 
+int st_buf_lower_cap(struct st_buf *b, size_t cap_bytes)
+{
+	if (b->len > cap_bytes || b->high > cap_bytes)
+		return -EBUSY;
+	if (cap_bytes < b->cap)
+		b->cap = cap_bytes;
+	return 0;
+}
+
 int st_buf_append(struct st_buf *b, const void *p, size_t n)
 {
 	if (n > st_buf_space(b))

@@ -411,6 +411,74 @@ def h2_bulk_stall_bounded(chain, first=8 << 20):
         time.sleep(0.1)
 
 
+def h2_window_shrinks_when_quiet(chain, n=8 << 20, pause=8.0):
+    """A stream that had a burst (its window grew to 1 MiB, the queue's cap and the budget's
+    reservation with it), then goes silent while it stays open (the fake kubelet's /bursts): within
+    two periods (ES_H2_FLOW_PERIOD_MS, 2 s) its window is back to 64 KiB and the reservation
+    (edgestream_kubelet_h2_window_reserved_bytes) and the budget (edgestream_buffered_bytes)
+    have it back. Its second burst grows the window again (4 doublings) and charges it again."""
+    def metric(name):
+        return h.metric(chain.edge, name)
+
+    grown0 = metric("edgestream_kubelet_h2_window_grown_total")
+    shrunk0 = metric("edgestream_kubelet_h2_window_shrunk_total")
+    s = chain.api.connect(timeout=60)
+    s.sendall(h.head("GET", "/bursts?n=%d&pause=%g&count=2" % (n, pause),
+                     [("Host", "edge-1:10350")]))
+    st, _, rest = h.read_head(s)
+    check(st == 200, "bursts: status %d" % st)
+    got = [len(rest)]
+
+    def drain():
+        while True:
+            try:
+                b = s.recv(1 << 20)
+            except OSError:
+                return
+            if not b:
+                return
+            got[0] += len(b)
+
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    try:
+        for burst in (1, 2):
+            deadline = time.monotonic() + 30
+            while got[0] < burst * n:
+                check(time.monotonic() < deadline, "burst %d: %d bytes" % (burst, got[0]))
+                time.sleep(0.02)
+            t_end = time.monotonic()
+            grown = metric("edgestream_kubelet_h2_window_grown_total") - grown0
+            check(grown == 4 * burst, "after burst %d the window grew %d times, not %d" %
+                  (burst, grown, 4 * burst))
+            reserved = metric("edgestream_kubelet_h2_window_reserved_bytes")
+            check(metric("edgestream_kubelet_h2_window_grown_bytes") == H2_WINDOW_MAX - (64 << 10)
+                  and reserved >= H2_WINDOW_MAX - (64 << 10),
+                  "burst %d: the window is not at its bound, or not reserved (%d)" %
+                  (burst, reserved))
+            used = metric("edgestream_buffered_bytes")
+            # Silent now: two periods at most, and the reservation is back.
+            while metric("edgestream_kubelet_h2_window_reserved_bytes") != 0:
+                check(time.monotonic() < t_end + pause - 1.0,
+                      "burst %d: the quiet stream kept %d bytes reserved" % (
+                          burst, metric("edgestream_kubelet_h2_window_reserved_bytes")))
+                time.sleep(0.1)
+            back = time.monotonic() - t_end
+            check(metric("edgestream_kubelet_h2_window_grown_bytes") == 0,
+                  "burst %d: the quiet stream's window did not shrink" % burst)
+            freed = used - metric("edgestream_buffered_bytes")
+            check(freed >= reserved, "burst %d: the budget got %d bytes back, not %d" %
+                  (burst, freed, reserved))
+            check(metric("edgestream_kubelet_h2_window_shrunk_total") > shrunk0,
+                  "no shrink counted")
+            print("     h2 quiet: burst %d of %d MiB grew the window to 1 MiB (%d bytes "
+                  "reserved); silent, it was back to 64 KiB and the budget had %d bytes back "
+                  "%.1f s later" % (burst, n >> 20, reserved, freed, back), flush=True)
+    finally:
+        s.close()
+        t.join(5)
+
+
 def h2_stalled_beside_active(chain):
     """A follower whose client reads nothing (an endless /stream on the same h2 connection)
     beside an active follower and metrics once every 0.2 s: the stalled stream's kubelet writer
@@ -507,6 +575,7 @@ def group_h2():
             ("expect_continue_http1", lambda: cst.expect_continue(chain, 16 << 20)),
             ("stalled_beside_active", lambda: h2_stalled_beside_active(chain)),
             ("bulk_stall_bounded", lambda: h2_bulk_stall_bounded(chain)),
+            ("window_shrinks_when_quiet", lambda: h2_window_shrinks_when_quiet(chain)),
             ("goaway", lambda: h2_goaway(chain)),
             ("edge_exits_clean", lambda: exits_clean(chain)),
         ]))

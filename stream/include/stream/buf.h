@@ -72,6 +72,10 @@ int st_buf_set_watermarks(struct st_buf *b, size_t high, size_t low);
  * current one changes nothing); the watermarks stay. For a holder whose reservation grew. */
 void st_buf_raise_cap(struct st_buf *b, size_t cap_bytes);
 
+/* st_buf_lower_cap() - let the queue hold only @cap_bytes from now on: 0, or -EBUSY when it
+ * holds more, or its high watermark is above it (nothing changed). */
+int st_buf_lower_cap(struct st_buf *b, size_t cap_bytes);
+
 /* st_buf_len() - bytes queued. */
 static inline size_t st_buf_len(const struct st_buf *b)
 {

@@ -43,6 +43,8 @@ them; python3-h2), on the same paths but the upgrades: SETTINGS_MAX_CONCURRENT_S
                         a second later, a kubelet going away
   /stream?tag=T         as /stream, counting the body bytes the edge's window let it send
   /sent?tag=T           that count (how much of a stalled stream the edge was let to take)
+  /bursts?n=N&pause=S&count=C  C bursts of N bytes (chunked), each followed by S seconds of
+                        silence, then the end: a `logs -f` that had bursts and went quiet
 The ready file gets the bound port. SIGTERM stops it.
 """
 import argparse
@@ -401,6 +403,19 @@ class H2Server:
                 k = min(BLOCK, n - sent)
                 await self.send(sid, base[:k], tag=tag)
                 sent += k
+            await self.send(sid, b"", end=True)
+        elif path == "/bursts":
+            n = int(q.get("n", ["0"])[0])
+            pause = float(q.get("pause", ["5"])[0])
+            self.head(sid, 200, "application/octet-stream")
+            base = body_base(1)[:BLOCK]
+            for _ in range(int(q.get("count", ["2"])[0])):
+                sent = 0
+                while sent < n:
+                    k = min(BLOCK, n - sent)
+                    await self.send(sid, base[:k])
+                    sent += k
+                await asyncio.sleep(pause)
             await self.send(sid, b"", end=True)
         elif path == "/sent":
             await self.whole(sid, 200, b"%d" % H2_SENT.get(q.get("tag", [""])[0], 0))

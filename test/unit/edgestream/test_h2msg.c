@@ -270,6 +270,129 @@ static void test_es_h2__reservation_covers_the_window_as_it_reaches_the_relay(vo
 	assert_true(a - b >= ES_H2_STREAM_WINDOW);
 }
 
+/* Grows @f to the bound as a bulk stream would (a whole window each time), then ends the
+ * period of that burst: a bulk one, the window stays. */
+static void grow_to_max(struct es_h2_flow *f)
+{
+	while (f->window < ES_H2_STREAM_WINDOW_MAX) {
+		es_h2_flow_received(f, f->window, false);
+		size_t next = es_h2_flow_grow(f, false);
+		assert_true(next > f->window);
+		es_h2_flow_grown(f, next);
+	}
+	bool silent;
+	assert_int_equal(es_h2_flow_period_end(f, &silent), ES_H2_STREAM_WINDOW_MAX);
+	assert_false(silent);
+}
+
+static void test_es_h2__a_window_shrinks_once_the_stream_is_no_longer_bulk(void **state)
+{
+	(void)state;
+	struct es_h2_flow f;
+	es_h2_flow_init(&f);
+	bool silent;
+	/* Never grown: a period changes nothing. */
+	assert_int_equal(es_h2_flow_period_end(&f, &silent), ES_H2_STREAM_WINDOW);
+	assert_true(silent);
+	grow_to_max(&f);
+	/* Still bulk (half its window or more in a period): kept. */
+	es_h2_flow_received(&f, ES_H2_STREAM_WINDOW_MAX / 2, false);
+	assert_int_equal(es_h2_flow_period_end(&f, &silent), ES_H2_STREAM_WINDOW_MAX);
+	assert_false(silent);
+	/* Slower (less than half): halves, down to the initial window at most. */
+	es_h2_flow_received(&f, ES_H2_STREAM_WINDOW_MAX / 2 - 1, false);
+	size_t next = es_h2_flow_period_end(&f, &silent);
+	assert_int_equal(next, ES_H2_STREAM_WINDOW_MAX / 2);
+	es_h2_flow_grown(&f, next);
+	assert_int_equal(f.capw, ES_H2_STREAM_WINDOW_MAX); /* the cap still allows the old one */
+	es_h2_flow_received(&f, 1, false);
+	es_h2_flow_grown(&f, es_h2_flow_period_end(&f, &silent));
+	assert_int_equal(f.window, ES_H2_STREAM_WINDOW_MAX / 4);
+	/* Silent: straight back to the initial window. */
+	es_h2_flow_grown(&f, es_h2_flow_period_end(&f, &silent));
+	assert_true(silent);
+	assert_int_equal(f.window, ES_H2_STREAM_WINDOW);
+	/* A trickle never grows it again: a whole window is needed within one period. */
+	for (int i = 0; i < 3; i++) {
+		es_h2_flow_received(&f, ES_H2_STREAM_WINDOW / 2, false);
+		assert_int_equal(es_h2_flow_grow(&f, false), ES_H2_STREAM_WINDOW);
+		es_h2_flow_grown(&f, es_h2_flow_period_end(&f, &silent));
+	}
+	/* A new burst grows it again, without charging what is still reserved. */
+	es_h2_flow_received(&f, ES_H2_STREAM_WINDOW, false);
+	next = es_h2_flow_grow(&f, false);
+	assert_int_equal(next, 2 * ES_H2_STREAM_WINDOW);
+	assert_int_equal(es_h2_flow_grow_extra(&f, next, true), 0); /* capw is 1 MiB still */
+}
+
+static void test_es_h2__a_shrunk_window_gives_back_only_what_the_kubelet_spent(void **state)
+{
+	(void)state;
+	struct es_h2_flow f;
+	es_h2_flow_init(&f);
+	grow_to_max(&f);
+	size_t full = es_h2_flow_charged_extra(&f, true);
+	assert_int_equal(full, es_h2_flow_reservation(ES_H2_STREAM_WINDOW_MAX, true) -
+	                               es_h2_flow_reservation(ES_H2_STREAM_WINDOW, true));
+	es_h2_flow_received(&f, 1000, false); /* a slow period: halved */
+	bool silent;
+	es_h2_flow_grown(&f, es_h2_flow_period_end(&f, &silent));
+	assert_int_equal(f.window, ES_H2_STREAM_WINDOW_MAX / 2);
+	/* The kubelet holds 900 KiB of credit still: the cap and the charge allow for that. */
+	struct es_h2_flow_keep k = es_h2_flow_release(&f, 900u * 1024u, false, true);
+	assert_int_equal(k.capw, 900u * 1024u);
+	assert_int_equal(k.held, 900u * 1024u);
+	assert_int_equal(k.cap_extra, es_h2_flow_reservation(900u * 1024u, true) -
+	                                      es_h2_flow_reservation(ES_H2_STREAM_WINDOW, true));
+	assert_int_equal(k.charged_extra, k.cap_extra);
+	es_h2_flow_released(&f, &k);
+	/* Spent down to within the window: the window is all that is kept. */
+	k = es_h2_flow_release(&f, 1000, false, false);
+	assert_int_equal(k.capw, ES_H2_STREAM_WINDOW_MAX / 2);
+	assert_int_equal(k.charged_extra, ES_H2_STREAM_WINDOW_MAX / 2 - ES_H2_STREAM_WINDOW);
+	/* Never more than it allowed before, whatever the credit says. */
+	k = es_h2_flow_release(&f, 2 * ES_H2_STREAM_WINDOW_MAX, false, true);
+	assert_int_equal(k.capw, 900u * 1024u);
+}
+
+static void test_es_h2__a_silent_stream_gives_back_its_old_credit_until_it_speaks(void **state)
+{
+	(void)state;
+	struct es_h2_flow f;
+	es_h2_flow_init(&f);
+	grow_to_max(&f);
+	bool silent;
+	es_h2_flow_grown(&f, es_h2_flow_period_end(&f, &silent)); /* silent: back to 64 KiB */
+	assert_int_equal(f.window, ES_H2_STREAM_WINDOW);
+	/* The kubelet kept its whole 1 MiB of credit: the cap allows for it, the budget not. */
+	struct es_h2_flow_keep k =
+	        es_h2_flow_release(&f, ES_H2_STREAM_WINDOW_MAX, silent /* and empty */, true);
+	assert_int_equal(k.capw, ES_H2_STREAM_WINDOW_MAX);
+	assert_int_equal(k.held, ES_H2_STREAM_WINDOW);
+	assert_int_equal(k.charged_extra, 0);
+	assert_true(k.cap_extra > 0);
+	es_h2_flow_released(&f, &k);
+	assert_int_equal(es_h2_flow_charged_extra(&f, true), 0);
+	/* Not empty or not silent: the charge stays for what may come. */
+	struct es_h2_flow_keep busy = es_h2_flow_release(&f, ES_H2_STREAM_WINDOW_MAX, false, true);
+	assert_int_equal(busy.held, ES_H2_STREAM_WINDOW);
+	/* Its next byte: the old credit's reservation is charged again, once. */
+	size_t again = es_h2_flow_touch(&f, true);
+	assert_int_equal(again, es_h2_flow_reservation(ES_H2_STREAM_WINDOW_MAX, true) -
+	                                es_h2_flow_reservation(ES_H2_STREAM_WINDOW, true));
+	assert_int_equal(es_h2_flow_touch(&f, true), 0);
+	assert_int_equal(es_h2_flow_charged_extra(&f, true), again);
+	/* Spent: nothing kept past the window. */
+	k = es_h2_flow_release(&f, ES_H2_STREAM_WINDOW, false, true);
+	es_h2_flow_released(&f, &k);
+	assert_int_equal(k.cap_extra, 0);
+	assert_int_equal(es_h2_flow_charged_extra(&f, true), 0);
+	/* Regrowth from there charges again from the initial window. */
+	es_h2_flow_received(&f, ES_H2_STREAM_WINDOW, false);
+	size_t next = es_h2_flow_grow(&f, false);
+	assert_int_equal(es_h2_flow_grow_extra(&f, next, false), next - ES_H2_STREAM_WINDOW);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,6 +408,11 @@ int main(void)
 	        cmocka_unit_test(
 	                test_es_h2__bulk_window_doubles_to_the_bound_only_while_the_cloud_keeps_up),
 	        cmocka_unit_test(test_es_h2__reservation_covers_the_window_as_it_reaches_the_relay),
+	        cmocka_unit_test(test_es_h2__a_window_shrinks_once_the_stream_is_no_longer_bulk),
+	        cmocka_unit_test(
+	                test_es_h2__a_shrunk_window_gives_back_only_what_the_kubelet_spent),
+	        cmocka_unit_test(
+	                test_es_h2__a_silent_stream_gives_back_its_old_credit_until_it_speaks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

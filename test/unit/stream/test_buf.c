@@ -87,6 +87,27 @@ static void test_st_buf_init__allocates_nothing(void **state)
 	st_buf_cleanup(&b); /* twice is fine */
 }
 
+static void test_st_buf_lower_cap__only_above_what_it_holds_and_its_mark(void **state)
+{
+	(void)state;
+	struct st_buf b;
+	st_buf_init(&b, 1000); /* high 500 */
+	st_buf_raise_cap(&b, 3000);
+	char data[800];
+	memset(data, 'x', sizeof data);
+	assert_int_equal(st_buf_append(&b, data, sizeof data), 0);
+	assert_int_equal(st_buf_lower_cap(&b, 799), -EBUSY); /* holds more */
+	assert_int_equal(b.cap, 3000);
+	assert_int_equal(st_buf_lower_cap(&b, 1200), 0);
+	assert_int_equal(b.cap, 1200);
+	assert_int_equal(st_buf_append(&b, data, 401), -EMSGSIZE);
+	st_buf_consume(&b, 800);
+	assert_int_equal(st_buf_lower_cap(&b, 499), -EBUSY); /* below the high mark */
+	assert_int_equal(st_buf_lower_cap(&b, 2000), 0);     /* not a raise */
+	assert_int_equal(b.cap, 1200);
+	st_buf_cleanup(&b);
+}
+
 static void test_st_buf_append__cap_minus_one_zero_plus_one(void **state)
 {
 	(void)state;
@@ -552,6 +573,7 @@ int main(void)
 	        cmocka_unit_test(test_st_buf_read__across_blocks),
 	        cmocka_unit_test(test_st_buf_set_watermarks__limits),
 	        cmocka_unit_test(test_st_buf__random_against_model),
+	        cmocka_unit_test(test_st_buf_lower_cap__only_above_what_it_holds_and_its_mark),
 	};
 	return cmocka_run_group_tests(tests, setup_pattern, NULL);
 }
