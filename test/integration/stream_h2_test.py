@@ -519,7 +519,8 @@ def deadlines(chain):
     without END_STREAM, or a header block without its CONTINUATION) is answered 408 after
     about that long, its connection serving on; a
     connection whose only stream is a quiet follow is not timed out (2.5 s, then another
-    request on it); once its last stream is gone, the idle connection is closed."""
+    request on it); once its last stream is gone, the idle connection is closed. And an
+    HTTP/1.1 head trickled in on the same port is cut after the same --idle-timeout."""
     env = chain.env
     cloud = h.start_cloudstream(env, ["--idle-timeout", "1s"], name="cloudstream-idle")
     edge = None
@@ -562,10 +563,37 @@ def deadlines(chain):
         status, took = unfinished_header_block(chain, cloud)
         check(status == 408 and 0.8 < took < 4, "a header block without its CONTINUATION: "
               "%r after %.1f s" % (status, took))
+        took = http11_trickled_head(env, cloud)
+        check(0.8 < took < 4, "an HTTP/1.1 head trickled in was cut after %.1f s" % took)
+        print("     the same deadline over HTTP/1.1: a head trickled in byte by byte was cut "
+              "after %.1f s (--idle-timeout 1s)" % took, flush=True)
     finally:
         if edge:
             env.stop(edge)
         h.stop_exits_0(env, cloud)
+
+
+def http11_trickled_head(env, cloud):
+    """HTTP/1.1 on the same port (no ALPN): a request head sent one byte every 0.1 s, never
+    finished. Its deadline is the same --idle-timeout, from the handshake (lws's timeout, not
+    pushed back by the bytes): the seconds until the connection was closed."""
+    s = h.Api(env, cloud.ports["stream"]).connect()
+    t0 = time.monotonic()
+    head = h.head("GET", "/containerLogs/default/pod-a/ctr", [("Host", "edge-1:10350")])
+    try:
+        for i in range(100):  # 10 s at most
+            s.sendall(head[i % (len(head) - 4):i % (len(head) - 4) + 1])
+            s.settimeout(0.1)
+            try:
+                if s.recv(4096) == b"":
+                    break
+            except socket.timeout:
+                pass
+    except OSError:
+        pass  # closed under our feet: the deadline
+    took = time.monotonic() - t0
+    s.close()
+    return took
 
 
 def unfinished_header_block(chain, cloud):
