@@ -2,7 +2,7 @@
 """1 GiB from the edge's kubelet straight, and through each of cloudstream's two entries, in the
 same run, with each daemon's CPU per GiB.
 
-    test/bench/front_door_bench.py [--build build/rel] [--mib 1024] [--runs 3]
+    test/bench/front_door_bench.py [--build build/rel] [--mib 1024] [--runs 3] [--congestion reno]
 
 One cloudstream (stream port, front door on a unix socket), one edgestream, nginx as the node's
 kubelet (TLS, client certificate required) serving a sparse file, all on 127.0.0.1 from --build.
@@ -20,7 +20,7 @@ bound). Each run downloads the file three ways, interleaved so drift hits all al
 Prints each run's MB/s and each daemon's CPU-seconds per GiB (/proc/PID/stat before and after),
 then the medians beside issue 12's relay targets. (The front door's mTLS listener, TLS inside
 TLS on the client, is not measured here: the C client does not nest TLS.) A program, not a
-test: it asserts nothing. Needs no root.
+test: it asserts nothing. Needs no root, except --congestion (a network namespace).
 """
 import os
 import statistics
@@ -36,7 +36,9 @@ CHAIN_TARGET = 0.45  # throughput ÷ direct (issue 12)
 
 def main():
     ap = bl.parser(__doc__, "rel", mib=1024, runs=3)
+    bl.add_congestion(ap)
     args = ap.parse_args()
+    bl.congestion_netns(args.congestion)
     h = bl.use_build(args.build)
     os.environ.setdefault("ST_TEST_TMPDIR", "/tmp")
     import front_door_test as fd

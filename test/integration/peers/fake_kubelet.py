@@ -542,7 +542,11 @@ async def main():
         if a.h2:
             ctx.set_alpn_protocols(["h2", "http/1.1"])
     host, port = a.listen.rsplit(":", 1)
-    server = await asyncio.start_server(handle, host, int(port), ssl=ctx)
+    # The backlog a Go listener gets (net.Listen: the kernel's somaxconn), not asyncio's 100:
+    # thousands of connections at once (stream_burst.py --front-door) are queued, not dropped.
+    with open("/proc/sys/net/core/somaxconn") as f:
+        backlog = int(f.read())
+    server = await asyncio.start_server(handle, host, int(port), ssl=ctx, backlog=backlog)
     bound = server.sockets[0].getsockname()[1]
     if a.ready_file:
         tmp = a.ready_file + ".tmp"
