@@ -112,7 +112,7 @@ static void door_closed(struct door *d)
 static int door_writeable(struct door *d)
 {
 	struct cs_server *srv = d->srv;
-	if (!d->uds && st_lws_write_pending(d->wsi))
+	if (st_lws_write_pending(d->wsi))
 		return 0; /* the last batch is still going out (stream/tunnelwrite.h) */
 	if (d->in_len > 0 && d->state != DOOR_CLOSING)
 		cs__door_process(d);
@@ -130,13 +130,8 @@ static int door_writeable(struct door *d)
 		lws_callback_on_writable(d->wsi);
 		return 0;
 	}
-	if (d->state == DOOR_CLOSING &&
-	    ((!d->uds && st_lws_write_pending(d->wsi)) || lws_partial_buffered(d->wsi))) {
-		/* the answer's end first (ours, or what lws kept of a short write), then the
-		 * close_notify and the close */
-		lws_callback_on_writable(d->wsi);
-		return 0;
-	}
+	if (d->state == DOOR_CLOSING && st_lws_write_pending(d->wsi))
+		return 0; /* the answer's end first, then the close_notify and the close */
 	if (d->state == DOOR_CLOSING) {
 		SSL *ssl = d->uds ? NULL : lws_get_ssl(d->wsi);
 		if (ssl)

@@ -261,10 +261,6 @@ static int front_writeable(struct cs_front *f)
 		lws_callback_on_writable(f->wsi);
 		return 0;
 	}
-	if (f->state == CS_FRONT_CLOSING && lws_partial_buffered(f->wsi)) {
-		lws_callback_on_writable(f->wsi); /* what lws kept of a short write goes first */
-		return 0;
-	}
 	if (f->state == CS_FRONT_CLOSING && st_lws_write_pending(f->wsi))
 		return 0; /* the answer's end first, then the close_notify */
 	if (f->state == CS_FRONT_CLOSING) {

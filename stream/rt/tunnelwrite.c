@@ -240,6 +240,10 @@ static uint8_t *scratch(void)
 
 bool st_lws_write_pending(struct lws *wsi)
 {
+	/* What lws kept of a short write goes first too: lws asks for POLLOUT itself, flushes it
+	 * before any writable callback, and asks again once it is out. */
+	if (lws_partial_buffered(wsi))
+		return true;
 	pthread_once(&wbatch_once, wbatch_init_once);
 	SSL *ssl = lws_get_ssl(wsi);
 	BIO *w = ssl ? SSL_get_wbio(ssl) : NULL;

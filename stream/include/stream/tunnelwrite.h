@@ -112,9 +112,10 @@ int st_lws_write_corked(struct lws *wsi, uint8_t *buf, size_t len, int wp);
 
 /*
  * st_lws_write_pending() - sends what the last st_lws_write_corked() on @wsi left unsent.
- * Returns true when some is still left: the caller writes nothing now and returns from its
- * writable callback (another is asked for). False when nothing is left (also for a connection
- * st_lws_write_corked() never batched on). Loop thread, in @wsi's writable callback.
+ * Returns true when some is still left, or lws still holds the tail of a short write of its
+ * own (any connection, TLS or not): the caller writes nothing now (and does not close) and
+ * returns from its writable callback (another is asked for). False when nothing is left.
+ * Loop thread, in @wsi's writable callback.
  */
 bool st_lws_write_pending(struct lws *wsi);
 
